@@ -1,0 +1,23 @@
+// Devices and where a tensor's storage lives.
+#pragma once
+
+#include <string>
+
+namespace symmflow {
+
+enum class DeviceType { cpu, cuda, meta };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:1", "meta"
+  static Device cpu() { return {}; }
+  static Device meta() { return {DeviceType::meta, 0}; }
+  static Device cuda(int i) { return {DeviceType::cuda, i}; }
+};
+
+// Which allocator colour a storage came from: per-device regular memory or a symmetric heap.
+enum class MemoryKind { regular, symmetric };
+
+}  // namespace symmflow

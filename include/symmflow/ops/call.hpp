@@ -1,0 +1,31 @@
+// Eager calls through the registry: bind arguments to the schema, run the shape function,
+// allocate fresh outputs, dispatch to the kernel of the arguments' backend.
+//
+//   Tensor c = symmflow::call("aten::mm", {a, b}).to_tensor();
+//   symmflow::call("aten::add", {a, b}, {{"alpha", 2.0}});   // overload resolved from the args
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "symmflow/ops/registry.hpp"
+
+namespace symmflow {
+
+using KwArgs = std::vector<std::pair<std::string, Value>>;
+
+// Binds positional and keyword arguments to a schema: one Value per schema argument, defaults
+// filled in, types checked. Throws InvalidUsage naming op and argument on a mismatch.
+std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
+                             const KwArgs& kwargs = {});
+
+// Calls an op. `name` is "ns::name.overload" or "ns::name" (the first overload whose schema binds
+// the arguments is chosen). Returns None for `()`, the single return, or a tensor list for
+// several returns.
+Value call(std::string_view name, const std::vector<Value>& args, const KwArgs& kwargs = {});
+// The same on an op already looked up, with already bound arguments.
+std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound);
+
+}  // namespace symmflow

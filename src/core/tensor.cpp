@@ -1,0 +1,143 @@
+#include "symmflow/core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace symmflow {
+
+std::shared_ptr<Storage> Storage::allocate_host(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  if (rounded && !p) throw_error(ErrorCode::System, "out of host memory allocating {} bytes", bytes);
+  if (p) std::memset(p, 0, rounded);
+  auto s = std::make_shared<Storage>(p, bytes, Device::cpu(), MemoryKind::regular);
+  s->owns_host_memory_ = true;
+  return s;
+}
+
+Storage::Storage(void* data, size_t bytes, Device device, MemoryKind kind)
+    : data_(data), bytes_(bytes), device_(device), kind_(kind) {}
+
+Storage::~Storage() {
+  if (owns_host_memory_) std::free(data_);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
+  auto storage = Storage::allocate_host(size_t(symmflow::numel(shape)) * dtype_size(dtype));
+  return from_storage(std::move(storage), 0, dtype, shape);
+}
+
+Tensor Tensor::full(const Shape& shape, DType dtype, double value) {
+  Tensor t = empty(shape, dtype);
+  TensorView v = t.view();
+  for (int64_t i = 0; i < t.numel(); ++i) store_double(v, i, value);
+  return t;
+}
+
+Tensor Tensor::meta(const Shape& shape, DType dtype, Strides strides) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = strides.empty() ? contiguous_strides(shape) : std::move(strides);
+  t.defined_ = true;
+  return t;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t offset_bytes, DType dtype,
+                            const Shape& shape, Strides strides) {
+  Tensor t = meta(shape, dtype, std::move(strides));
+  t.storage_ = std::move(storage);
+  t.offset_ = offset_bytes;
+  return t;
+}
+
+void* Tensor::raw_data() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data()) + offset_;
+}
+
+TensorView Tensor::view() const {
+  return TensorView{raw_data(), dtype_, shape_, strides_, device(), storage_.get()};
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Strides& strides,
+                          int64_t storage_offset_elems) const {
+  SF_CHECK(shape.size() == strides.size(), "as_strided: shape {} and strides {} differ in rank",
+           shape_str(shape), shape_str(strides));
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.strides_ = strides;
+  t.offset_ = size_t(int64_t(offset_) + storage_offset_elems * int64_t(dtype_size(dtype_)));
+  return t;
+}
+
+double load_double(const TensorView& t, int64_t off) {
+  return visit_dtype(t.dtype, [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    return double(static_cast<const T*>(t.data)[off]);
+  });
+}
+
+void store_double(const TensorView& t, int64_t off, double value) {
+  visit_dtype(t.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      static_cast<T*>(t.data)[off] = T(float(value));
+    } else {
+      static_cast<T*>(t.data)[off] = static_cast<T>(value);
+    }
+  });
+}
+
+double Tensor::item_as_double(std::span<const int64_t> index) const {
+  SF_CHECK(int64_t(index.size()) == dim(), "index of rank {} for tensor {}", index.size(), str());
+  int64_t off = 0;
+  for (size_t i = 0; i < index.size(); ++i) off += index[i] * strides_[i];
+  return load_double(view(), off);
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  std::vector<double> out(size_t(numel()));
+  if (out.empty()) return out;
+  TensorView v = view();
+  std::vector<int64_t> idx(shape_.size(), 0);
+  for (size_t n = 0; n < out.size(); ++n) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides_[d];
+    out[n] = load_double(v, off);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape_[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous() || is_meta()) return *this;
+  Tensor out = empty(shape_, dtype_);
+  size_t elem = dtype_size(dtype_);
+  std::vector<int64_t> idx(shape_.size(), 0);
+  char* dst = static_cast<char*>(out.raw_data());
+  const char* src = static_cast<const char*>(raw_data());
+  for (int64_t n = 0; n < numel(); ++n) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides_[d];
+    std::memcpy(dst + size_t(n) * elem, src + off * int64_t(elem), elem);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape_[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+std::string Tensor::str() const {
+  if (!defined_) return "undefined";
+  return fmt::format("{}{}", dtype_name(dtype_), shape_str(shape_));
+}
+
+}  // namespace symmflow
