@@ -24,9 +24,9 @@ Strides contiguous_strides(const Shape& shape) {
 }
 
 bool is_contiguous(const Shape& shape, const Strides& strides) {
+  if (numel(shape) == 0) return true;
   int64_t expected = 1;
   for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return true;
     if (shape[i] != 1 && strides[i] != expected) return false;
     expected *= shape[i];
   }

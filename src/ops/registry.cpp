@@ -94,7 +94,8 @@ const OpDef& Registry::get(std::string_view name) const {
   for (const auto& [n, op] : ops_) near.emplace_back(edit_distance(name, n), n);
   std::sort(near.begin(), near.end());
   std::vector<std::string> best;
-  for (size_t i = 0; i < near.size() && i < 3 && near[i].first <= name.size() / 2 + 2; ++i)
+  size_t limit = std::max<size_t>(2, name.size() / 5);
+  for (size_t i = 0; i < near.size() && i < 3 && near[i].first <= limit; ++i)
     best.push_back(near[i].second);
   if (best.empty()) invalid_usage("unknown op '{}'", name);
   invalid_usage("unknown op '{}' (did you mean {}?)", name, fmt::join(best, ", "));

@@ -117,7 +117,8 @@ TEST(Call, BindingErrorsNameOpAndArgument) {
             "t_call::affine: argument 'x' is an undefined tensor");
   EXPECT_EQ(error_of([&] { call("t_call::nokernel", {x}); }),
             "op 't_call::nokernel' has no cpu kernel");
-  EXPECT_EQ(error_of([&] { call("t_call::nothing", {x}); }), "unknown op 't_call::nothing' (did you mean t_call::nokernel?)");
+  EXPECT_EQ(error_of([&] { call("t_call::afine", {x}); }),
+            "unknown op 't_call::afine' (did you mean t_call::affine?)");
 }
 
 }  // namespace
