@@ -1,0 +1,60 @@
+// Bootstrap: how the ranks of one world find each other. One object per rank.
+//
+// `threads` runs N ranks as threads of one process (the default, no set-up); `mpi` runs them as
+// MPI processes started by mpirun. Both offer the same three things to the layers above: an
+// all-gather of small byte strings among a set of ranks, collective allocation of memory that every
+// member can load and store (process memory on threads, an MPI shared-memory window on mpi), and a
+// failure flag that poisons the world when a rank dies so that peers fail fast.
+// Every wait is bounded by tunables().timeout_s and checks the failure flag.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace symmflow {
+
+// Memory allocated collectively by the members of a group: this rank's block and every member's
+// block as this rank can address it. Freed when the last reference goes (see Note [freeing
+// shared memory] in bootstrap.cpp).
+class SharedRegion {
+ public:
+  virtual ~SharedRegion() = default;
+  virtual void* local() const = 0;
+  virtual void* peer(int member_index) const = 0;  // index into the member list
+  virtual size_t bytes() const = 0;
+};
+
+struct RankFailure {
+  int rank = -1;
+  std::string what;
+};
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual const char* transport() const = 0;  // "threads" or "mpi"
+  // Bound of every wait of this world, in seconds (tunables().timeout_s unless overridden).
+  virtual double timeout_s() const = 0;
+
+  // Every rank of `members` (sorted global ranks, including this one) calls this with the same
+  // `key`; each gets every member's `data`, in member order. `op` names the caller in errors.
+  virtual std::vector<std::string> allgather(const std::vector<int>& members,
+                                             const std::string& key, std::string data,
+                                             std::string_view op) = 0;
+  // Collective: every member allocates `bytes` (zeroed) and learns the others' addresses.
+  virtual std::shared_ptr<SharedRegion> allocate_shared(const std::vector<int>& members,
+                                                        const std::string& key, size_t bytes,
+                                                        std::string_view op) = 0;
+
+  // Marks this rank failed so that peers waiting on it raise PeerFailure naming it.
+  virtual void poison(const std::string& why) = 0;
+  // The first rank of the world that failed, if any.
+  virtual std::optional<RankFailure> failure() const = 0;
+};
+
+}  // namespace symmflow

@@ -1,0 +1,64 @@
+// Symmetric heaps and symmetric tensors.
+//
+// A SymmetricHeap is one collective allocation in a group: the same number of bytes on every
+// member, with every member's address. Creating one is a validated rendezvous: every member
+// presents (allocation sequence number, bytes, group); when anything differs, every member raises
+// InvalidUsage naming what differed on which rank, and nothing is allocated. The compiler carves
+// many buffers out of one heap at fixed offsets; eager code makes one heap per tensor with
+// empty_symmetric. A tensor whose storage is a SymmetricStorage is "symmetric": its peers' copies
+// are at the same offset in their blocks (peer_data).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "symmflow/core/tensor.hpp"
+#include "symmflow/runtime/group.hpp"
+
+namespace symmflow {
+
+class SymmetricHeap {
+ public:
+  // Collective over `group`. `op` names the caller in errors.
+  static std::shared_ptr<SymmetricHeap> allocate(std::shared_ptr<Group> group, size_t bytes,
+                                                 std::string_view op = "allocate_symmetric");
+
+  const std::shared_ptr<Group>& group() const { return group_; }
+  size_t bytes() const { return region_->bytes(); }
+  uint64_t seq() const { return seq_; }
+  void* local() const { return region_->local(); }
+  void* peer(int group_rank) const { return region_->peer(group_->member_index(group_rank)); }
+
+ private:
+  SymmetricHeap() = default;
+  std::shared_ptr<Group> group_;
+  std::shared_ptr<SharedRegion> region_;
+  uint64_t seq_ = 0;
+};
+
+// Storage over a whole heap (kind symmetric). Tensors carved from it share it.
+class SymmetricStorage : public Storage {
+ public:
+  explicit SymmetricStorage(std::shared_ptr<SymmetricHeap> heap);
+  const std::shared_ptr<SymmetricHeap>& heap() const { return heap_; }
+
+ private:
+  std::shared_ptr<SymmetricHeap> heap_;
+};
+
+// A contiguous zeroed tensor in a new heap of `group` of the calling rank (collective).
+Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group);
+// A tensor view of `heap` at `offset_bytes`.
+Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offset_bytes,
+                        const Shape& shape, DType dtype);
+
+// The heap a tensor lives in, checked for an op: throws InvalidUsage when the tensor is not
+// symmetric ("argument 'input' of symm_mem::one_shot_all_reduce is not in symmetric memory; ...
+// allocate it with symmflow::empty_symmetric(shape, dtype, group) ..."), when it was allocated in
+// another group than `group`, or when that group was destroyed.
+const SymmetricHeap& symmetric_heap_of(const TensorView& t, std::string_view op,
+                                       std::string_view arg, const Group& group);
+// Address of the same element in a peer's copy (t must be symmetric).
+void* peer_data(const TensorView& t, int group_rank);
+
+}  // namespace symmflow

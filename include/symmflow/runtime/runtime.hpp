@@ -1,0 +1,88 @@
+// The per-rank runtime: this rank's bootstrap and groups, and how ranks are started.
+//
+//   symmflow::run_threads(4, [](symmflow::Runtime& rt) {
+//     rt.new_group("tp", {0, 1, 2, 3});          // collective among the members
+//     Tensor x = symmflow::empty_symmetric({1024}, DType::f32, "tp");
+//     ...  symmflow::call("symm_mem::one_shot_all_reduce", {x, "sum", "tp"});
+//   });
+//
+// Under mpirun, `Runtime& rt = symmflow::init_mpi();` makes this process one rank (finalized at
+// exit). Ops find the current rank's runtime through Runtime::current() (thread-local on
+// threads). Group names are resolved once per call to a Group handle.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symmflow/runtime/bootstrap.hpp"
+#include "symmflow/ops/group_size.hpp"
+#include "symmflow/runtime/group.hpp"
+
+namespace symmflow {
+
+class Runtime {
+ public:
+  explicit Runtime(std::unique_ptr<Bootstrap> bootstrap);
+  ~Runtime();
+
+  // The runtime of the calling rank; throws InvalidUsage when the thread is not a rank.
+  static Runtime& current();
+  static Runtime* current_or_null();
+
+  int rank() const { return bootstrap_->rank(); }
+  int world_size() const { return bootstrap_->world_size(); }
+  Bootstrap& bootstrap() const { return *bootstrap_; }
+
+  // Collective among `ranks` (global ranks; every member calls with the same name and list, and
+  // validation says what differed). Non-members need not call. "world" exists from the start.
+  std::shared_ptr<Group> new_group(const std::string& name, std::vector<int> ranks);
+  // Throws InvalidUsage "unknown group 'x' (known: world, tp)".
+  const std::shared_ptr<Group>& group(std::string_view name) const;
+  bool has_group(std::string_view name) const;
+  // Marks the group destroyed; later use of it or of its tensors raises InvalidUsage.
+  void destroy_group(std::string_view name);
+
+ private:
+  friend class RuntimeScope;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  int groups_created_ = 0;
+  std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
+};
+
+// Makes `rt` the current runtime of this thread for the scope's lifetime.
+// Also resolves group sizes for shape functions (group_size.hpp).
+class RuntimeScope {
+ public:
+  explicit RuntimeScope(Runtime& rt);
+  ~RuntimeScope();
+
+ private:
+  Runtime* previous_;
+  std::unique_ptr<ScopedGroupSizeResolver> groups_;
+};
+
+struct ThreadsOptions {
+  double timeout_s = -1;  // <0: tunables().timeout_s
+};
+
+// Runs fn on `world_size` ranks, one thread each, and waits for all. A rank that throws poisons
+// the world, so peers waiting on it fail fast with PeerFailure naming it. Returns each rank's
+// exception (null when it finished).
+std::vector<std::exception_ptr> run_threads_collect(int world_size,
+                                                    const std::function<void(Runtime&)>& fn,
+                                                    const ThreadsOptions& options = {});
+// The same, rethrowing the first rank's error (in rank order) prefixed with "rank N: ".
+void run_threads(int world_size, const std::function<void(Runtime&)>& fn,
+                 const ThreadsOptions& options = {});
+
+// MPI: this process becomes one rank of MPI_COMM_WORLD (MPI_Init_thread on first call).
+// Throws InvalidUsage when symmflow was built without MPI.
+Runtime& init_mpi(int* argc = nullptr, char*** argv = nullptr);
+bool mpi_available();
+
+}  // namespace symmflow

@@ -1,0 +1,37 @@
+// Tunables: every timeout and threshold of symmflow, in one table with name, default and doc.
+// Values come from the environment (SYMMFLOW_<NAME>) once per process; `symmflow env` prints
+// the table with the value in force. Code reads them through `tunables()`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace symmflow {
+
+struct Tunables {
+  double timeout_s = 30.0;              // every wait (barrier, signal, bootstrap)
+  int64_t spin_count = 4096;            // busy polls before a wait starts yielding
+  int64_t yield_count = 256;            // yields before a wait starts sleeping
+  int64_t sleep_us = 50;                // sleep between polls once backed off
+  int64_t signal_channels = 16;         // channels per signal pad
+  int64_t one_shot_max_bytes = 131072;  // all-reduce: one-shot up to here, two-shot above
+  bool debug_collectives = false;       // cross-rank fingerprint check of every collective
+};
+
+struct TunableInfo {
+  std::string name;   // "timeout_s"
+  std::string env;    // "SYMMFLOW_TIMEOUT_S"
+  std::string default_value;
+  std::string value;  // in force
+  std::string doc;
+};
+
+// Values in force (environment read on first use). Throws InvalidUsage naming the variable when
+// a value does not parse or is out of range.
+const Tunables& tunables();
+std::vector<TunableInfo> tunable_table();
+// Tests and tools may override values for the rest of the process.
+void set_tunables(const Tunables& t);
+
+}  // namespace symmflow

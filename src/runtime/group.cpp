@@ -1,0 +1,121 @@
+// Groups: membership, signal pads and the barrier / put_signal / wait_signal primitives
+// (Note [signal protocol] in group.hpp). Pads are allocated collectively when the group is made.
+#include "symmflow/runtime/group.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/tunables.hpp"
+#include "symmflow/runtime/wait.hpp"
+
+namespace symmflow {
+
+namespace {
+constexpr int kKinds = 2;
+}
+
+Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
+    : bootstrap_(bootstrap), name_(std::move(name)), ranks_(std::move(ranks)) {
+  auto it = std::find(ranks_.begin(), ranks_.end(), bootstrap_->rank());
+  SF_CHECK(it != ranks_.end(), "group '{}': rank {} is not a member ({})", name_,
+           bootstrap_->rank(), fmt::join(ranks_, ", "));
+  rank_ = int(it - ranks_.begin());
+  channels_ = int(tunables().signal_channels);
+  std::vector<int> sorted = ranks_;
+  std::sort(sorted.begin(), sorted.end());
+  size_t pad_bytes = size_t(kKinds) * size_t(channels_) * ranks_.size() * sizeof(uint32_t);
+  pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_, pad_bytes, "new_group");
+  // allocate_shared indexes members in sorted order; keep a group-order view in flag().
+  sorted_ = std::move(sorted);
+}
+
+Group::~Group() = default;
+
+int Group::member_index(int group_rank) const {
+  int global = ranks_[size_t(group_rank)];
+  return int(std::lower_bound(sorted_.begin(), sorted_.end(), global) - sorted_.begin());
+}
+
+std::atomic<uint32_t>* Group::flag(int owner, SignalKind kind, int channel, int from) const {
+  auto* base = static_cast<std::atomic<uint32_t>*>(pads_->peer(member_index(owner)));
+  size_t index = (size_t(kind) * size_t(channels_) + size_t(channel)) * ranks_.size() + size_t(from);
+  return base + index;
+}
+
+void Group::check_channel(int channel, std::string_view op) const {
+  SF_CHECK(channel >= 0 && channel < channels_,
+           "{}: channel {} out of range for group '{}' (valid: 0..{}; set SYMMFLOW_SIGNAL_CHANNELS "
+           "for more)",
+           op, channel, name_, channels_ - 1);
+}
+
+void Group::check_alive(std::string_view op) const {
+  SF_CHECK(!destroyed(), "{}: group '{}' was destroyed; create it again with new_group", op, name_);
+}
+
+void Group::raise(SignalKind kind, int peer, int channel, std::string_view op) {
+  std::atomic<uint32_t>* f = flag(peer, kind, channel, rank_);
+  uint32_t expected = 0;
+  if (f->compare_exchange_strong(expected, 1, std::memory_order_release, std::memory_order_relaxed))
+    return;
+  Waiter w(bootstrap_, {op, name_, bootstrap_->rank(), global_rank(peer)});
+  for (;;) {
+    expected = 0;
+    if (f->compare_exchange_weak(expected, 1, std::memory_order_release, std::memory_order_relaxed))
+      return;
+    w.pause();
+  }
+}
+
+void Group::consume(SignalKind kind, int peer, int channel, std::string_view op) {
+  std::atomic<uint32_t>* f = flag(rank_, kind, channel, peer);
+  uint32_t expected = 1;
+  if (f->compare_exchange_strong(expected, 0, std::memory_order_acquire, std::memory_order_relaxed))
+    return;
+  Waiter w(bootstrap_, {op, name_, bootstrap_->rank(), global_rank(peer)});
+  for (;;) {
+    expected = 1;
+    if (f->compare_exchange_weak(expected, 0, std::memory_order_acquire, std::memory_order_relaxed))
+      return;
+    w.pause();
+  }
+}
+
+void Group::barrier(int channel, std::string_view op) {
+  check_alive(op);
+  check_channel(channel, op);
+  int n = size();
+  for (int i = 1; i < n; ++i) raise(SignalKind::barrier, (rank_ + i) % n, channel, op);
+  for (int i = 1; i < n; ++i) consume(SignalKind::barrier, (rank_ + n - i) % n, channel, op);
+}
+
+void Group::put_signal(int peer, int channel, std::string_view op) {
+  check_alive(op);
+  check_channel(channel, op);
+  SF_CHECK(peer >= 0 && peer < size(), "{}: peer {} out of range for group '{}' of size {}", op,
+           peer, name_, size());
+  raise(SignalKind::signal, peer, channel, op);
+}
+
+void Group::wait_signal(int peer, int channel, std::string_view op) {
+  check_alive(op);
+  check_channel(channel, op);
+  SF_CHECK(peer >= 0 && peer < size(), "{}: peer {} out of range for group '{}' of size {}", op,
+           peer, name_, size());
+  consume(SignalKind::signal, peer, channel, op);
+}
+
+std::vector<std::string> Group::allgather(std::string data, std::string_view op) {
+  check_alive(op);
+  std::vector<int> sorted = sorted_;
+  std::vector<std::string> by_sorted = bootstrap_->allgather(
+      sorted, fmt::format("group:{}:{}", name_, exchange_seq_++), std::move(data), op);
+  std::vector<std::string> out(ranks_.size());
+  for (int r = 0; r < size(); ++r) out[size_t(r)] = std::move(by_sorted[size_t(member_index(r))]);
+  return out;
+}
+
+}  // namespace symmflow

@@ -1,0 +1,102 @@
+// Symmetric heaps: validated rendezvous, symmetric storages and tensors, peer addressing.
+// Contract: allocate() first exchanges (seq, bytes, group) among the members; if any member
+// differs, every member raises the same InvalidUsage listing each rank's request, before any
+// memory is allocated. Only then is the shared region allocated.
+#include "symmflow/runtime/heap.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow {
+
+namespace {
+
+struct Request {
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+};
+
+std::string describe(const std::vector<std::string>& all, const Group& g) {
+  std::string out;
+  for (size_t r = 0; r < all.size(); ++r) {
+    Request q;
+    std::memcpy(&q, all[r].data(), sizeof q);
+    out += fmt::format("\n  rank {}: allocation #{} of {} bytes", g.global_rank(int(r)), q.seq,
+                       q.bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<SymmetricHeap> SymmetricHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
+                                                       std::string_view op) {
+  group->check_alive(op);
+  Request mine{group->next_allocation_seq(), bytes};
+  std::string blob(sizeof mine, '\0');
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  std::vector<std::string> all = group->allgather(blob, op);
+  bool same = true;
+  for (const std::string& b : all) same = same && b == all[0];
+  SF_CHECK(same,
+           "{}: symmetric allocation in group '{}' differs across ranks (every rank must allocate "
+           "the same sizes in the same order):{}",
+           op, group->name(), describe(all, *group));
+  auto heap = std::shared_ptr<SymmetricHeap>(new SymmetricHeap());
+  heap->seq_ = mine.seq;
+  std::vector<int> sorted = group->ranks();
+  std::sort(sorted.begin(), sorted.end());
+  heap->region_ = group->bootstrap().allocate_shared(
+      sorted, fmt::format("heap:{}:{}", group->name(), mine.seq), std::max<size_t>(bytes, 64), op);
+  heap->group_ = std::move(group);
+  return heap;
+}
+
+SymmetricStorage::SymmetricStorage(std::shared_ptr<SymmetricHeap> heap)
+    : Storage(heap->local(), heap->bytes(), Device::cpu(), MemoryKind::symmetric),
+      heap_(std::move(heap)) {}
+
+Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offset_bytes,
+                        const Shape& shape, DType dtype) {
+  size_t need = offset_bytes + size_t(numel(shape)) * dtype_size(dtype);
+  SF_CHECK(need <= heap->bytes(), "symmetric tensor {}{} at offset {} does not fit a heap of {} bytes",
+           dtype_name(dtype), shape_str(shape), offset_bytes, heap->bytes());
+  return Tensor::from_storage(std::make_shared<SymmetricStorage>(heap), offset_bytes, dtype, shape);
+}
+
+Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) {
+  for (int64_t s : shape) SF_CHECK(s >= 0, "empty_symmetric: negative dimension in {}", shape_str(shape));
+  const std::shared_ptr<Group>& g = Runtime::current().group(group);
+  size_t bytes = size_t(numel(shape)) * dtype_size(dtype);
+  auto heap = SymmetricHeap::allocate(g, bytes, "empty_symmetric");
+  return symmetric_tensor(heap, 0, shape, dtype);
+}
+
+const SymmetricHeap& symmetric_heap_of(const TensorView& t, std::string_view op,
+                                       std::string_view arg, const Group& group) {
+  const auto* s = dynamic_cast<const SymmetricStorage*>(t.storage);
+  SF_CHECK(s,
+           "{}: argument '{}' is not in symmetric memory; allocate it with "
+           "symmflow::empty_symmetric(shape, dtype, \"{}\") or let the compiler place it",
+           op, arg, group.name());
+  const SymmetricHeap& heap = *s->heap();
+  heap.group()->check_alive(op);
+  SF_CHECK(heap.group().get() == &group,
+           "{}: argument '{}' was allocated in group '{}' but the op runs on group '{}'", op, arg,
+           heap.group()->name(), group.name());
+  return heap;
+}
+
+void* peer_data(const TensorView& t, int group_rank) {
+  const auto* s = dynamic_cast<const SymmetricStorage*>(t.storage);
+  SF_ASSERT(s);
+  ptrdiff_t offset = static_cast<char*>(t.data) - static_cast<char*>(s->heap()->local());
+  return static_cast<char*>(s->heap()->peer(group_rank)) + offset;
+}
+
+}  // namespace symmflow

@@ -1,0 +1,95 @@
+// Runtime: groups by name and the current rank of a thread. new_group validates that every member
+// passes the same name and rank list (an all-gather among the members) and refuses bad lists.
+#include "symmflow/runtime/runtime.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/group_size.hpp"
+
+namespace symmflow {
+
+namespace {
+thread_local Runtime* current_runtime = nullptr;
+}
+
+Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
+  std::vector<int> all(size_t(bootstrap_->world_size()));
+  for (int r = 0; r < world_size(); ++r) all[size_t(r)] = r;
+  groups_.emplace("world", std::make_shared<Group>(bootstrap_.get(), "world", all));
+}
+
+Runtime::~Runtime() {
+  for (auto& [name, g] : groups_) g->mark_destroyed();
+}
+
+Runtime* Runtime::current_or_null() { return current_runtime; }
+
+Runtime& Runtime::current() {
+  SF_CHECK(current_runtime,
+           "no symmflow rank on this thread: run inside symmflow::run_threads(...) or after "
+           "symmflow::init_mpi()");
+  return *current_runtime;
+}
+
+std::shared_ptr<Group> Runtime::new_group(const std::string& name, std::vector<int> ranks) {
+  SF_CHECK(!name.empty(), "new_group: empty group name");
+  SF_CHECK(!has_group(name), "new_group: group '{}' already exists on rank {}", name, rank());
+  SF_CHECK(!ranks.empty(), "new_group '{}': no ranks", name);
+  std::set<int> seen;
+  for (int r : ranks) {
+    SF_CHECK(r >= 0 && r < world_size(), "new_group '{}': rank {} is outside the world of {} ranks",
+             name, r, world_size());
+    SF_CHECK(seen.insert(r).second, "new_group '{}': rank {} listed twice", name, r);
+  }
+  SF_CHECK(seen.count(rank()), "new_group '{}': rank {} calls it but is not a member ({})", name,
+           rank(), fmt::join(ranks, ", "));
+  std::vector<int> sorted(seen.begin(), seen.end());
+  std::string mine = fmt::format("{}|{}", name, fmt::join(ranks, ","));
+  std::vector<std::string> all = bootstrap_->allgather(
+      sorted, fmt::format("new_group:#{}", groups_created_++), mine, "new_group");
+  for (size_t i = 0; i < all.size(); ++i) {
+    SF_CHECK(all[i] == mine, "new_group: rank {} asked for '{}' but rank {} for '{}'", rank(),
+             mine, sorted[i], all[i]);
+  }
+  auto g = std::make_shared<Group>(bootstrap_.get(), name, std::move(ranks));
+  groups_.emplace(name, g);
+  return g;
+}
+
+bool Runtime::has_group(std::string_view name) const { return groups_.find(name) != groups_.end(); }
+
+const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
+  auto it = groups_.find(name);
+  if (it == groups_.end()) {
+    std::vector<std::string> known;
+    for (const auto& [n, g] : groups_) known.push_back(n);
+    invalid_usage("unknown group '{}' (known: {})", name, fmt::join(known, ", "));
+  }
+  return it->second;
+}
+
+void Runtime::destroy_group(std::string_view name) {
+  SF_CHECK(name != "world", "destroy_group: the world group cannot be destroyed");
+  auto it = groups_.find(name);
+  SF_CHECK(it != groups_.end(), "destroy_group: unknown group '{}'", name);
+  it->second->mark_destroyed();
+  groups_.erase(it);
+}
+
+RuntimeScope::RuntimeScope(Runtime& rt)
+    : previous_(current_runtime),
+      groups_(std::make_unique<ScopedGroupSizeResolver>(
+          [&rt](std::string_view name) -> std::optional<int64_t> {
+            if (!rt.has_group(name)) return std::nullopt;
+            return rt.group(name)->size();
+          })) {
+  current_runtime = &rt;
+}
+RuntimeScope::~RuntimeScope() { current_runtime = previous_; }
+
+}  // namespace symmflow

@@ -1,0 +1,123 @@
+// The tunables table (see tunables.hpp). One row per field: name, environment variable, doc,
+// and how to parse and print it. Values are read from the environment once.
+#include "symmflow/runtime/tunables.hpp"
+
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "symmflow/core/error.hpp"
+
+namespace symmflow {
+
+namespace {
+
+struct Row {
+  const char* name;
+  const char* doc;
+  std::function<std::string(const Tunables&)> get;
+  std::function<void(Tunables&, const std::string&)> set;  // throws on a bad value
+};
+
+int64_t parse_int(const std::string& env, const std::string& v, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  SF_CHECK(end && *end == '\0' && !v.empty() && x >= lo && x <= hi,
+           "{}={}: expected an integer in [{}, {}]", env, v, lo, hi);
+  return x;
+}
+
+double parse_double(const std::string& env, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  SF_CHECK(end && *end == '\0' && !v.empty() && x >= lo && x <= hi,
+           "{}={}: expected a number in [{}, {}]", env, v, lo, hi);
+  return x;
+}
+
+#define INT_ROW(field, lo, hi, doc)                                                 \
+  Row{#field, doc, [](const Tunables& t) { return fmt::format("{}", t.field); },     \
+      [](Tunables& t, const std::string& v) {                                         \
+        t.field = parse_int(env_name(#field), v, lo, hi);                             \
+      }}
+
+std::string env_name(const std::string& field) {
+  std::string out = "SYMMFLOW_";
+  for (char c : field) out += char(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> kRows = {
+      Row{"timeout_s", "Seconds any wait (barrier, signal, rendezvous, bootstrap) may take before "
+                       "it raises Timeout naming op, group, rank and peer",
+          [](const Tunables& t) { return fmt::format("{}", t.timeout_s); },
+          [](Tunables& t, const std::string& v) {
+            t.timeout_s = parse_double(env_name("timeout_s"), v, 0.001, 86400);
+          }},
+      INT_ROW(spin_count, 0, int64_t(1) << 40, "Busy polls before a wait starts yielding the core"),
+      INT_ROW(yield_count, 0, int64_t(1) << 40, "Yields before a wait starts sleeping"),
+      INT_ROW(sleep_us, 0, 1000000, "Microseconds slept between polls once a wait backed off"),
+      INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
+      INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
+              "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),
+      Row{"debug_collectives",
+          "1: every collective first checks that all ranks call the same op with the same "
+          "dtype and size (costs one extra exchange)",
+          [](const Tunables& t) { return std::string(t.debug_collectives ? "1" : "0"); },
+          [](Tunables& t, const std::string& v) {
+            t.debug_collectives = parse_int(env_name("debug_collectives"), v, 0, 1) != 0;
+          }},
+  };
+  return kRows;
+}
+
+std::mutex& mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Reads the environment on first use; a bad value throws and is reported again on the next use.
+Tunables& loaded_state() {
+  static Tunables t;
+  static bool loaded = false;
+  if (!loaded) {
+    Tunables fresh;
+    for (const Row& r : rows()) {
+      if (const char* v = std::getenv(env_name(r.name).c_str())) r.set(fresh, v);
+    }
+    t = fresh;
+    loaded = true;
+  }
+  return t;
+}
+
+}  // namespace
+
+const Tunables& tunables() {
+  static thread_local const Tunables* cached = nullptr;
+  if (cached) return *cached;
+  std::lock_guard lock(mutex());
+  cached = &loaded_state();
+  return *cached;
+}
+
+void set_tunables(const Tunables& t) {
+  std::lock_guard lock(mutex());
+  loaded_state() = t;
+}
+
+std::vector<TunableInfo> tunable_table() {
+  std::lock_guard lock(mutex());
+  const Tunables& now = loaded_state();
+  Tunables defaults;
+  std::vector<TunableInfo> out;
+  for (const Row& r : rows()) {
+    out.push_back({r.name, env_name(r.name), r.get(defaults), r.get(now), r.doc});
+  }
+  return out;
+}
+
+}  // namespace symmflow

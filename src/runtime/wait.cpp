@@ -1,0 +1,51 @@
+// Waiter: spin, then yield, then sleep; check deadline and world failure every 256 polls (and on
+// every poll once backed off). Errors name op, group, this rank and the peer waited for.
+#include "symmflow/runtime/wait.hpp"
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/tunables.hpp"
+
+namespace symmflow {
+
+Waiter::Waiter(const Bootstrap* bootstrap, WaitSite site)
+    : bootstrap_(bootstrap), site_(site), start_(std::chrono::steady_clock::now()) {}
+
+void Waiter::pause() {
+  const Tunables& t = tunables();
+  ++polls_;
+  if (polls_ <= t.spin_count) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if ((polls_ & 255) != 0) return;
+  } else if (polls_ <= t.spin_count + t.yield_count) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(t.sleep_us));
+  }
+  if (bootstrap_ && bootstrap_->failure()) fail();
+  double limit = bootstrap_ ? bootstrap_->timeout_s() : t.timeout_s;
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > limit)
+    fail();
+}
+
+void Waiter::fail() {
+  std::string where = site_.group.empty() ? "" : fmt::format(" in group '{}'", site_.group);
+  if (bootstrap_) {
+    if (auto f = bootstrap_->failure(); f && f->rank != site_.rank) {
+      throw_error(ErrorCode::PeerFailure, "{}: rank {} failed ({}) while rank {} waited{}{}",
+                  site_.op, f->rank, f->what, site_.rank,
+                  site_.peer >= 0 ? fmt::format(" for rank {}", site_.peer) : "", where);
+    }
+  }
+  double limit = bootstrap_ ? bootstrap_->timeout_s() : tunables().timeout_s;
+  throw_error(ErrorCode::Timeout, "{}: timed out after {} s{} on rank {} waiting for {}", site_.op,
+              limit, where, site_.rank,
+              site_.peer >= 0 ? fmt::format("rank {}", site_.peer) : std::string("peers"));
+}
+
+}  // namespace symmflow
