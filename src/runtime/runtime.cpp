@@ -50,8 +50,7 @@ std::shared_ptr<Group> Runtime::new_group(const std::string& name, std::vector<i
            rank(), fmt::join(ranks, ", "));
   std::vector<int> sorted(seen.begin(), seen.end());
   std::string mine = fmt::format("{}|{}", name, fmt::join(ranks, ","));
-  std::vector<std::string> all = bootstrap_->allgather(
-      sorted, fmt::format("new_group:#{}", groups_created_++), mine, "new_group");
+  std::vector<std::string> all = bootstrap_->allgather(sorted, "new_group", mine, "new_group");
   for (size_t i = 0; i < all.size(); ++i) {
     SF_CHECK(all[i] == mine, "new_group: rank {} asked for '{}' but rank {} for '{}'", rank(),
              mine, sorted[i], all[i]);

@@ -15,6 +15,9 @@ Waiter::Waiter(const Bootstrap* bootstrap, WaitSite site)
     : bootstrap_(bootstrap), site_(site), start_(std::chrono::steady_clock::now()) {}
 
 void Waiter::pause() {
+  // A failure or deadline seen on one poll ends the wait only after the caller polled once more:
+  // what a peer did before failing (a flag it raised) is visible by then, so it is not lost.
+  if (expired_) fail();
   const Tunables& t = tunables();
   ++polls_;
   if (polls_ <= t.spin_count) {
@@ -27,10 +30,10 @@ void Waiter::pause() {
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(t.sleep_us));
   }
-  if (bootstrap_ && bootstrap_->failure()) fail();
+  if (bootstrap_ && bootstrap_->failure()) expired_ = true;
   double limit = bootstrap_ ? bootstrap_->timeout_s() : t.timeout_s;
   if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > limit)
-    fail();
+    expired_ = true;
 }
 
 void Waiter::fail() {

@@ -50,7 +50,6 @@ class Runtime {
  private:
   friend class RuntimeScope;
   std::unique_ptr<Bootstrap> bootstrap_;
-  int groups_created_ = 0;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
 };
 

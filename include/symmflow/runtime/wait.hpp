@@ -23,7 +23,8 @@ struct WaitSite {
 class Waiter {
  public:
   Waiter(const Bootstrap* bootstrap, WaitSite site);
-  // Call once per failed poll; throws Timeout or PeerFailure when the wait must end.
+  // Call once per failed poll; throws Timeout or PeerFailure when the wait must end (one poll
+  // after the failure or deadline was first seen).
   void pause();
   void set_peer(int peer) { site_.peer = peer; }
 
@@ -33,6 +34,7 @@ class Waiter {
   WaitSite site_;
   std::chrono::steady_clock::time_point start_;
   int64_t polls_ = 0;
+  bool expired_ = false;
 };
 
 // Spins until pred() holds; `site` names the wait. pred must be cheap and side-effect free
