@@ -357,6 +357,8 @@ class Parser {
     return ec == std::errc() && p == s.data() + s.size();
   }
 
+  // Appends a number literal's value: ints go to int_list and, widened, to float_list (so an
+  // IntList default also serves a float[] argument); floats only to float_list.
   void number_value(const Token& t, DefaultValue& v, bool& is_float) {
     if (t.kind == Tok::Int) {
       int64_t i = 0;
@@ -402,6 +404,7 @@ class Parser {
           v.float_value = v.float_list[0];
         } else {
           v.int_value = v.int_list[0];
+          v.float_value = v.float_list[0];  // an int literal also serves a float argument
         }
         v.int_list.clear();
         v.float_list.clear();

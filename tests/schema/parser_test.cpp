@@ -157,7 +157,9 @@ TEST(ParserTest, DefaultValues) {
 
   Argument half = only_arg("float p=0.5");
   EXPECT_DOUBLE_EQ(half.default_value->float_value, 0.5);
-  EXPECT_EQ(only_arg("float p=1").default_value->kind, K::Int);  // an int literal fits float
+  Argument int_for_float = only_arg("float p=1");  // an int literal fits float
+  EXPECT_EQ(int_for_float.default_value->kind, K::Int);
+  EXPECT_DOUBLE_EQ(int_for_float.default_value->float_value, 1.0);
 
   Argument empty = only_arg("int[] dims=[]");
   EXPECT_EQ(empty.default_value->kind, K::IntList);
@@ -167,6 +169,7 @@ TEST(ParserTest, DefaultValues) {
   Argument list = only_arg("int[2] dims=[0,1]");
   EXPECT_EQ(list.default_value->kind, K::IntList);
   EXPECT_EQ(list.default_value->int_list, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(list.default_value->float_list, (std::vector<double>{0, 1}));
   EXPECT_EQ(list.default_value->text, "[0, 1]");
   EXPECT_EQ(list.str(), "int[2] dims=[0, 1]");
 
