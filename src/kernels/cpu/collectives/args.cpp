@@ -1,0 +1,170 @@
+// Argument resolution and validation of the cpu collectives (contract in args.hpp).
+#include "kernels/cpu/collectives/args.hpp"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
+
+namespace symmflow::cpu {
+
+Group& resolve_group(std::string_view op, std::string_view name) {
+  Runtime& rt = Runtime::current();
+  if (!rt.has_group(name)) {
+    try {
+      rt.group(name);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: {}", op, e.what()));
+    }
+  }
+  return *rt.group(name);
+}
+
+ReduceOp parse_reduce_op(std::string_view op, std::string_view name) {
+  if (name == "sum") return ReduceOp::sum;
+  if (name == "avg") return ReduceOp::avg;
+  if (name == "max") return ReduceOp::max;
+  if (name == "min") return ReduceOp::min;
+  invalid_usage("{}: unknown reduce_op '{}' (valid: sum, avg, max, min)", op, name);
+}
+
+ReduceFn reduce_fn_checked(std::string_view op, DType dtype, ReduceOp reduce_op) {
+  ReduceFn fn = reduce_fn(dtype, reduce_op);
+  SF_CHECK(fn, "{}: dtype {} is not supported on cpu (supported: f32, bf16, f16, f64, i32, i64)",
+           op, dtype_name(dtype));
+  return fn;
+}
+
+SymmArg::SymmArg(const Tensor& t, std::string_view op, std::string_view arg, const Group& group)
+    : tensor_(&t) {
+  view_.data = t.raw_data();
+  view_.dtype = t.dtype();
+  view_.storage = t.storage().get();
+  symmetric_heap_of(view_, op, arg, group);
+  if (!t.is_contiguous()) {
+    invalid_usage("{}: symmetric argument '{}' ({} with strides {}) must be contiguous: peers "
+                  "address it at the same offsets; make it contiguous first",
+                  op, arg, t.str(), shape_str(t.strides()));
+  }
+}
+
+void check_spec(std::string_view op, std::string_view arg, const Tensor& t, DType dtype,
+                const Shape& shape, std::string_view like) {
+  if (t.dtype() != dtype || t.shape() != shape) {
+    invalid_usage("{}: argument '{}' is {} but must be {}{} ({})", op, arg, t.str(),
+                  dtype_name(dtype), shape_str(shape), like);
+  }
+}
+
+namespace {
+// Byte range [lo, hi) a tensor's elements can touch.
+std::pair<const char*, const char*> byte_range(const Tensor& t) {
+  const char* base = static_cast<const char*>(t.raw_data());
+  if (t.numel() == 0 || !base) return {base, base};
+  int64_t lo = 0, hi = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t span = (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
+    (span < 0 ? lo : hi) += span;
+  }
+  int64_t elem = int64_t(dtype_size(t.dtype()));
+  return {base + lo * elem, base + (hi + 1) * elem};
+}
+}  // namespace
+
+void check_no_overlap(std::string_view op, std::string_view a_name, const Tensor& a,
+                      std::string_view b_name, const Tensor& b) {
+  auto [a_lo, a_hi] = byte_range(a);
+  auto [b_lo, b_hi] = byte_range(b);
+  if (a_lo < b_hi && b_lo < a_hi) {
+    invalid_usage("{}: argument '{}' overlaps argument '{}' in memory; peers read '{}' while "
+                  "this rank writes '{}', so they must be separate buffers",
+                  op, a_name, b_name, b_name, a_name);
+  }
+}
+
+OutBuffer::OutBuffer(const Tensor& out) : out_(&out) {
+  if (out.is_contiguous()) {
+    data_ = out.raw_data();
+  } else {
+    temp_ = Tensor::empty(out.shape(), out.dtype());
+    data_ = temp_.raw_data();
+  }
+}
+
+void OutBuffer::finish() {
+  if (temp_.defined()) copy_into(*out_, temp_.raw_data());
+}
+
+namespace {
+template <typename F>
+void for_each_offset(const Tensor& t, F&& f) {
+  const Shape& shape = t.shape();
+  const Strides& strides = t.strides();
+  std::vector<int64_t> idx(shape.size(), 0);
+  int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides[d];
+    f(i, off);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+}  // namespace
+
+void copy_into(const Tensor& t, const void* src) {
+  size_t elem = dtype_size(t.dtype());
+  if (t.is_contiguous()) {
+    if (t.numel() > 0) std::memcpy(t.raw_data(), src, size_t(t.numel()) * elem);
+    return;
+  }
+  char* dst = static_cast<char*>(t.raw_data());
+  const char* s = static_cast<const char*>(src);
+  for_each_offset(t, [&](int64_t i, int64_t off) {
+    std::memcpy(dst + off * int64_t(elem), s + i * int64_t(elem), elem);
+  });
+}
+
+void copy_from(void* dst, const Tensor& t) {
+  size_t elem = dtype_size(t.dtype());
+  if (t.is_contiguous()) {
+    if (t.numel() > 0) std::memcpy(dst, t.raw_data(), size_t(t.numel()) * elem);
+    return;
+  }
+  const char* src = static_cast<const char*>(t.raw_data());
+  char* d = static_cast<char*>(dst);
+  for_each_offset(t, [&](int64_t i, int64_t off) {
+    std::memcpy(d + i * int64_t(elem), src + off * int64_t(elem), elem);
+  });
+}
+
+void fingerprint(Group& group, std::string_view op, DType dtype, int64_t numel,
+                 std::string_view detail) {
+  if (!tunables().debug_collectives) return;
+  std::string mine = fmt::format("{}{}{} {} x {}", op, detail.empty() ? "" : " ", detail,
+                                 dtype_name(dtype), numel);
+  std::vector<std::string> all = group.allgather(mine, op);
+  bool same = true;
+  for (const std::string& s : all) same = same && s == all[0];
+  if (same) return;
+  std::string calls;
+  for (size_t r = 0; r < all.size(); ++r) {
+    calls += fmt::format("\n  rank {}: {}", group.global_rank(int(r)), all[r]);
+  }
+  invalid_usage("{}: ranks of group '{}' issued different collectives (debug_collectives):{}", op,
+                group.name(), calls);
+}
+
+void refuse_multicast(std::string_view op, std::string_view instead) {
+  invalid_usage("{}: needs NVLink multicast, which the cpu backend lacks; use {} instead", op,
+                instead);
+}
+
+}  // namespace symmflow::cpu

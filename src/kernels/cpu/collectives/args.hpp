@@ -1,0 +1,110 @@
+// Argument resolution and validation shared by the cpu collective kernels.
+//
+// Contract: every helper throws InvalidUsage naming the op (and argument) before any
+// communication, so a bad call never leaves peers waiting on half a collective. Nothing here
+// allocates on the success path except OutBuffer for a strided output and the debug fingerprint.
+//   - resolve_group: the group by name, "unknown group" prefixed with the op.
+//   - parse_reduce_op / reduce_fn_checked: the reduce op and the typed loop for a dtype, or the
+//     errors "unknown reduce_op" (listing the valid ones) / "dtype i8 is not supported on cpu".
+//   - SymmArg: a symm arg checked with symmetric_heap_of (not symmetric / wrong group / destroyed
+//     group) and for contiguity; local() and peer(r) give the data of each rank's copy.
+//   - OutBuffer: a contiguous destination for an output of any layout (a temp, copied back by
+//     finish(), when the output is strided).
+//   - fingerprint: with tunables().debug_collectives, an all-gather of (op, dtype, numel, detail)
+//     that raises on every rank, listing each rank's call, when the ranks disagree
+//     (FAILURE_MODES rows 2 and 8).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+#include <string_view>
+
+#include "kernels/cpu/collectives/reduce.hpp"
+#include "symmflow/core/tensor.hpp"
+#include "symmflow/ops/registry.hpp"
+#include "symmflow/runtime/group.hpp"
+#include "symmflow/runtime/heap.hpp"
+
+namespace symmflow::cpu {
+
+// Barrier channel of every collective (Note [signal protocol] in group.hpp: barriers and signals
+// use separate flags, and all ranks issue collectives in one order, so one channel suffices).
+inline constexpr int kCollectiveChannel = 0;
+
+Group& resolve_group(std::string_view op, std::string_view name);
+ReduceOp parse_reduce_op(std::string_view op, std::string_view name);
+ReduceFn reduce_fn_checked(std::string_view op, DType dtype, ReduceOp reduce_op);
+
+class SymmArg {
+ public:
+  SymmArg(const Tensor& t, std::string_view op, std::string_view arg, const Group& group);
+  const Tensor& tensor() const { return *tensor_; }
+  void* local() const { return view_.data; }
+  void* peer(int group_rank) const { return peer_data(view_, group_rank); }
+
+ private:
+  const Tensor* tensor_;
+  TensorView view_;  // data and storage only: no shape copies on the hot path
+};
+
+// Every rank's address of one symmetric argument, in rank order. On the stack for groups up to
+// 16 ranks (no allocation on the hot path).
+class RankPointers {
+ public:
+  RankPointers(const SymmArg& a, int world) : world_(world) {
+    if (world > kSmall) {
+      large_base_.resize(size_t(world));
+      large_cur_.resize(size_t(world));
+    }
+    const char** base = world > kSmall ? large_base_.data() : base_.data();
+    for (int r = 0; r < world; ++r) base[r] = static_cast<const char*>(a.peer(r));
+  }
+  // Every rank's address offset by `byte_offset` (valid until the next call).
+  const void* const* at(int64_t byte_offset) {
+    const char* const* base = world_ > kSmall ? large_base_.data() : base_.data();
+    const void** cur = world_ > kSmall ? large_cur_.data() : cur_.data();
+    for (int r = 0; r < world_; ++r) cur[r] = base[r] + byte_offset;
+    return cur;
+  }
+  const char* rank(int r) const { return world_ > kSmall ? large_base_[size_t(r)] : base_[size_t(r)]; }
+
+ private:
+  static constexpr int kSmall = 16;
+  int world_;
+  std::array<const char*, kSmall> base_{};
+  std::array<const void*, kSmall> cur_{};
+  std::vector<const char*> large_base_;
+  std::vector<const void*> large_cur_;
+};
+
+// Throws unless `t` has `dtype` and `shape`; `like` says where the expectation comes from.
+void check_spec(std::string_view op, std::string_view arg, const Tensor& t, DType dtype,
+                const Shape& shape, std::string_view like);
+// Throws when [a, a + a_bytes) and [b, b + b_bytes) overlap.
+void check_no_overlap(std::string_view op, std::string_view a_name, const Tensor& a,
+                      std::string_view b_name, const Tensor& b);
+
+class OutBuffer {
+ public:
+  explicit OutBuffer(const Tensor& out);
+  void* data() const { return data_; }
+  void finish();  // copies the temp into a strided output
+
+ private:
+  const Tensor* out_;
+  Tensor temp_;
+  void* data_;
+};
+
+// Copies a contiguous buffer holding t.numel() elements into `t` (any layout), and back.
+void copy_into(const Tensor& t, const void* src);
+void copy_from(void* dst, const Tensor& t);
+
+void fingerprint(Group& group, std::string_view op, DType dtype, int64_t numel,
+                 std::string_view detail = {});
+
+// InvalidUsage for an op that needs NVLink multicast.
+[[noreturn]] void refuse_multicast(std::string_view op, std::string_view instead);
+
+}  // namespace symmflow::cpu

@@ -1,0 +1,179 @@
+// cpu kernels of symm_mem point-to-point ops, signals, broadcast, barrier and the u32 writes.
+//
+// Contract (OPS.md; mutating ops return ()):
+//   collective_permute_out(input, shift, group, out): out symmetric; barrier (every receiver is
+//     done with its out), rank r writes its input into the out of rank (r + shift) mod W, barrier.
+//     So rank r receives rank (r - shift) mod W's input. collective_permute (functional, no
+//     symmetric buffer) allocates a symmetric staging buffer with empty_symmetric (collective: all
+//     ranks call it in the same order), runs the out form and copies it into its result.
+//   put_signal(src, dst, peer, channel, group): copies src into peer's copy of dst, then raises
+//     the signal (release); wait_signal(dst, peer, channel, group) consumes it (acquire), after
+//     which the data is visible (Note [signal protocol] in group.hpp).
+//   get(src, peer, group, out): reads peer's copy of src (no synchronisation: order it with
+//     signals or barriers).
+//   broadcast_(input, root, group): barrier, non-roots copy root's input, barrier.
+//   barrier(group, channel): Group::barrier.
+//   stream_write_value32_ / memset32_: u32 contiguous tensors; offset, count and value checked.
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/collectives/args.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+constexpr std::string_view kPermute = "symm_mem::collective_permute";
+constexpr std::string_view kPermuteOut = "symm_mem::collective_permute_out";
+constexpr std::string_view kPutSignal = "symm_mem::put_signal";
+constexpr std::string_view kWaitSignal = "symm_mem::wait_signal";
+constexpr std::string_view kGet = "symm_mem::get";
+constexpr std::string_view kBroadcast = "symm_mem::broadcast_";
+constexpr std::string_view kBarrier = "symm_mem::barrier";
+constexpr std::string_view kWriteValue = "symm_mem::stream_write_value32_";
+constexpr std::string_view kMemset = "symm_mem::memset32_";
+
+int checked_peer(std::string_view op, std::string_view arg, int64_t peer, const Group& g) {
+  SF_CHECK(peer >= 0 && peer < g.size(), "{}: {} {} out of range for group '{}' of size {}", op,
+           arg, peer, g.name(), g.size());
+  return int(peer);
+}
+
+void permute_out_impl(std::string_view op, const Tensor& input, int64_t shift,
+                      std::string_view group_name, const Tensor& out) {
+  Group& g = resolve_group(op, group_name);
+  SymmArg o(out, op, "out", g);
+  check_spec(op, "out", out, input.dtype(), input.shape(), "like 'input'");
+  check_no_overlap(op, "out", out, "input", input);
+  const int w = g.size();
+  const int to = int(((g.rank() + shift) % w + w) % w);
+  fingerprint(g, op, input.dtype(), input.numel(), fmt::format("shift={}", shift));
+  g.barrier(kCollectiveChannel, op);
+  copy_from(o.peer(to), input);
+  g.barrier(kCollectiveChannel, op);
+}
+
+void permute_impl(const Tensor& input, int64_t shift, std::string_view group_name,
+                  const Tensor& result) {
+  Group& g = resolve_group(kPermute, group_name);
+  Tensor staging = empty_symmetric(input.shape(), input.dtype(), g.name());
+  permute_out_impl(kPermute, input, shift, group_name, staging);
+  copy_into(result, staging.raw_data());
+}
+
+void put_signal_impl(const Tensor& src, const Tensor& dst, int64_t peer, int64_t channel,
+                     std::string_view group_name) {
+  constexpr std::string_view op = kPutSignal;
+  Group& g = resolve_group(op, group_name);
+  SymmArg d(dst, op, "dst", g);
+  SF_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+           "{}: argument 'src' ({}) must have the dtype and number of elements of 'dst' ({})", op,
+           src.str(), dst.str());
+  int p = checked_peer(op, "peer", peer, g);
+  SF_CHECK(channel >= 0 && channel < g.channels(),
+           "{}: channel {} out of range for group '{}' (valid: 0..{}; set SYMMFLOW_SIGNAL_CHANNELS "
+           "for more)",
+           op, channel, g.name(), g.channels() - 1);
+  g.check_alive(op);
+  copy_from(d.peer(p), src);
+  g.put_signal(p, int(channel), op);
+}
+
+void wait_signal_impl(const Tensor& dst, int64_t peer, int64_t channel,
+                      std::string_view group_name) {
+  constexpr std::string_view op = kWaitSignal;
+  Group& g = resolve_group(op, group_name);
+  SymmArg d(dst, op, "dst", g);
+  int p = checked_peer(op, "peer", peer, g);
+  SF_CHECK(channel >= 0 && channel < g.channels(),
+           "{}: channel {} out of range for group '{}' (valid: 0..{}; set SYMMFLOW_SIGNAL_CHANNELS "
+           "for more)",
+           op, channel, g.name(), g.channels() - 1);
+  g.wait_signal(p, int(channel), op);
+}
+
+void get_impl(const Tensor& src, int64_t peer, std::string_view group_name, const Tensor& out) {
+  constexpr std::string_view op = kGet;
+  Group& g = resolve_group(op, group_name);
+  SymmArg s(src, op, "src", g);
+  check_spec(op, "out", out, src.dtype(), src.shape(), "like 'src'");
+  int p = checked_peer(op, "peer", peer, g);
+  g.check_alive(op);
+  copy_into(out, s.peer(p));
+}
+
+void broadcast_impl(const Tensor& input, int64_t root, std::string_view group_name) {
+  constexpr std::string_view op = kBroadcast;
+  Group& g = resolve_group(op, group_name);
+  SymmArg in(input, op, "input", g);
+  int r = checked_peer(op, "root", root, g);
+  fingerprint(g, op, input.dtype(), input.numel(), fmt::format("root={}", root));
+  g.barrier(kCollectiveChannel, op);
+  if (g.rank() != r && input.nbytes() > 0) std::memcpy(in.local(), in.peer(r), input.nbytes());
+  g.barrier(kCollectiveChannel, op);
+}
+
+void barrier_impl(std::string_view group_name, int64_t channel) {
+  constexpr std::string_view op = kBarrier;
+  Group& g = resolve_group(op, group_name);
+  SF_CHECK(channel >= 0 && channel < g.channels(),
+           "{}: channel {} out of range for group '{}' (valid: 0..{}; set SYMMFLOW_SIGNAL_CHANNELS "
+           "for more)",
+           op, channel, g.name(), g.channels() - 1);
+  fingerprint(g, op, DType::u32, 0, fmt::format("channel={}", channel));
+  g.barrier(int(channel), op);
+}
+
+uint32_t* checked_u32(std::string_view op, const Tensor& t, int64_t offset, int64_t count,
+                      int64_t val) {
+  SF_CHECK(t.dtype() == DType::u32 && t.is_contiguous(),
+           "{}: argument 'input' ({}) must be a contiguous u32 tensor", op, t.str());
+  SF_CHECK(val >= 0 && val <= int64_t(std::numeric_limits<uint32_t>::max()),
+           "{}: val {} is out of the u32 range [0, 4294967295]", op, val);
+  SF_CHECK(offset >= 0 && count >= 0 && offset <= t.numel() && count <= t.numel() - offset,
+           "{}: offset {} and count {} out of bounds for 'input' of {} elements", op, offset,
+           count, t.numel());
+  return static_cast<uint32_t*>(t.raw_data()) + offset;
+}
+
+SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
+  m.impl("collective_permute", [](KernelCall& c) {
+    permute_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(), c.out(0));
+  });
+  m.impl("collective_permute_out", [](KernelCall& c) {
+    permute_out_impl(kPermuteOut, c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(),
+                     c.arg(3).to_tensor());
+  });
+  m.impl("put_signal", [](KernelCall& c) {
+    put_signal_impl(c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_int(),
+                    c.arg(3).to_int(), c.arg(4).to_string());
+  });
+  m.impl("wait_signal", [](KernelCall& c) {
+    wait_signal_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_int(),
+                     c.arg(3).to_string());
+  });
+  m.impl("get", [](KernelCall& c) {
+    get_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(), c.arg(3).to_tensor());
+  });
+  m.impl("broadcast_", [](KernelCall& c) {
+    broadcast_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string());
+  });
+  m.impl("barrier", [](KernelCall& c) { barrier_impl(c.arg(0).to_string(), c.arg(1).to_int()); });
+  m.impl("stream_write_value32_", [](KernelCall& c) {
+    const Tensor& t = c.arg(0).to_tensor();
+    uint32_t* p = checked_u32(kWriteValue, t, c.arg(1).to_int(), 1, c.arg(2).to_int());
+    // A flag others may poll: publish what this rank wrote before it.
+    std::atomic_ref<uint32_t>(*p).store(uint32_t(c.arg(2).to_int()), std::memory_order_release);
+  });
+  m.impl("memset32_", [](KernelCall& c) {
+    const Tensor& t = c.arg(0).to_tensor();
+    int64_t count = c.arg(3).to_int();
+    uint32_t* p = checked_u32(kMemset, t, c.arg(1).to_int(), count, c.arg(2).to_int());
+    uint32_t v = uint32_t(c.arg(2).to_int());
+    for (int64_t i = 0; i < count; ++i) p[i] = v;
+  });
+}
+
+}  // namespace
+}  // namespace symmflow::cpu

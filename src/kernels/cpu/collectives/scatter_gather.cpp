@@ -1,0 +1,198 @@
+// cpu kernels of symm_mem reduce-scatter, all-gather and all-to-all.
+//
+// Contract (OPS.md, PyTorch's semantics; mutating ops return ()):
+//   reduce_scatter_out(input, group, split_last_dim, output): sum over ranks in rank order; rank
+//     r gets chunk r of dim 0 (of the last dim when split_last_dim). _low_contention_reduce_scatter
+//     (tensor, reduce_op, group) returns chunk r of dim 0 reduced with reduce_op.
+//   all_gather_out(input, group, out): out = concat of every rank's input along dim 0, pulled
+//     from peers. _low_contention_all_gather returns it.
+//   all_to_all_vdev(input, out, in_splits, out_splits_offsets, group): rows along dim 0; rank p
+//     sends in_splits[q] rows (consecutive, in peer order) to rank q; out_splits_offsets[0] gets
+//     the rows received from each peer and [1] their offsets in out (packed in rank order).
+//     Every rank checks every rank's splits after the first barrier, so a bad split raises the
+//     same error on every rank instead of leaving peers waiting.
+//   multimem_all_gather_out: refused (no NVLink multicast on cpu).
+// Each op: barrier, read peers, barrier; shapes checked before the first barrier.
+#include <cstring>
+#include <vector>
+
+#include <fmt/ranges.h>
+
+#include "kernels/cpu/collectives/args.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+constexpr std::string_view kReduceScatterOut = "symm_mem::reduce_scatter_out";
+constexpr std::string_view kLowContentionReduceScatter =
+    "symm_mem::_low_contention_reduce_scatter";
+constexpr std::string_view kAllGatherOut = "symm_mem::all_gather_out";
+constexpr std::string_view kLowContentionAllGather = "symm_mem::_low_contention_all_gather";
+constexpr std::string_view kAllToAllVdev = "symm_mem::all_to_all_vdev";
+
+void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_view input_name,
+                         std::string_view reduce_op, std::string_view group_name,
+                         bool split_last_dim, const Tensor& output, std::string_view output_name) {
+  Group& g = resolve_group(op, group_name);
+  ReduceOp r = parse_reduce_op(op, reduce_op);
+  ReduceFn fn = reduce_fn_checked(op, input.dtype(), r);
+  SymmArg in(input, op, input_name, g);
+  const int w = g.size();
+  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
+           input.str());
+  const int64_t d = split_last_dim ? input.dim() - 1 : 0;
+  const int64_t extent = input.size(d);
+  SF_CHECK(extent % w == 0, "{}: dim {} of argument '{}' ({}) is not divisible by the group size {}",
+           op, d, input_name, input.str(), w);
+  Shape expected = input.shape();
+  expected[size_t(d)] = extent / w;
+  check_spec(op, output_name, output, input.dtype(), expected,
+             fmt::format("'{}' split {} ways along dim {}", input_name, w, d));
+  check_no_overlap(op, output_name, output, input_name, input);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= input.size(i);
+  for (int64_t i = d + 1; i < input.dim(); ++i) inner *= input.size(i);
+  const int64_t chunk = extent / w * inner;  // elements of one row of this rank's chunk
+  const int64_t elem = int64_t(dtype_size(input.dtype()));
+  fingerprint(g, op, input.dtype(), input.numel(), reduce_op_name(r));
+  OutBuffer dst(output);
+  g.barrier(kCollectiveChannel, op);
+  if (chunk > 0) {
+    RankPointers ptrs(in, w);
+    char* out = static_cast<char*>(dst.data());
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t src = (o * extent * inner + g.rank() * chunk) * elem;
+      fn(ptrs.at(src), w, out + o * chunk * elem, chunk, w);
+    }
+  }
+  g.barrier(kCollectiveChannel, op);
+  dst.finish();
+}
+
+void all_gather_impl(std::string_view op, const Tensor& input, std::string_view input_name,
+                     std::string_view group_name, const Tensor& out) {
+  Group& g = resolve_group(op, group_name);
+  SymmArg in(input, op, input_name, g);
+  const int w = g.size();
+  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
+           input.str());
+  Shape expected = input.shape();
+  expected[0] *= w;
+  check_spec(op, "out", out, input.dtype(), expected,
+             fmt::format("'{}' gathered from {} ranks along dim 0", input_name, w));
+  check_no_overlap(op, "out", out, input_name, input);
+  fingerprint(g, op, input.dtype(), input.numel());
+  const size_t bytes = input.nbytes();
+  OutBuffer dst(out);
+  g.barrier(kCollectiveChannel, op);
+  if (bytes > 0) {
+    char* o = static_cast<char*>(dst.data());
+    for (int i = 0; i < w; ++i) {
+      int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
+      std::memcpy(o + size_t(p) * bytes, in.peer(p), bytes);
+    }
+  }
+  g.barrier(kCollectiveChannel, op);
+  dst.finish();
+}
+
+// Rows of every (sender, receiver) pair; throws the same error on every rank when a split is
+// negative or does not fit.
+void check_splits(std::string_view op, const Group& g, const std::vector<const int64_t*>& splits,
+                  int64_t in_rows, int64_t out_rows) {
+  const int w = g.size();
+  for (int p = 0; p < w; ++p) {
+    int64_t sent = 0;
+    for (int q = 0; q < w; ++q) {
+      SF_CHECK(splits[size_t(p)][q] >= 0, "{}: rank {} has in_splits[{}] = {} (negative)", op,
+               g.global_rank(p), q, splits[size_t(p)][q]);
+      sent += splits[size_t(p)][q];
+    }
+    SF_CHECK(sent <= in_rows, "{}: rank {} sends {} rows in total but 'input' has {} rows", op,
+             g.global_rank(p), sent, in_rows);
+  }
+  for (int q = 0; q < w; ++q) {
+    int64_t received = 0;
+    for (int p = 0; p < w; ++p) received += splits[size_t(p)][q];
+    SF_CHECK(received <= out_rows, "{}: rank {} receives {} rows in total but 'out' has {} rows",
+             op, g.global_rank(q), received, out_rows);
+  }
+}
+
+void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& in_splits,
+                          const Tensor& out_splits_offsets, std::string_view group_name) {
+  constexpr std::string_view op = kAllToAllVdev;
+  Group& g = resolve_group(op, group_name);
+  SymmArg in(input, op, "input", g);
+  SymmArg o(out, op, "out", g);
+  SymmArg splits_arg(in_splits, op, "in_splits", g);
+  SymmArg meta(out_splits_offsets, op, "out_splits_offsets", g);
+  const int w = g.size();
+  check_spec(op, "in_splits", in_splits, DType::i64, {w}, "one row count per rank");
+  check_spec(op, "out_splits_offsets", out_splits_offsets, DType::i64, {2, w},
+             "received rows and offsets per rank");
+  SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dimension", op,
+           input.str());
+  Shape out_row(out.shape()), in_row(input.shape());
+  SF_CHECK(out.dtype() == input.dtype() && out.dim() == input.dim() &&
+               std::equal(in_row.begin() + 1, in_row.end(), out_row.begin() + 1),
+           "{}: argument 'out' ({}) must have the dtype and the row shape (all dims but the "
+           "first) of 'input' ({})",
+           op, out.str(), input.str());
+  check_no_overlap(op, "out", out, "input", input);
+  const int64_t row_bytes = input.size(0) == 0
+                                ? int64_t(input.nbytes())
+                                : int64_t(input.nbytes()) / input.size(0);
+  fingerprint(g, op, input.dtype(), input.numel());
+  g.barrier(kCollectiveChannel, op);
+  std::vector<const int64_t*> splits(static_cast<size_t>(w));
+  for (int p = 0; p < w; ++p) splits[size_t(p)] = static_cast<const int64_t*>(splits_arg.peer(p));
+  check_splits(op, g, splits, input.size(0), out.size(0));
+  const int me = g.rank();
+  auto* result = static_cast<int64_t*>(meta.local());
+  char* dst = static_cast<char*>(o.local());
+  int64_t offset = 0;
+  for (int p = 0; p < w; ++p) {
+    int64_t src_row = 0;
+    for (int q = 0; q < me; ++q) src_row += splits[size_t(p)][q];
+    int64_t rows = splits[size_t(p)][me];
+    if (rows > 0) {
+      std::memcpy(dst + offset * row_bytes, static_cast<const char*>(in.peer(p)) + src_row * row_bytes,
+                  size_t(rows * row_bytes));
+    }
+    result[p] = rows;
+    result[w + p] = offset;
+    offset += rows;
+  }
+  g.barrier(kCollectiveChannel, op);
+}
+
+SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
+  m.impl("reduce_scatter_out", [](KernelCall& c) {
+    reduce_scatter_impl(kReduceScatterOut, c.arg(0).to_tensor(), "input", "sum",
+                        c.arg(1).to_string(), c.arg(2).to_bool(), c.arg(3).to_tensor(), "output");
+  });
+  m.impl("_low_contention_reduce_scatter", [](KernelCall& c) {
+    reduce_scatter_impl(kLowContentionReduceScatter, c.arg(0).to_tensor(), "tensor",
+                        c.arg(1).to_string(), c.arg(2).to_string(), false, c.out(0), "result");
+  });
+  m.impl("all_gather_out", [](KernelCall& c) {
+    all_gather_impl(kAllGatherOut, c.arg(0).to_tensor(), "input", c.arg(1).to_string(),
+                    c.arg(2).to_tensor());
+  });
+  m.impl("_low_contention_all_gather", [](KernelCall& c) {
+    all_gather_impl(kLowContentionAllGather, c.arg(0).to_tensor(), "tensor", c.arg(1).to_string(),
+                    c.out(0));
+  });
+  m.impl("multimem_all_gather_out", [](KernelCall&) {
+    refuse_multicast("symm_mem::multimem_all_gather_out", "symm_mem::all_gather_out");
+  });
+  m.impl("all_to_all_vdev", [](KernelCall& c) {
+    all_to_all_vdev_impl(c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_tensor(),
+                         c.arg(3).to_tensor(), c.arg(4).to_string());
+  });
+}
+
+}  // namespace
+}  // namespace symmflow::cpu
