@@ -6,6 +6,7 @@
 
 #include "collectives/cases.hpp"
 #include "symmflow/ops/registry.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::testing {
 namespace {
@@ -16,6 +17,7 @@ class Matrix : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Matrix, EveryCase) {
   auto [op, world] = GetParam();
+  ScopedTunables quick(oversubscribed_tunables());
   Registry::global();  // register ops on this thread before the ranks look them up
   std::vector<Case> cases = case_matrix(op, world);
   ASSERT_FALSE(cases.empty());
