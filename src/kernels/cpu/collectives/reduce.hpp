@@ -43,7 +43,8 @@ inline uint16_t float_to_bf16_bits(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   uint32_t nan = (u >> 16) | 0x40u;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  // Signed compares on values below 2^31 (SSE2 has no unsigned compare to vectorize).
+  return uint16_t(int32_t(u & 0x7fffffffu) > int32_t(0x7f800000) ? nan : rounded);
 }
 
 // After Maratyszcza's FP16 library (fp16_ieee_to_fp32_value / fp16_ieee_from_fp32_value).
@@ -53,8 +54,9 @@ inline float half_bits_to_float(uint16_t h) {
   uint32_t two_w = w + w;
   float normalized = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
   float denormalized = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
-  uint32_t bits = two_w < (1u << 27) ? std::bit_cast<uint32_t>(denormalized)
-                                     : std::bit_cast<uint32_t>(normalized);
+  uint32_t small = 0u - uint32_t((two_w >> 27) == 0);  // all ones for zero and subnormals
+  uint32_t bits = (std::bit_cast<uint32_t>(denormalized) & small) |
+                  (std::bit_cast<uint32_t>(normalized) & ~small);
   return std::bit_cast<float>(sign | bits);
 }
 
@@ -65,13 +67,15 @@ inline uint16_t float_to_half_bits(float f) {
   uint32_t shl1_w = w + w;
   uint32_t sign = w & 0x80000000u;
   uint32_t bias = shl1_w & 0xFF000000u;
-  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  uint32_t low = 0u - uint32_t(int32_t(bias >> 24) < 0x71);
+  bias = (0x71000000u & low) | (bias & ~low);
   base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
   uint32_t bits = std::bit_cast<uint32_t>(base);
   uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
   uint32_t mantissa_bits = bits & 0x00000FFFu;
   uint32_t nonsign = exp_bits + mantissa_bits;
-  return uint16_t((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+  uint32_t nan = 0u - uint32_t(int32_t(w & 0x7fffffffu) > int32_t(0x7f800000));
+  return uint16_t((sign >> 16) | (0x7E00u & nan) | (nonsign & ~nan));
 }
 
 // Storage type as the loops see it (16-bit floats as their bits) and the conversions to acc_t.
