@@ -100,7 +100,7 @@ double Tensor::item_as_double(std::span<const int64_t> index) const {
 }
 
 std::vector<double> Tensor::to_doubles() const {
-  std::vector<double> out(size_t(numel()));
+  std::vector<double> out(static_cast<size_t>(numel()));
   if (out.empty()) return out;
   TensorView v = view();
   std::vector<int64_t> idx(shape_.size(), 0);

@@ -4,6 +4,7 @@
 // back (whitespace normalised to PyTorch's style: ", " between args, " -> " before returns).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,11 @@ namespace symmflow {
 enum class TypeKind {
   Tensor, Int, SymInt, Float, Bool, Str, Scalar, ScalarType, Device, Layout, MemoryFormat
 };
+
+// The schema spelling of a type kind ("Tensor", "int", "SymInt", ...) and back (nullopt when the
+// name is not a type).
+const char* type_kind_name(TypeKind kind);
+std::optional<TypeKind> type_kind_from_name(std::string_view name);
 
 // A type such as `Tensor`, `Tensor?`, `Tensor[]`, `Tensor?[]`, `int[2]`, `int[]?`.
 struct Type {
@@ -99,6 +105,9 @@ struct AliasAnalysis {
   bool is_view() const;  // some return aliases a non-written argument
 };
 AliasAnalysis analyze_aliases(const FunctionSchema& schema);
+// Whether the op is named as an out variant: its name ends with `_out`, or its overload is `out`
+// or ends with `_out` (`add.out`, `sum.IntList_out`, `one_shot_all_reduce_out`).
+bool is_out_variant_name(const FunctionSchema& schema);
 
 // Structural rules every op schema must satisfy to be defined (distinct argument names, returns
 // whose alias sets name an argument's set, no mutating op returning an alias of what it mutates).

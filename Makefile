@@ -1,0 +1,43 @@
+# Two commands for a newcomer on a fresh Debian machine:
+#   make demo   installs missing Debian packages, builds, runs the demo
+#   make test   the same set-up, then every test
+# Other targets: build, test-asan, test-tsan, fuzz, bench, format, clean.
+PRESET ?= release
+JOBS ?= $(shell nproc)
+BUILD_DIR = build/$(PRESET)
+BIN = $(BUILD_DIR)/bin
+CTEST_ARGS ?= --output-on-failure --timeout 300
+
+.PHONY: deps build demo test test-asan test-tsan fuzz bench format clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+demo: build
+	@$(BIN)/symmflow demo
+
+test: build
+	@cd $(BUILD_DIR) && ctest $(CTEST_ARGS) -j $(JOBS)
+
+test-asan:
+	@$(MAKE) --no-print-directory test PRESET=asan
+
+test-tsan:
+	@$(MAKE) --no-print-directory test PRESET=tsan
+
+fuzz:
+	@scripts/install-deps.sh --fuzz
+	@scripts/run-fuzz.sh $(FUZZ_SECONDS)
+
+bench: build
+	@$(BIN)/bench_compute --benchmark_min_time=0.2
+
+format:
+	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+clean:
+	rm -rf build

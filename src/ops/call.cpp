@@ -1,0 +1,180 @@
+// Eager dispatch. Contract: bind_args maps positional and keyword arguments onto the schema
+// (defaults filled, ints accepted for float, a number for Scalar, None only where optional) and
+// names op and argument on any mismatch; call_bound runs the shape function, allocates each fresh
+// return as a contiguous host tensor, and runs the kernel of the backend of the first tensor
+// argument (cpu when there is none).
+#include "symmflow/ops/call.hpp"
+
+#include <fmt/format.h>
+
+namespace symmflow {
+
+namespace {
+
+Value default_to_value(const DefaultValue& d, const Type& type) {
+  using K = DefaultValue::Kind;
+  switch (d.kind) {
+    case K::None: return None{};
+    case K::Int:
+      if (type.kind == TypeKind::Float) return double(d.int_value);
+      return d.int_value;
+    case K::Float: return d.float_value;
+    case K::Bool: return d.bool_value;
+    case K::Str: return d.str_value;
+    case K::IntList:
+      if (type.kind == TypeKind::Float) return std::vector<double>(d.int_list.begin(), d.int_list.end());
+      return d.int_list;
+    case K::FloatList: return d.float_list;
+    case K::Enum:
+      if (type.kind == TypeKind::ScalarType) {
+        if (auto t = parse_dtype(d.str_value)) return *t;
+      }
+      return d.str_value;
+  }
+  return None{};
+}
+
+// Converts `v` to the schema type when it fits (int for float, scalar int to a fixed-size int
+// list); nullopt when it does not.
+std::optional<Value> coerce(const Value& v, const Type& t) {
+  if (v.is_none()) return t.is_optional() ? std::optional<Value>(v) : std::nullopt;
+  if (t.is_list) {
+    switch (t.kind) {
+      case TypeKind::Int:
+      case TypeKind::SymInt:
+        if (v.is_int_list()) return v;
+        if (v.is_int() && t.list_size) return Value(std::vector<int64_t>(size_t(*t.list_size), v.to_int()));
+        if (v.is_int()) return Value(std::vector<int64_t>{v.to_int()});
+        return std::nullopt;
+      case TypeKind::Float:
+        if (v.is_double_list()) return v;
+        if (v.is_int_list()) {
+          const auto& l = v.to_int_list();
+          return Value(std::vector<double>(l.begin(), l.end()));
+        }
+        return std::nullopt;
+      case TypeKind::Tensor:
+        return v.is_tensor_list() ? std::optional<Value>(v) : std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+  switch (t.kind) {
+    case TypeKind::Tensor: return v.is_tensor() ? std::optional<Value>(v) : std::nullopt;
+    case TypeKind::Int:
+    case TypeKind::SymInt:
+      return v.is_int() ? std::optional<Value>(v) : std::nullopt;
+    case TypeKind::Float:
+      if (v.is_double()) return v;
+      if (v.is_int()) return Value(double(v.to_int()));
+      return std::nullopt;
+    case TypeKind::Bool: return v.is_bool() ? std::optional<Value>(v) : std::nullopt;
+    case TypeKind::Str:
+    case TypeKind::Device:
+    case TypeKind::Layout:
+    case TypeKind::MemoryFormat:
+      return v.is_string() ? std::optional<Value>(v) : std::nullopt;
+    case TypeKind::Scalar: return v.is_number() ? std::optional<Value>(v) : std::nullopt;
+    case TypeKind::ScalarType: return v.is_dtype() ? std::optional<Value>(v) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Backend backend_of(std::span<const Value> args) {
+  for (const Value& v : args) {
+    const Tensor* t = nullptr;
+    if (v.is_tensor()) t = &v.to_tensor();
+    if (v.is_tensor_list() && !v.to_tensor_list().empty()) t = &v.to_tensor_list()[0];
+    if (t && t->defined()) return t->device().type == DeviceType::cuda ? Backend::cuda : Backend::cpu;
+  }
+  return Backend::cpu;
+}
+
+}  // namespace
+
+std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
+                             const KwArgs& kwargs) {
+  const FunctionSchema& s = op.schema();
+  size_t positional = 0;
+  while (positional < s.args.size() && !s.args[positional].kwarg_only) ++positional;
+  SF_CHECK(args.size() <= positional, "{}: takes {} positional arguments but {} were given",
+           op.name(), positional, args.size());
+  std::vector<std::optional<Value>> bound(s.args.size());
+  for (size_t i = 0; i < args.size(); ++i) bound[i] = args[i];
+  for (const auto& [name, v] : kwargs) {
+    int i = s.arg_index(name);
+    SF_CHECK(i >= 0, "{}: unexpected keyword argument '{}'", op.name(), name);
+    SF_CHECK(!bound[size_t(i)], "{}: argument '{}' given twice", op.name(), name);
+    bound[size_t(i)] = v;
+  }
+  std::vector<Value> out;
+  out.reserve(s.args.size());
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const Argument& a = s.args[i];
+    if (!bound[i]) {
+      SF_CHECK(a.default_value.has_value(), "{}: missing argument '{}' ({})", op.name(), a.name,
+               a.type.str());
+      out.push_back(default_to_value(*a.default_value, a.type));
+      continue;
+    }
+    std::optional<Value> v = coerce(*bound[i], a.type);
+    SF_CHECK(v.has_value(), "{}: argument '{}' expects {} but got {} ({})", op.name(), a.name,
+             a.type.str(), bound[i]->kind_name(), bound[i]->str());
+    if (v->is_tensor()) {
+      SF_CHECK(v->to_tensor().defined(), "{}: argument '{}' is an undefined tensor", op.name(),
+               a.name);
+    }
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound) {
+  Backend backend = backend_of(bound);
+  const Kernel* kernel = op.kernel(backend);
+  SF_CHECK(kernel, "op '{}' has no {} kernel", op.name(), backend_name(backend));
+  const FunctionSchema& s = op.schema();
+  std::vector<Value> outputs(s.returns.size());
+  if (!s.returns.empty()) {
+    std::vector<TensorSpec> specs = op.shape_fn()(bound);
+    SF_CHECK(specs.size() == s.returns.size(), "op '{}': shape function gave {} results for {} returns",
+             op.name(), specs.size(), s.returns.size());
+    for (size_t r = 0; r < s.returns.size(); ++r) {
+      if (op.aliases().returns_alias[r] >= 0) continue;  // a view: the kernel sets it
+      outputs[r] = Tensor::empty(specs[r].shape, specs[r].dtype);
+    }
+  }
+  KernelCall kc{op, bound, outputs};
+  (*kernel)(kc);
+  return outputs;
+}
+
+Value call(std::string_view name, const std::vector<Value>& args, const KwArgs& kwargs) {
+  Registry& registry = Registry::global();
+  std::vector<const OpDef*> candidates;
+  if (name.find('.') != std::string_view::npos) {
+    candidates.push_back(&registry.get(name));
+  } else {
+    candidates = registry.overloads(name);
+    if (candidates.empty()) candidates.push_back(&registry.get(name));  // throws "unknown op"
+  }
+  std::string mismatches;
+  for (const OpDef* op : candidates) {
+    std::vector<Value> bound;
+    try {
+      bound = bind_args(*op, args, kwargs);
+    } catch (const Error& e) {
+      if (candidates.size() == 1) throw;
+      mismatches += fmt::format("\n  {}: {}", op->schema().str(), e.what());
+      continue;
+    }
+    std::vector<Value> out = call_bound(*op, std::move(bound));
+    if (out.empty()) return None{};
+    if (out.size() == 1) return out[0];
+    std::vector<Tensor> tensors;
+    for (const Value& v : out) tensors.push_back(v.to_tensor());
+    return tensors;
+  }
+  invalid_usage("no overload of '{}' accepts these arguments:{}", name, mismatches);
+}
+
+}  // namespace symmflow

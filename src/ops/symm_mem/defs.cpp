@@ -1,0 +1,100 @@
+// The symm_mem namespace of OPS.md: every schema, its symm args and its shape function. Every op
+// that mutates returns () (unlike PyTorch, whose compiler cannot functionalize an aliasing return).
+// Ops needing NVLink multicast are defined here like the rest; backends refuse them at run time.
+// Kernels live in the kernels layer.
+#include "symmflow/ops/group_size.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow {
+namespace {
+
+TensorSpec spec_of(const Value& v) { return {v.to_tensor().dtype(), v.to_tensor().shape()}; }
+
+// Result shaped like argument `i`.
+ShapeFn like_arg(size_t i) {
+  return [i](std::span<const Value> a) { return std::vector<TensorSpec>{spec_of(a[i])}; };
+}
+
+std::vector<TensorSpec> reduce_scatter_shape(std::span<const Value> a) {
+  const Tensor& t = a[0].to_tensor();
+  int64_t w = resolve_group_size("symm_mem::_low_contention_reduce_scatter", a[2].to_string());
+  SF_CHECK(t.dim() >= 1 && t.size(0) % w == 0,
+           "symm_mem::_low_contention_reduce_scatter: dim 0 of tensor {} is not divisible by the "
+           "group size {}",
+           t.str(), w);
+  Shape s = t.shape();
+  s[0] /= w;
+  return {{t.dtype(), s}};
+}
+
+std::vector<TensorSpec> all_gather_shape(std::span<const Value> a) {
+  const Tensor& t = a[0].to_tensor();
+  int64_t w = resolve_group_size("symm_mem::_low_contention_all_gather", a[1].to_string());
+  SF_CHECK(t.dim() >= 1, "symm_mem::_low_contention_all_gather: tensor {} has no dim 0", t.str());
+  Shape s = t.shape();
+  s[0] *= w;
+  return {{t.dtype(), s}};
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY(symm_mem, m) {
+  // all-reduce
+  m.def("one_shot_all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor", like_arg(0));
+  m.def("one_shot_all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
+  m.def("one_shot_all_reduce_copy(Tensor symm_buffer, Tensor local_input, str reduce_op, "
+        "str group_name) -> Tensor",
+        like_arg(1));
+  m.def("one_shot_all_reduce_copy_out(Tensor symm_buffer, Tensor local_input, str reduce_op, "
+        "str group_name, Tensor(a!) out) -> ()");
+  m.def("two_shot_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()");
+  m.def("two_shot_all_reduce_out(Tensor(a!) input, str reduce_op, str group_name, "
+        "Tensor(b!) output) -> ()");
+  m.def("multimem_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()");
+  m.def("multimem_one_shot_all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor",
+        like_arg(0));
+  m.def("multimem_one_shot_all_reduce_out(Tensor input, str reduce_op, str group_name, "
+        "Tensor(a!) out) -> ()");
+  for (const char* op : {"one_shot_all_reduce", "one_shot_all_reduce_out", "two_shot_all_reduce_",
+                         "two_shot_all_reduce_out", "multimem_all_reduce_",
+                         "multimem_one_shot_all_reduce", "multimem_one_shot_all_reduce_out"}) {
+    m.register_symm_mem_args(op, {"input"});
+  }
+  m.register_symm_mem_args("one_shot_all_reduce_copy", {"symm_buffer"});
+  m.register_symm_mem_args("one_shot_all_reduce_copy_out", {"symm_buffer"});
+
+  // reduce-scatter, all-gather, all-to-all
+  m.def("reduce_scatter_out(Tensor(a!) input, str group_name, bool split_last_dim, "
+        "Tensor(b!) output) -> ()");
+  m.def("_low_contention_reduce_scatter(Tensor tensor, str reduce_op, str group_name) -> Tensor",
+        reduce_scatter_shape);
+  m.def("all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
+  m.def("_low_contention_all_gather(Tensor tensor, str group_name) -> Tensor", all_gather_shape);
+  m.def("multimem_all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
+  m.def("all_to_all_vdev(Tensor input, Tensor(a!) out, Tensor in_splits, "
+        "Tensor(a!) out_splits_offsets, str group_name) -> ()");
+  m.register_symm_mem_args("reduce_scatter_out", {"input"});
+  m.register_symm_mem_args("_low_contention_reduce_scatter", {"tensor"});
+  m.register_symm_mem_args("all_gather_out", {"input"});
+  m.register_symm_mem_args("_low_contention_all_gather", {"tensor"});
+  m.register_symm_mem_args("multimem_all_gather_out", {"out"});
+  m.register_symm_mem_args("all_to_all_vdev", {"input", "out", "in_splits", "out_splits_offsets"});
+
+  // point to point and signals
+  m.def("collective_permute(Tensor input, int shift, str group_name) -> Tensor", like_arg(0));
+  m.def("collective_permute_out(Tensor input, int shift, str group_name, Tensor(a!) out) -> ()");
+  m.def("put_signal(Tensor src, Tensor(a!) dst, int peer, int channel, str group_name) -> ()");
+  m.def("wait_signal(Tensor(a!) dst, int peer, int channel, str group_name) -> ()");
+  m.def("get(Tensor src, int peer, str group_name, Tensor(a!) out) -> ()");
+  m.def("broadcast_(Tensor(a!) input, int root, str group_name) -> ()");
+  m.def("barrier(str group_name, int channel=0) -> ()");
+  m.def("stream_write_value32_(Tensor(a!) input, int offset, int val) -> ()");
+  m.def("memset32_(Tensor(a!) input, int offset, int val, int count) -> ()");
+  m.register_symm_mem_args("collective_permute_out", {"out"});
+  m.register_symm_mem_args("put_signal", {"dst"});
+  m.register_symm_mem_args("wait_signal", {"dst"});
+  m.register_symm_mem_args("get", {"src"});
+  m.register_symm_mem_args("broadcast_", {"input"});
+}
+
+}  // namespace symmflow

@@ -1,0 +1,47 @@
+// Plugins: the example plugin loads and registers its namespace; a missing file and a plugin that
+// breaks a registration rule fail with messages naming the path and the op.
+#include <gtest/gtest.h>
+
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow {
+namespace {
+
+const std::string kLibDir = std::string(SYMMFLOW_BIN_DIR) + "/lib/";
+
+TEST(Plugin, ExampleRegistersFusedAllReduceRmsNorm) {
+  load_plugin(kLibDir + "libmyops.so");
+  const OpDef& op = Registry::global().get("myops::fused_allreduce_rmsnorm");
+  EXPECT_EQ(op.symm_args(), std::vector<std::string>{"input"});
+  EXPECT_EQ(op.group_arg(), "group_name");
+  EXPECT_EQ(op.backends(), std::vector<Backend>{Backend::cpu});
+  EXPECT_EQ(op.schema().returns.size(), 2u);
+  load_plugin(kLibDir + "libmyops.so");  // loading twice is a no-op
+}
+
+TEST(Plugin, MissingFileNamesThePath) {
+  try {
+    load_plugin("/nonexistent/libnothing.so");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cannot load plugin '/nonexistent/libnothing.so': ", 0), 0u)
+        << e.what();
+  }
+}
+
+TEST(Plugin, RuleViolationNamesPluginAndOp) {
+  try {
+    load_plugin(kLibDir + "libbad_plugin.so");
+    FAIL();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("plugin '" + kLibDir + "libbad_plugin.so' failed to register its ops"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("op 'badops::scale': symm arg 'y' is not an argument of its schema "
+                       "(arguments: x, group_name)"),
+              std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace symmflow

@@ -1,0 +1,192 @@
+// Registration rules of the op registry, each accepted and rejected with its exact message.
+#include <gtest/gtest.h>
+
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+    return e.what();
+  }
+  return "<no error>";
+}
+
+ShapeFn same_as_first() {
+  return [](std::span<const Value> a) {
+    return std::vector<TensorSpec>{{a[0].to_tensor().dtype(), a[0].to_tensor().shape()}};
+  };
+}
+
+Registry& reg() { return Registry::global(); }
+
+TEST(Registry, DefRecordsSchemaAndAliases) {
+  OpDef& op = reg().def("t_def", "scale_(Tensor(a!) x, float s) -> ()", {});
+  EXPECT_EQ(op.name(), "t_def::scale_");
+  EXPECT_EQ(op.schema().str(), "t_def::scale_(Tensor(a!) x, float s) -> ()");
+  EXPECT_TRUE(op.aliases().is_mutable());
+  EXPECT_EQ(reg().find("t_def::scale_"), &op);
+  EXPECT_EQ(reg().find("t_def::nope"), nullptr);
+}
+
+TEST(Registry, RejectsSecondDef) {
+  reg().def("t_dup", "f(Tensor x) -> Tensor", same_as_first());
+  EXPECT_EQ(error_of([] { reg().def("t_dup", "f(Tensor y) -> Tensor", same_as_first()); }),
+            "op 't_dup::f' is already defined");
+}
+
+TEST(Registry, RejectsMutatingOpReturningAlias) {
+  std::string msg = error_of([] { reg().def("t_alias", "bad_(Tensor(a!) x) -> Tensor(a!)", {}); });
+  EXPECT_NE(msg.find("'bad_'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("must return () or fresh tensors"), std::string::npos) << msg;
+  EXPECT_EQ(reg().find("t_alias::bad_"), nullptr);
+}
+
+TEST(Registry, RejectsReturnsWithoutShapeFunction) {
+  EXPECT_EQ(error_of([] { reg().def("t_noshape", "f(Tensor x) -> Tensor", {}); }),
+            "op 't_noshape::f' returns values but was defined without a shape function");
+  EXPECT_EQ(reg().find("t_noshape::f"), nullptr);
+}
+
+TEST(Registry, RejectsSchemaOfOtherNamespace) {
+  EXPECT_EQ(error_of([] { reg().def("t_ns", "aten::f(Tensor x) -> ()", {}); }),
+            "schema 'aten::f(Tensor x) -> ()' names namespace 'aten' inside library 't_ns'");
+}
+
+TEST(Registry, SymmArgsAreCheckedAgainstTheSchema) {
+  reg().def("t_symm", "ar(Tensor x, Tensor[] xs, int n, str group_name) -> Tensor", same_as_first());
+  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_symm::ar", {"y"}); }),
+            "op 't_symm::ar': symm arg 'y' is not an argument of its schema (arguments: x, xs, n, "
+            "group_name)");
+  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_symm::ar", {"n"}); }),
+            "op 't_symm::ar': symm arg 'n' has type int; only Tensor and Tensor[] arguments can be "
+            "symmetric");
+  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_symm::ar", {"x", "x"}); }),
+            "op 't_symm::ar': symm arg 'x' listed twice");
+  EXPECT_TRUE(reg().get("t_symm::ar").symm_args().empty());
+  reg().register_symm_mem_args("t_symm::ar", {"x", "xs"});
+  EXPECT_EQ(reg().get("t_symm::ar").symm_args(), (std::vector<std::string>{"x", "xs"}));
+  EXPECT_EQ(reg().get("t_symm::ar").group_arg(), "group_name");
+}
+
+TEST(Registry, SymmArgsNeedAGroupArgument) {
+  reg().def("t_group", "nogroup(Tensor x) -> Tensor", same_as_first());
+  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_group::nogroup", {"x"}); }),
+            "op 't_group::nogroup': symm args x need a group argument, but the schema has no "
+            "'str group_name' (name another one with register_group_arg first)");
+  reg().def("t_group", "custom(Tensor x, str pg, int k) -> Tensor", same_as_first());
+  EXPECT_EQ(error_of([] { reg().register_group_arg("t_group::custom", "k"); }),
+            "op 't_group::custom': group argument 'k' has type int; it must be str");
+  EXPECT_EQ(error_of([] { reg().register_group_arg("t_group::custom", "nope"); }),
+            "op 't_group::custom': group argument 'nope' is not an argument of its schema "
+            "(arguments: x, pg, k)");
+  reg().register_group_arg("t_group::custom", "pg");
+  reg().register_symm_mem_args("t_group::custom", {"x"});
+  EXPECT_EQ(reg().get("t_group::custom").group_arg(), "pg");
+}
+
+TEST(Registry, ImplRules) {
+  EXPECT_EQ(error_of([] { reg().impl("t_impl::nope", Backend::cpu, [](KernelCall&) {}); }),
+            "impl of undefined op 't_impl::nope' (def it first)");
+  reg().def("t_impl", "k(Tensor x) -> ()", {});
+  reg().impl("t_impl::k", Backend::cpu, [](KernelCall&) {});
+  EXPECT_EQ(error_of([] { reg().impl("t_impl::k", Backend::cpu, [](KernelCall&) {}); }),
+            "op 't_impl::k' already has a cpu kernel");
+  reg().impl("t_impl::k", Backend::cuda, [](KernelCall&) {});
+  EXPECT_EQ(reg().get("t_impl::k").backends(), (std::vector<Backend>{Backend::cpu, Backend::cuda}));
+}
+
+TEST(Registry, UnknownOpSuggestsCloseNames) {
+  EXPECT_EQ(error_of([] { reg().get("symm_mem::one_shot_allreduce"); }).rfind(
+                "unknown op 'symm_mem::one_shot_allreduce' (did you mean symm_mem::one_shot_all_reduce",
+                0),
+            0u);
+  EXPECT_EQ(error_of([] { reg().get("zzzz::qqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"); }),
+            "unknown op 'zzzz::qqqqqqqqqqqqqqqqqqqqqqqqqqqqqq'");
+}
+
+TEST(Registry, LinksFunctionalInplaceAndOutVariants) {
+  reg().def("t_link", "mul.Tensor(Tensor self, Tensor other) -> Tensor", same_as_first());
+  reg().def("t_link", "mul.Scalar(Tensor self, Scalar other) -> Tensor", same_as_first());
+  reg().def("t_link", "mul_.Tensor(Tensor(a!) self, Tensor other) -> ()", {});
+  reg().def("t_link", "mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> ()", {});
+  reg().def("t_link", "zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None) -> Tensor",
+            [](std::span<const Value>) { return std::vector<TensorSpec>{{}}; });
+  reg().def("t_link", "zeros.out(SymInt[] size, *, Tensor(a!) out) -> ()", {});
+  reg().def("t_link", "ring_(Tensor(a!) input, str group_name) -> ()", {});
+  reg().def("t_link", "ring_out(Tensor(a!) input, str group_name, Tensor(b!) output) -> ()", {});
+  reg().link_variants("t_link");
+  const OpDef& mul = reg().get("t_link::mul.Tensor");
+  EXPECT_EQ(mul.inplace_variant(), "t_link::mul_.Tensor");
+  EXPECT_EQ(mul.out_variant(), "t_link::mul.out");
+  EXPECT_EQ(mul.functional_variant(), "");
+  EXPECT_EQ(reg().get("t_link::mul.out").functional_variant(), "t_link::mul.Tensor");
+  EXPECT_EQ(reg().get("t_link::mul.out").inplace_variant(), "t_link::mul_.Tensor");
+  EXPECT_EQ(reg().get("t_link::mul.Scalar").out_variant(), "");
+  EXPECT_EQ(reg().get("t_link::zeros").out_variant(), "t_link::zeros.out");
+  EXPECT_EQ(reg().get("t_link::ring_").out_variant(), "t_link::ring_out");
+  EXPECT_EQ(reg().get("t_link::ring_out").inplace_variant(), "t_link::ring_");
+}
+
+TEST(Registry, RefusesMisnamedVariant) {
+  reg().def("t_badlink", "f(Tensor x, int k) -> Tensor", same_as_first());
+  reg().def("t_badlink", "f_out(Tensor x, float k, Tensor(a!) out) -> ()", {});
+  EXPECT_EQ(error_of([] { reg().link_variants("t_badlink"); }),
+            "op 't_badlink::f_out' is named as a variant of 't_badlink::f' but their arguments "
+            "differ:\n  t_badlink::f_out(Tensor x, float k, Tensor(a!) out) -> ()\n  "
+            "t_badlink::f(Tensor x, int k) -> Tensor");
+}
+
+struct SymmRow {
+  const char* op;
+  std::vector<std::string> symm;
+};
+
+TEST(Catalogue, EverySymmMemOpOfOpsMdWithItsSymmArgs) {
+  const std::vector<SymmRow> rows = {
+      {"one_shot_all_reduce", {"input"}},
+      {"one_shot_all_reduce_out", {"input"}},
+      {"one_shot_all_reduce_copy", {"symm_buffer"}},
+      {"one_shot_all_reduce_copy_out", {"symm_buffer"}},
+      {"two_shot_all_reduce_", {"input"}},
+      {"two_shot_all_reduce_out", {"input"}},
+      {"multimem_all_reduce_", {"input"}},
+      {"multimem_one_shot_all_reduce", {"input"}},
+      {"multimem_one_shot_all_reduce_out", {"input"}},
+      {"reduce_scatter_out", {"input"}},
+      {"_low_contention_reduce_scatter", {"tensor"}},
+      {"all_gather_out", {"input"}},
+      {"_low_contention_all_gather", {"tensor"}},
+      {"multimem_all_gather_out", {"out"}},
+      {"all_to_all_vdev", {"input", "out", "in_splits", "out_splits_offsets"}},
+      {"collective_permute", {}},
+      {"collective_permute_out", {"out"}},
+      {"put_signal", {"dst"}},
+      {"wait_signal", {"dst"}},
+      {"get", {"src"}},
+      {"broadcast_", {"input"}},
+      {"barrier", {}},
+      {"stream_write_value32_", {}},
+      {"memset32_", {}},
+  };
+  EXPECT_EQ(reg().ops("symm_mem").size(), rows.size());
+  for (const SymmRow& row : rows) {
+    const OpDef& op = reg().get(std::string("symm_mem::") + row.op);
+    EXPECT_EQ(op.symm_args(), row.symm) << row.op;
+    for (const Return& r : op.schema().returns) EXPECT_FALSE(r.alias.has_value()) << row.op;
+    if (op.aliases().is_mutable()) EXPECT_TRUE(op.schema().returns.empty()) << row.op;
+  }
+  EXPECT_EQ(reg().get("symm_mem::one_shot_all_reduce").out_variant(),
+            "symm_mem::one_shot_all_reduce_out");
+  EXPECT_EQ(reg().get("symm_mem::two_shot_all_reduce_").out_variant(),
+            "symm_mem::two_shot_all_reduce_out");
+  EXPECT_EQ(reg().get("symm_mem::two_shot_all_reduce_out").aliases().out_args, std::vector<int>{3});
+}
+
+}  // namespace
+}  // namespace symmflow
