@@ -30,6 +30,8 @@ inline To convert(From v) {
     return v != From(0);
   } else if constexpr (kIsHalf<To>) {
     return To(float(v));
+  } else if constexpr (kIsInt<To> && std::is_floating_point_v<From>) {
+    return static_cast<To>(int64_t(v));  // through int64 so narrow and unsigned types wrap
   } else {
     return static_cast<To>(v);
   }
