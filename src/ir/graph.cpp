@@ -130,6 +130,20 @@ Value* Graph::add_input(const std::string& name, TensorType type) {
 
 void Graph::set_outputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
 
+void Graph::add_writeback(Value* input, Value* value) {
+  SF_CHECK(input->is_input() && input->producer() == nullptr,
+           "writeback target '{}' is not a graph input", input->name());
+  SF_CHECK(input->type() == value->type(), "writeback {} = {}: types {} and {} differ",
+           input->name(), value->name(), input->type().str(), value->type().str());
+  for (Writeback& w : writebacks_) {
+    if (w.input == input) {
+      w.value = value;
+      return;
+    }
+  }
+  writebacks_.push_back({input, value});
+}
+
 Node* Graph::insert(std::unique_ptr<Node> n, Node* before) {
   n->owner_ = this;
   Node* raw = n.get();
@@ -303,7 +317,10 @@ void Graph::rename(Value* v, const std::string& name) {
 
 void Graph::erase(Node* node) {
   for (Value* v : node->outputs_) {
-    SF_CHECK(v->uses_.empty() && std::find(outputs_.begin(), outputs_.end(), v) == outputs_.end(),
+    bool written_back = std::any_of(writebacks_.begin(), writebacks_.end(),
+                                    [v](const Writeback& w) { return w.value == v; });
+    SF_CHECK(v->uses_.empty() && !written_back &&
+                 std::find(outputs_.begin(), outputs_.end(), v) == outputs_.end(),
              "cannot erase {}: its output '{}' is still used", node->display_name(), v->name());
   }
   for (size_t i = 0; i < node->args_.size(); ++i) node->set_arg(i, Arg::of_literal(None{}));
@@ -343,6 +360,9 @@ void Graph::replace_uses(Value* from, Value* to, size_t from_position) {
   }
   for (Value*& v : outputs_) {
     if (v == from) v = to;
+  }
+  for (Writeback& w : writebacks_) {
+    if (w.value == from) w.value = to;
   }
 }
 

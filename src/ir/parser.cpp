@@ -434,6 +434,26 @@ void Parser::parse_body(Graph& g, bool nested) {
   for (;;) {
     if (peek().kind == Tok::end) fail(peek(), "expected 'return' but found end of input");
     int line = peek().loc.line;
+    if (is_ident("writeback") && peek(1).kind == Tok::ident && is("=", 2)) {
+      try {
+        take();
+        Token target = take();
+        take();
+        Token source = peek();
+        expect_ident("a value");
+        Value* in = lookup(g, target);
+        Value* v = lookup(g, source);
+        try {
+          g.add_writeback(in, v);
+        } catch (const Error& e) {
+          fail(target, e.what());
+        }
+      } catch (const ParseFailure& f) {
+        diags_.push_back({f.loc, f.message});
+        skip_statement(line);
+      }
+      continue;
+    }
     if (is_ident("return")) {
       take();
       std::vector<Value*> outs;

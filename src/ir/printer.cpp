@@ -90,6 +90,8 @@ void print_node(const Node& n, int indent, std::string& out) {
 
 void print_nodes(const Graph& g, int indent, std::string& out) {
   for (const Node* n : g.nodes()) print_node(*n, indent, out);
+  for (const Graph::Writeback& w : g.writebacks())
+    out += fmt::format("{}writeback {} = {}\n", std::string(size_t(indent), ' '), w.input->name(), w.value->name());
   std::vector<std::string> names;
   for (const Value* v : g.outputs()) names.push_back(v->name());
   out += fmt::format("{}return {}\n", std::string(size_t(indent), ' '),

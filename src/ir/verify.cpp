@@ -91,6 +91,11 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
   for (const Value* v : g.outputs()) {
     if (!defined.count(v)) out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
   }
+  for (const Graph::Writeback& w : g.writebacks()) {
+    if (!defined.count(w.value))
+      out.push_back({{}, fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
+                                     w.value->name(), w.value->name())});
+  }
 }
 
 }  // namespace

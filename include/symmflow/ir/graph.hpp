@@ -157,6 +157,14 @@ class Graph {
   const std::vector<Node*>& nodes() const { return order_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   void set_outputs(std::vector<Value*> outs);
+  // Graph inputs that the program mutates: after the run, `value` is written back into `input`
+  // (made by functionalize; printed `writeback x = x_2` before `return`).
+  struct Writeback {
+    Value* input;
+    Value* value;
+  };
+  const std::vector<Writeback>& writebacks() const { return writebacks_; }
+  void add_writeback(Value* input, Value* value);
 
   // Builder: binds positional and keyword args to the op's schema (defaults filled), runs the
   // shape function on meta tensors for the output types, names outputs (`name` or fresh), and
@@ -197,6 +205,7 @@ class Graph {
   int world_size_;
   std::vector<GroupDecl> groups_;
   std::vector<Value*> inputs_, outputs_;
+  std::vector<Writeback> writebacks_;
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> owned_;
   std::vector<Node*> order_;
