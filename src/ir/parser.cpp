@@ -399,7 +399,7 @@ void Parser::parse_statement(Graph& g) {
         }
         break;
       } catch (const Error& e) {
-        why += (why.empty() ? "" : "; ") + std::string(e.what());
+        if (why.empty()) why = e.what();  // the first overload's complaint is the useful one
       }
     }
     if (!node) fail(name_tok, why);
