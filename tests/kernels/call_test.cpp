@@ -59,7 +59,9 @@ TEST(AtenCall, SchemasAsDefined) {
   // Every aten op has a cpu kernel and a shape function where it returns something.
   for (const OpDef* op : r.ops("aten")) {
     EXPECT_NE(op->kernel(Backend::cpu), nullptr) << op->name();
-    if (!op->schema().returns.empty()) EXPECT_TRUE(op->has_shape_fn()) << op->name();
+    if (!op->schema().returns.empty()) {
+      EXPECT_TRUE(op->has_shape_fn()) << op->name();
+    }
   }
   EXPECT_EQ(r.ops("aten").size(), 71u);
 }
