@@ -93,6 +93,12 @@ class Functionalizer {
     return it == current_.end() ? v : it->second;
   }
 
+  // The original value `v` is a version of (itself when not a new version).
+  ir::Value* root(ir::Value* v) const {
+    auto it = root_.find(v);
+    return it == root_.end() ? v : it->second;
+  }
+
   void remap_args(Node* n) {
     for (size_t i = 0; i < n->args().size(); ++i) {
       Arg a = n->args()[i];
@@ -198,14 +204,18 @@ class Functionalizer {
         renames_.emplace_back(made->output(r), old->name());
       }
       new_values.assign(made->outputs().begin() + std::ptrdiff_t(nret), made->outputs().end());
+      // add_functional names the new value of `a` `a_1`; a version of `a` continues a's series.
+      for (size_t k = 0; k < written.size(); ++k) {
+        if (root(written[k]) != written[k])
+          g_.rename(new_values[k], g_.fresh_name(root(written[k])->name()));
+      }
     }
     for (size_t k = 0; k < written.size(); ++k) {
       ir::Value* w = written[k];
       ir::Value* v = new_values[k];
       current_[w] = v;
       // Keep the chain flat: the original value (e.g. a graph input) maps to the newest one.
-      auto root = root_.find(w);
-      ir::Value* base = root == root_.end() ? w : root->second;
+      ir::Value* base = root(w);
       root_[v] = base;
       current_[base] = v;
     }
@@ -229,7 +239,7 @@ class Functionalizer {
     }
     Node* made = nullptr;
     try {
-      made = g_.add_op(f, {}, kwargs, written.size() == 1 ? written[0]->name() : "");
+      made = g_.add_op(f, {}, kwargs, written.size() == 1 ? root(written[0])->name() : "");
     } catch (const Error&) {
       return nullptr;  // the variant does not bind these arguments: use functional<op>
     }

@@ -103,6 +103,7 @@ void fuse_pointwise(ir::Graph& graph) {
   std::vector<Node*> order, dead;
   order.reserve(nodes.size());
   std::vector<std::pair<ir::Value*, std::string>> renames;
+  std::unordered_map<const ir::Value*, std::string> final_name;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node* n = nodes[i];
     if (!fusible[i]) {
@@ -132,7 +133,10 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     auto body = std::make_unique<Graph>("fused", graph.world_size());
     std::unordered_map<const ir::Value*, ir::Value*> inner;
-    for (ir::Value* v : inputs) inner[v] = body->add_input(v->name(), v->type());
+    for (ir::Value* v : inputs) {
+      auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
+      inner[v] = body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
+    }
     for (size_t m : region) {
       const Node* src = nodes[m];
       const FunctionSchema& s = src->op()->schema();
@@ -154,6 +158,7 @@ void fuse_pointwise(ir::Graph& graph) {
     fused->output()->set_layout(out->layout());
     graph.replace_uses(out, fused->output());
     renames.emplace_back(fused->output(), out->name());
+    final_name[fused->output()] = out->name();
     order.push_back(fused);
   }
   if (dead.empty()) return;

@@ -159,7 +159,13 @@ std::unique_ptr<ir::Graph> random_graph(uint32_t seed, DType dtype, const Shape&
         vals.push_back(g->add_op(rng() % 2 ? "aten::mul.Scalar" : "aten::add.Scalar", {A(pick()), L(0.75)})->output());
         break;
       case 5: g->add_op(unary_inplace[rng() % 4], {A(pick())}); break;
-      case 6: g->add_op(binary_inplace[rng() % 3], {A(pick()), A(pick())}, {{"alpha", L(int64_t(1 + rng() % 2))}}); break;
+      case 6: {
+        const char* op = binary_inplace[rng() % 3];
+        std::vector<ir::KwArg> kw;
+        if (op[6] != 'm') kw.emplace_back("alpha", L(int64_t(1 + rng() % 2)));
+        g->add_op(op, {A(pick()), A(pick())}, kw);
+        break;
+      }
       case 7:
         if (rng() % 2) {
           g->add_op("aten::mul.out", {A(pick()), A(pick())}, {{"out", A(pick())}});
