@@ -154,10 +154,13 @@ Node* Graph::insert(std::unique_ptr<Node> n, Node* before) {
   owned_.push_back(std::move(n));
   if (before) {
     order_.insert(order_.begin() + std::ptrdiff_t(position(before)), raw);
+    positions_valid_ = false;
   } else {
+    // Appending moves no other node: positions stay valid (keeps passes that append and then
+    // reorder once linear).
+    raw->position_ = order_.size();
     order_.push_back(raw);
   }
-  positions_valid_ = false;
   return raw;
 }
 
@@ -324,9 +327,11 @@ void Graph::erase(Node* node) {
              "cannot erase {}: its output '{}' is still used", node->display_name(), v->name());
   }
   for (size_t i = 0; i < node->args_.size(); ++i) node->set_arg(i, Arg::of_literal(None{}));
-  order_.erase(order_.begin() + std::ptrdiff_t(position(node)));
+  size_t at = position(node);
+  order_.erase(order_.begin() + std::ptrdiff_t(at));
   for (Value* v : node->outputs_) by_name_.erase(v->name());
-  positions_valid_ = false;
+  // Erasing the last node moves no other node: positions stay valid.
+  if (at != order_.size()) positions_valid_ = false;
 }
 
 void Graph::reorder(std::vector<Node*> order) {
