@@ -16,7 +16,8 @@
 //           is a return of an op whose out variant takes that return's `out` as a symm argument
 //           (collective_permute -> collective_permute_out: "hand it a symmetric out");
 //       (3) a graph input (caller memory): one `copy` {copy = "input"} before its first symm use
-//           in group g, used by every symm use of that input in g;
+//           in group g, used by every symm use of that input in g (none when the input is
+//           declared in symm[g]: the caller binds it in the heap; views of it then share it);
 //       (4) anything else (already placed in another colour, e.g. needed by two groups, or a view
 //           of a graph input): one `copy` {copy = "identity"} per (value, group), before the
 //           first such use.

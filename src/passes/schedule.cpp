@@ -39,17 +39,19 @@ using ir::Node;
 using ir::NodeKind;
 using ir::Value;
 
-bool is_comm(const Node& n) {
-  return n.op() && !n.op()->group_arg().empty() && !n.group().empty();
+// The group a communication node is ordered in ("" for other nodes): nodes whose op has a
+// group argument.
+std::string comm_group(const Node& n) {
+  return n.op() && !n.op()->group_arg().empty() ? n.group() : std::string();
 }
 
 class Scheduler {
  public:
   explicit Scheduler(ir::Graph& graph) : graph_(graph), nodes_(graph.nodes()) {
-    index_.reserve(nodes_.size());
-    for (size_t i = 0; i < nodes_.size(); ++i) index_[nodes_[i]] = int(i);
     succ_.resize(nodes_.size());
     indeg_.assign(nodes_.size(), 0);
+    group_.resize(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) group_[i] = comm_group(*nodes_[i]);
   }
 
   void run() {
@@ -76,9 +78,22 @@ class Scheduler {
     ++indeg_[size_t(to)];
   }
 
-  // The value owning the buffer `v` lives in (following views), memoized; iterative, so long
-  // view chains cannot exhaust the stack.
+  int index_of(const Node* n) const { return int(graph_.position(n)); }
+
+  // The value whose buffer a view result aliases, or null.
+  static const Value* view_source(const Value* v) {
+    const Node* p = v->producer();
+    if (!p || p->kind() != NodeKind::op) return nullptr;
+    const std::vector<int>& ra = p->op()->aliases().returns_alias;
+    size_t r = size_t(v->index());
+    if (r >= ra.size() || ra[r] < 0 || p->args()[size_t(ra[r])].kind != Arg::Kind::value) return nullptr;
+    return p->args()[size_t(ra[r])].value;
+  }
+
+  // The value owning the buffer `v` lives in (following views); views are memoized, and the walk
+  // is iterative so long view chains cannot exhaust the stack.
   const Value* base_of(const Value* v) {
+    if (!view_source(v)) return v;
     std::vector<const Value*> path;
     const Value* b = v;
     while (true) {
@@ -87,19 +102,16 @@ class Scheduler {
         b = it->second;
         break;
       }
+      const Value* src = view_source(b);
+      if (!src) break;
       path.push_back(b);
-      const Node* p = b->producer();
-      if (!p || p->kind() != NodeKind::op) break;
-      const std::vector<int>& ra = p->op()->aliases().returns_alias;
-      size_t r = size_t(b->index());
-      if (r >= ra.size() || ra[r] < 0 || p->args()[size_t(ra[r])].kind != Arg::Kind::value) break;
-      b = p->args()[size_t(ra[r])].value;
+      b = src;
     }
     for (const Value* x : path) base_.emplace(x, b);
     return b;
   }
 
-  // Values whose buffer `n` writes.
+  // Values whose buffer `n` writes (functional nodes count: see the contract).
   static std::vector<const Value*> written_values(const Node& n) {
     std::vector<const Value*> out;
     if (n.kind() != NodeKind::op && n.kind() != NodeKind::functional) return out;
@@ -112,22 +124,33 @@ class Scheduler {
   }
 
   void build_edges() {
+    // Only buffers that something writes need read/write tracking.
     std::unordered_map<const Value*, BufferState> buffers;
+    for (const Node* n : nodes_) {
+      for (const Value* v : written_values(*n)) buffers.emplace(base_of(v), BufferState{});
+    }
     std::unordered_map<std::string, int> last_comm;
     std::unordered_map<std::string, Fence> fences;
     for (size_t idx = 0; idx < nodes_.size(); ++idx) {
       const Node& n = *nodes_[idx];
       int i = int(idx);
-      std::vector<Value*> inputs = n.inputs();
-      for (const Value* v : inputs) {
-        if (v->producer() && &v->producer()->owner() == &graph_) edge(index_.at(v->producer()), i);
-        BufferState& b = buffers[base_of(v)];
-        edge(b.last_write, i);
-        b.reads.push_back(i);
+      bool has_inputs = false;
+      for (const Arg& a : n.args()) {
+        auto read = [&](const Value* v) {
+          has_inputs = true;
+          if (v->producer()) edge(index_of(v->producer()), i);
+          if (buffers.empty()) return;
+          auto it = buffers.find(base_of(v));
+          if (it == buffers.end()) return;
+          edge(it->second.last_write, i);
+          it->second.reads.push_back(i);
+        };
+        if (a.kind == Arg::Kind::value) read(a.value);
+        for (const Value* v : a.values) read(v);
       }
       std::vector<const Value*> written = written_values(n);
       for (const Value* v : written) {
-        BufferState& b = buffers[base_of(v)];
+        BufferState& b = buffers.at(base_of(v));
         edge(b.last_write, i);
         for (int r : b.reads) edge(r, i);
         b.reads.clear();
@@ -141,15 +164,17 @@ class Scheduler {
         if (f.pending.empty() || f.pending.back() != i) f.pending.push_back(i);
       };
       for (const Value* v : n.outputs()) {
-        if (base_of(v) == v) touch_symm(v);
+        if (!view_source(v)) touch_symm(v);
       }
       for (const Value* v : written) touch_symm(base_of(v));
-      if (is_comm(n)) {
-        std::string g = n.group();
-        auto it = last_comm.find(g);
-        if (it != last_comm.end()) edge(it->second, i);
-        last_comm[g] = i;
-        if (inputs.empty()) {
+      const std::string& g = group_[idx];
+      if (!g.empty()) {
+        auto [it, fresh] = last_comm.emplace(g, i);
+        if (!fresh) {
+          edge(it->second, i);
+          it->second = i;
+        }
+        if (!has_inputs) {
           Fence& f = fences[g];
           for (int w : f.pending) edge(w, i);
           f.pending.clear();
@@ -164,7 +189,7 @@ class Scheduler {
     constexpr int kNone = std::numeric_limits<int>::max();
     std::vector<int> key(nodes_.size(), kNone);
     for (size_t k = nodes_.size(); k-- > 0;) {
-      int best = is_comm(*nodes_[k]) ? int(k) : kNone;
+      int best = group_[k].empty() ? kNone : int(k);
       for (int s : succ_[k]) best = std::min(best, key[size_t(s)]);
       key[k] = best;
     }
@@ -193,7 +218,7 @@ class Scheduler {
 
   ir::Graph& graph_;
   std::vector<Node*> nodes_;
-  std::unordered_map<const Node*, int> index_;
+  std::vector<std::string> group_;  // comm group per node, "" for others
   std::unordered_map<const Value*, const Value*> base_;
   std::vector<std::vector<int>> succ_;
   std::vector<int> indeg_;
