@@ -30,8 +30,8 @@ const OpDef* out_variant_of(const ir::Node& node) {
     if (a >= 0) return nullptr;  // a view: no buffer of its own
   }
   const OpDef* out = Registry::global().find(op.out_variant());
-  SF_CHECK(out, "internal: {} links out variant '{}', which is not registered (node {})",
-           op.name(), op.out_variant(), node.display_name());
+  SF_CHECK(out, "internal: {} links out variant '{}', which is not registered (node {})", op.name(),
+           op.out_variant(), node.display_name());
   if (out->aliases().out_args.size() != node.outputs().size()) return nullptr;
   return out;
 }

@@ -135,6 +135,9 @@ class Realizer {
   // nodes (the op runs on that buffer), and returns whose out-variant `out` is a symm arg.
   void place_outputs(Node* node) {
     const OpDef& op = *node->op();
+    if (op.group_arg().empty()) return;
+    if (node->kind() == NodeKind::op && (op.out_variant().empty() || op.aliases().is_mutable()))
+      return;
     std::string group = node->group();
     if (group.empty()) return;
     auto is_symm = [&op](const std::string& arg_name) {
@@ -173,13 +176,13 @@ class Realizer {
     std::vector<Value*> chain{v};
     while (Value* src = view_source(chain.back())) chain.push_back(src);
     Value* base = chain.back();
-    std::string where = fmt::format("symm arg '{}' of {} (group {})", use.arg,
-                                    use.node->display_name(), use.group);
+    std::string where =
+        fmt::format("symm arg '{}' of {} (group {})", use.arg, use.node->display_name(), use.group);
     if (base->is_input()) {
       bool chain_free = true;
       for (Value* c : chain) {
-        chain_free = chain_free && (c == base || c->layout().pool == Pool::unassigned ||
-                                    c->layout() == want);
+        chain_free = chain_free &&
+                     (c == base || c->layout().pool == Pool::unassigned || c->layout() == want);
       }
       if (base->layout() == want && chain_free) {  // the caller binds it in the heap
         for (Value* c : chain) c->set_layout(want);
@@ -197,10 +200,10 @@ class Realizer {
     }
     for (Value* c : chain) {
       if (c->layout().pool != Pool::unassigned && !(c->layout() == want)) {
-        std::string why =
-            c == v ? fmt::format("'{}' is already in {}", v->name(), c->layout().str())
-                   : fmt::format("'{}' is a view of '{}', which is already in {}", v->name(),
-                                 c->name(), c->layout().str());
+        std::string why = c == v
+                              ? fmt::format("'{}' is already in {}", v->name(), c->layout().str())
+                              : fmt::format("'{}' is a view of '{}', which is already in {}",
+                                            v->name(), c->name(), c->layout().str());
         return copy_of(v, use, "identity", fmt::format("{} and feeds {}", why, where), why);
       }
     }
@@ -237,7 +240,8 @@ class Realizer {
     order.reserve(graph_.nodes().size());
     for (Node* n : original) {
       auto it = copies_before_.find(n);
-      if (it != copies_before_.end()) order.insert(order.end(), it->second.begin(), it->second.end());
+      if (it != copies_before_.end())
+        order.insert(order.end(), it->second.begin(), it->second.end());
       order.push_back(n);
     }
     graph_.reorder(std::move(order));
@@ -261,6 +265,8 @@ class Realizer {
 
 }  // namespace
 
-void realize_symm_mem(ir::Graph& graph) { Realizer(graph).run(); }
+void realize_symm_mem(ir::Graph& graph) {
+  Realizer(graph).run();
+}
 
 }  // namespace symmflow::passes

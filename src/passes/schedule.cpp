@@ -86,7 +86,8 @@ class Scheduler {
     if (!p || p->kind() != NodeKind::op) return nullptr;
     const std::vector<int>& ra = p->op()->aliases().returns_alias;
     size_t r = size_t(v->index());
-    if (r >= ra.size() || ra[r] < 0 || p->args()[size_t(ra[r])].kind != Arg::Kind::value) return nullptr;
+    if (r >= ra.size() || ra[r] < 0 || p->args()[size_t(ra[r])].kind != Arg::Kind::value)
+      return nullptr;
     return p->args()[size_t(ra[r])].value;
   }
 
@@ -226,6 +227,8 @@ class Scheduler {
 
 }  // namespace
 
-void schedule(ir::Graph& graph) { Scheduler(graph).run(); }
+void schedule(ir::Graph& graph) {
+  Scheduler(graph).run();
+}
 
 }  // namespace symmflow::passes

@@ -3,6 +3,8 @@
 // a topological order, per-group communication order equals the source order, at most one copy
 // per (value, group), running the passes twice changes nothing, and 100k nodes take well under a
 // second.
+#include <time.h>
+
 #include <chrono>
 #include <map>
 #include <set>
@@ -29,7 +31,9 @@ void run_three(Graph& g) {
   passes::schedule(g);
 }
 
-bool is_comm(const Node& n) { return n.op() && !n.op()->group_arg().empty() && !n.group().empty(); }
+bool is_comm(const Node& n) {
+  return n.op() && !n.op()->group_arg().empty() && !n.group().empty();
+}
 
 std::map<std::string, std::vector<const Node*>> comm_order(const Graph& g) {
   std::map<std::string, std::vector<const Node*>> out;
@@ -57,7 +61,8 @@ void check_properties(Graph& g, uint32_t seed) {
   auto before = comm_order(g);
   passes::schedule(g);
 
-  EXPECT_TRUE(ir::verify_graph(g).empty()) << ir::format_diagnostics(ir::verify_graph(g), "<g>", "");
+  EXPECT_TRUE(ir::verify_graph(g).empty())
+      << ir::format_diagnostics(ir::verify_graph(g), "<g>", "");
   std::set<std::pair<const Value*, std::string>> copied;
   std::map<const Node*, size_t> pos;
   for (const Node* n : g.nodes()) pos[n] = pos.size();
@@ -71,7 +76,8 @@ void check_properties(Graph& g, uint32_t seed) {
         EXPECT_LT(pos.at(v->producer()), pos.at(n)) << v->name();
       }
     }
-    for (const Value* v : n->outputs()) EXPECT_NE(v->layout().pool, ir::Pool::unassigned) << v->name();
+    for (const Value* v : n->outputs())
+      EXPECT_NE(v->layout().pool, ir::Pool::unassigned) << v->name();
     if (n->kind() == ir::NodeKind::copy) {
       EXPECT_FALSE(n->attrs().at("reason").empty());
       EXPECT_TRUE(n->attrs().at("copy") == "input" || n->attrs().at("copy") == "identity");
@@ -118,9 +124,18 @@ TEST(passes_b, Deterministic) {
     EXPECT_EQ(ir::print_graph(*a), ir::print_graph(*b));
     // Copies may be added in front of it; other nodes only move behind it.
     size_t copies_before = 0;
-    for (size_t i = 0; i < first_comm(*a); ++i) copies_before += a->nodes()[i]->kind() == ir::NodeKind::copy;
+    for (size_t i = 0; i < first_comm(*a); ++i)
+      copies_before += a->nodes()[i]->kind() == ir::NodeKind::copy;
     EXPECT_LE(first_comm(*a), before + copies_before);
   }
+}
+
+// Process CPU time in ms: the bound is checked on it, since wall time on a shared machine
+// measures the neighbours too (both are printed).
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
 }
 
 TEST(passes_b, HundredThousandNodes) {
@@ -130,6 +145,7 @@ TEST(passes_b, HundredThousandNodes) {
   o.inputs = 32;
   auto g = testing::random_graph(o);
   size_t n = g->nodes().size();
+  double c0 = cpu_ms();
   auto t0 = std::chrono::steady_clock::now();
   passes::realize_symm_mem(*g);
   auto t1 = std::chrono::steady_clock::now();
@@ -137,16 +153,18 @@ TEST(passes_b, HundredThousandNodes) {
   auto t2 = std::chrono::steady_clock::now();
   passes::schedule(*g);
   auto t3 = std::chrono::steady_clock::now();
+  double cpu = cpu_ms() - c0;
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   size_t copies = 0;
   for (const Node* x : g->nodes()) copies += x->kind() == ir::NodeKind::copy;
-  fmt::print("[100k] {} nodes (+{} copies): realize_symm_mem {:.1f} ms, lower_out_variants {:.1f} ms, "
-             "schedule {:.1f} ms, total {:.1f} ms\n",
-             n, copies, ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t0, t3));
+  fmt::print(
+      "[100k] {} nodes (+{} copies): realize_symm_mem {:.1f} ms, lower_out_variants {:.1f} ms, "
+      "schedule {:.1f} ms; total {:.1f} ms wall, {:.1f} ms CPU\n",
+      n, copies, ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t0, t3), cpu);
 #ifdef NDEBUG
-  EXPECT_LT(ms(t0, t3), 1000.0);
+  EXPECT_LT(cpu, 1000.0);
 #else
-  EXPECT_LT(ms(t0, t3), 20000.0);  // unoptimised and sanitizer builds
+  EXPECT_LT(cpu, 20000.0);  // unoptimised and sanitizer builds
 #endif
   EXPECT_TRUE(ir::verify_graph(*g).empty());
 }
@@ -170,7 +188,8 @@ graph l(x: f32[4, 4]) {
   s = aten::add.Tensor(r, x)
   return s
 }
-)sf", {"<t>", 4});
+)sf",
+                           {"<t>", 4});
   passes::realize_symm_mem(*g);
   EXPECT_EQ(ir::print_graph(*g), R"sf(group tp
 graph l(x: f32[4, 4]) {
@@ -190,7 +209,8 @@ graph l(x: f32[4, 4] @ symm[tp]) {
   r = symm_mem::one_shot_all_reduce(v, "sum", "tp")
   return r
 }
-)sf", {"<t>", 4});
+)sf",
+                           {"<t>", 4});
   passes::realize_symm_mem(*g);
   std::string out = ir::print_graph(*g);
   EXPECT_EQ(out.find("copy("), std::string::npos) << out;
@@ -203,13 +223,15 @@ graph l(x: f32[4, 4]) {
   symm_mem::broadcast_(x, 0, "tp")
   return x
 }
-)sf", {"<t>", 4});
+)sf",
+                           {"<t>", 4});
   try {
     passes::realize_symm_mem(*g);
     FAIL() << "expected a refusal";
   } catch (const ir::DiagnosticError& e) {
-    EXPECT_NE(std::string(e.what()).find("<graph>:3:3: error: symm_mem::broadcast_ writes symm arg 'input' in "
-                                         "place, but graph input 'x' is caller memory"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "<graph>:3:3: error: symm_mem::broadcast_ writes symm arg 'input' in "
+                  "place, but graph input 'x' is caller memory"),
               std::string::npos)
         << e.what();
   }

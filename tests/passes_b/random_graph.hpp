@@ -25,7 +25,9 @@ inline std::unique_ptr<ir::Graph> random_graph(const RandomGraphOptions& o) {
   g->add_group({"tp", 0, {}});
   g->add_group({"dp", 2, {}});
   std::mt19937 rng(o.seed);
-  auto pick_int = [&rng](size_t n) { return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng)); };
+  auto pick_int = [&rng](size_t n) {
+    return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
+  };
   ir::TensorType t{DType::f32, {8, 8}};
   std::vector<ir::Value*> pool;
   for (size_t i = 0; i < o.inputs; ++i) pool.push_back(g->add_input("in" + std::to_string(i), t));
@@ -43,19 +45,32 @@ inline std::unique_ptr<ir::Graph> random_graph(const RandomGraphOptions& o) {
     ir::Node* n = nullptr;
     switch (pick_int(14)) {
       case 0:
-      case 1: n = g->add_op("aten::mm", {Arg::of(operand()), Arg::of(operand())}); break;
-      case 2: n = g->add_op("aten::add.Tensor", {Arg::of(operand()), Arg::of(operand())}); break;
-      case 3: n = g->add_op("aten::relu", {Arg::of(operand())}); break;
-      case 4: n = g->add_op("aten::t", {Arg::of(operand())}); break;
-      case 5: n = g->add_op("aten::view", {Arg::of(operand()), Arg::of_literal(std::vector<int64_t>{8, 8})}); break;
+      case 1:
+        n = g->add_op("aten::mm", {Arg::of(operand()), Arg::of(operand())});
+        break;
+      case 2:
+        n = g->add_op("aten::add.Tensor", {Arg::of(operand()), Arg::of(operand())});
+        break;
+      case 3:
+        n = g->add_op("aten::relu", {Arg::of(operand())});
+        break;
+      case 4:
+        n = g->add_op("aten::t", {Arg::of(operand())});
+        break;
+      case 5:
+        n = g->add_op("aten::view",
+                      {Arg::of(operand()), Arg::of_literal(std::vector<int64_t>{8, 8})});
+        break;
       case 6:
       case 7:
         n = g->add_op("symm_mem::one_shot_all_reduce",
                       {Arg::of(operand()), Arg::of_literal("sum"), Arg::of_literal(grp)});
         break;
       case 8:
-        n = g->add_functional(two_shot, ir::bind_node_args(two_shot, {Arg::of(operand()), Arg::of_literal("sum"),
-                                                                      Arg::of_literal(grp)}, {}));
+        n = g->add_functional(
+            two_shot,
+            ir::bind_node_args(
+                two_shot, {Arg::of(operand()), Arg::of_literal("sum"), Arg::of_literal(grp)}, {}));
         break;
       case 9:
         n = g->add_op("symm_mem::collective_permute",
@@ -73,19 +88,28 @@ inline std::unique_ptr<ir::Graph> random_graph(const RandomGraphOptions& o) {
       }
       case 11: {
         ir::Node* p = g->add_functional(
-            put, ir::bind_node_args(put, {Arg::of(operand()), Arg::of(operand()), Arg::of_literal(1),
-                                          Arg::of_literal(0), Arg::of_literal(grp)}, {}));
+            put, ir::bind_node_args(put,
+                                    {Arg::of(operand()), Arg::of(operand()), Arg::of_literal(1),
+                                     Arg::of_literal(0), Arg::of_literal(grp)},
+                                    {}));
         pool.push_back(p->output());
-        n = g->add_functional(wait, ir::bind_node_args(wait, {Arg::of(p->output()), Arg::of_literal(3),
-                                                              Arg::of_literal(0), Arg::of_literal(grp)}, {}));
+        n = g->add_functional(wait, ir::bind_node_args(wait,
+                                                       {Arg::of(p->output()), Arg::of_literal(3),
+                                                        Arg::of_literal(0), Arg::of_literal(grp)},
+                                                       {}));
         break;
       }
-      case 12: n = g->add_op("symm_mem::barrier", {Arg::of_literal(grp)}); break;
-      default: n = g->add_op("aten::sin", {Arg::of(operand())}); break;
+      case 12:
+        n = g->add_op("symm_mem::barrier", {Arg::of_literal(grp)});
+        break;
+      default:
+        n = g->add_op("aten::sin", {Arg::of(operand())});
+        break;
     }
     for (ir::Value* v : n->outputs()) pool.push_back(v);
   }
-  std::vector<ir::Value*> outs(pool.end() - std::ptrdiff_t(std::min<size_t>(3, pool.size())), pool.end());
+  std::vector<ir::Value*> outs(pool.end() - std::ptrdiff_t(std::min<size_t>(3, pool.size())),
+                               pool.end());
   g->set_outputs(outs);
   return g;
 }
