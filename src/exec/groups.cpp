@@ -18,7 +18,7 @@ void ensure_groups(const ir::Graph& graph, Runtime& rt) {
                g.name, have, block);
       continue;
     }
-    std::vector<int> ranks(size_t(block));
+    std::vector<int> ranks(static_cast<size_t>(block));
     std::iota(ranks.begin(), ranks.end(), rt.rank() / block * block);
     rt.new_group(g.name, std::move(ranks));
   }
