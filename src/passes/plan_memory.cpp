@@ -10,7 +10,9 @@
 //   - live ranges over the schedule: a buffer lives from the step that defines it to the last step
 //     that reads or writes it (or any alias of it); graph outputs and writeback values live to
 //     steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives from step 0, so a
-//     caller may write its input into that staging buffer before the run (zero-copy binding).
+//     caller may write its input into that staging buffer before the run (zero-copy binding);
+//     a symm buffer that peers write (a written symm arg of a communicating op) lives for the whole
+//     run (Note [peer-written buffers]).
 //   - per colour (regular, symm[g] per group), sizes rounded up to 64 bytes, best-fit packing in
 //     several orders — "start" (sweep in schedule order, ties by size desc), "size" (global
 //     decreasing-size best-fit over the buffers live at the same time), "end" (the sweep run
@@ -298,6 +300,36 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
       plan.buffers[size_t(it->second)].intermediate = false;
   }
   for (const auto& w : graph.writebacks()) extend(w.value, end_step);
+  // Note [peer-written buffers]: a symm arg that an op writes (put_signal's dst, all_to_all's out)
+  // is stored to by peers, which may run ahead of this rank by any number of steps (and into the
+  // next run); such a buffer owns its bytes for the whole run.
+  for (int step = 0; step < end_step; ++step) {
+    const ir::Node* n = nodes[size_t(step)];
+    if (n->kind() != ir::NodeKind::op && n->kind() != ir::NodeKind::functional) continue;
+    const OpDef& op = *n->op();
+    const auto& written = op.aliases().written_args;
+    size_t new_value = op.schema().returns.size();  // functional: new values follow the returns
+    for (int w : written) {
+      const std::string& name = op.schema().args[size_t(w)].name;
+      bool symm = std::find(op.symm_args().begin(), op.symm_args().end(), name) != op.symm_args().end();
+      std::vector<const ir::Value*> targets;
+      if (n->kind() == ir::NodeKind::functional) {
+        targets.push_back(n->output(new_value++));
+      } else {
+        const ir::Arg& a = n->args()[size_t(w)];
+        if (a.kind == ir::Arg::Kind::value) targets.push_back(a.value);
+        targets.insert(targets.end(), a.values.begin(), a.values.end());
+      }
+      if (!symm || n->group().empty()) continue;
+      for (const ir::Value* v : targets) {
+        auto it = plan.buffer_of.find(v);
+        if (it == plan.buffer_of.end()) continue;
+        BufferPlan& base = plan.buffers[size_t(root(it->second))];
+        base.first_step = 0;
+        base.last_step = end_step;
+      }
+    }
+  }
 
   // Packing per colour.
   for (const Colour& c : colours) {
@@ -311,31 +343,27 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     pool.layout = c.layout;
     pool.name = c.layout.str();
     pool.lower_bound = lower_bound_of(items, end_step);
-    std::vector<std::pair<std::string, Packing>> tried;
+    std::vector<std::pair<std::string, std::optional<Packing>>> tried;
     tried.push_back({"start", sweep_best_fit(items)});
     size_t n = items.size();
     size_t log_n = 1;
     while ((size_t(1) << log_n) < n) ++log_n;
-    if (auto p = size_best_fit(items, 64 * n * log_n + 4096)) {
-      tried.push_back({"size", std::move(*p)});
-    } else {
-      pool.tried.push_back({"size", 0});  // gave up: too many overlapping buffers
-    }
+    tried.push_back({"size", size_best_fit(items, 16 * n * log_n + 4096)});  // nullopt: gave up
     std::vector<Item> mirrored = items;
     for (Item& it : mirrored) it = {it.bytes, end_step - it.end, end_step - it.start};
     tried.push_back({"end", sweep_best_fit(mirrored)});
     size_t best = 0;
     for (size_t i = 0; i < tried.size(); ++i) {
-      pool.tried.push_back({tried[i].first, tried[i].second.peak});
-      if (tried[i].second.peak < tried[best].second.peak) best = i;
+      pool.tried.push_back({tried[i].first, tried[i].second ? tried[i].second->peak : 0});
+      if (tried[i].second && tried[i].second->peak < tried[best].second->peak) best = i;
     }
     pool.order = tried[best].first;
-    pool.bytes = tried[best].second.peak;
+    pool.bytes = tried[best].second->peak;
     int pool_index = int(plan.pools.size());
     for (size_t k = 0; k < c.buffers.size(); ++k) {
       BufferPlan& bp = plan.buffers[size_t(c.buffers[k])];
       bp.pool = pool_index;
-      bp.offset = tried[best].second.offsets[k];
+      bp.offset = tried[best].second->offsets[k];
     }
     plan.pools.push_back(std::move(pool));
   }

@@ -195,6 +195,9 @@ TEST(Planner, PropertiesOnRandomGraphs) {
     SCOPED_TRACE(fmt::format("seed {}", seed));
     check_plan(*plan);
     for (const auto& p : plan->pools) {
+      if (seed <= 4)
+        fmt::print("seed {} pool {}: peak {} lower bound {} ({:.1f}%) order {}\n", seed, p.name, p.bytes,
+                   p.lower_bound, 100.0 * double(p.bytes) / double(p.lower_bound), p.order);
       size_t best = SIZE_MAX;
       for (const auto& [order, peak] : p.tried) {
         if (peak) best = std::min(best, peak);
@@ -212,6 +215,12 @@ TEST(Planner, LargeGraphsPlanFast) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(s, 0.5) << "reach " << reach;
     check_plan(*plan);
+    for (const auto& p : plan->pools) {
+      std::string tried;
+      for (const auto& [order, peak] : p.tried) tried += fmt::format(" {}={}", order, peak);
+      fmt::print("reach {}: {:.3f} s, pool {}: peak {} lower bound {} ({:.1f}%), tried{}\n", reach, s,
+                 p.name, p.bytes, p.lower_bound, 100.0 * double(p.bytes) / double(p.lower_bound), tried);
+    }
   }
 }
 
@@ -222,6 +231,32 @@ TEST(Planner, RefusesUndeclaredGroup) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "plan_memory: value 'r' is placed in symm[ep] but group 'ep' is not declared");
   }
+}
+
+}  // namespace
+}  // namespace symmflow
+
+namespace symmflow {
+namespace {
+
+TEST(Planner, PeerWrittenSymmBuffersLiveForTheWholeRun) {
+  auto plan = testing::plan_text(R"sf(group tp
+graph p(x: f32[8]) {
+  a = aten::relu(x) @ regular
+  b = aten::neg(a) @ symm[tp]
+  d = aten::sin(x) @ symm[tp]
+  symm_mem::put_signal(b, d, 0, 0, "tp")
+  e = aten::cos(d) @ regular
+  f = aten::exp(e) @ symm[tp]
+  return f
+})sf", 2);
+  check_plan(*plan);
+  const auto& g = *plan->graph;
+  const BufferPlan& d = plan->buffers[size_t(plan->buffer_of.at(g.find_value("d")))];
+  EXPECT_EQ(d.first_step, 0);
+  EXPECT_EQ(d.last_step, int(plan->steps.size()));
+  const BufferPlan& b = plan->buffers[size_t(plan->buffer_of.at(g.find_value("b")))];
+  EXPECT_EQ(b.last_step, 3);  // only read by the put: a plain live range
 }
 
 }  // namespace
