@@ -4,6 +4,7 @@
 // (skipping to the next line) and throws them together with line and column.
 #include <cctype>
 #include <cstdlib>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -160,7 +161,12 @@ class Parser {
   symmflow::Value parse_literal_list(Graph& g, std::vector<Value*>* values);
   Value* lookup(Graph& g, const Token& t);
 
+  void report(const ParseFailure& f) {
+    if (!f.message.empty()) diags_.push_back({f.loc, f.message});
+  }
+
   std::vector<Token> toks_;
+  std::set<std::string> poisoned_;  // names of statements that failed: uses are not re-reported
   size_t pos_ = 0;
   const ParseOptions& opts_;
   std::vector<Diagnostic>& diags_;
@@ -168,6 +174,7 @@ class Parser {
 
 Value* Parser::lookup(Graph& g, const Token& t) {
   Value* v = g.find_value(t.text);
+  if (!v && poisoned_.count(t.text)) fail(t, "");  // already reported where it was defined
   if (!v) fail(t, fmt::format("use of undefined value '{}'", t.text));
   return v;
 }
@@ -449,7 +456,7 @@ void Parser::parse_body(Graph& g, bool nested) {
           fail(target, e.what());
         }
       } catch (const ParseFailure& f) {
-        diags_.push_back({f.loc, f.message});
+        report(f);
         skip_statement(line);
       }
       continue;
@@ -473,10 +480,19 @@ void Parser::parse_body(Graph& g, bool nested) {
       expect("}");
       return;
     }
+    size_t start = pos_;
     try {
       parse_statement(g);
     } catch (const ParseFailure& f) {
-      diags_.push_back({f.loc, f.message});
+      report(f);
+      std::vector<std::string> targets;  // the names before '=' of the failed statement
+      for (size_t k = start; k < toks_.size() && toks_[k].loc.line == line; ++k) {
+        if (toks_[k].kind == Tok::punct && toks_[k].text == "=") {
+          poisoned_.insert(targets.begin(), targets.end());
+          break;
+        }
+        if (toks_[k].kind == Tok::ident) targets.push_back(toks_[k].text);
+      }
       skip_statement(line);
       if (nested && is("}")) return;
     }
@@ -519,7 +535,7 @@ std::unique_ptr<Graph> Parser::parse_file() {
     parse_body(*g, false);
     if (peek().kind != Tok::end) fail(peek(), fmt::format("unexpected {} after the graph", describe(peek())));
   } catch (const ParseFailure& f) {
-    diags_.push_back({f.loc, f.message});
+    report(f);
   }
   return g;
 }
