@@ -63,6 +63,7 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     if (p.layout.pool != ir::Pool::symm) regular_bytes = std::max(regular_bytes, p.bytes);
   }
   regular_ = Storage::allocate_host(std::max<size_t>(regular_bytes, 64));
+  pool_storages_.push_back(regular_.get());
   ++allocations_;
   std::vector<std::shared_ptr<Storage>> symm_storage(plan_->pools.size());
   for (size_t i = 0; i < plan_->pools.size(); ++i) {
@@ -71,6 +72,7 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group), std::max<size_t>(p.bytes, 64),
                                         "Executable");
     symm_storage[i] = std::make_shared<SymmetricStorage>(heaps_[i]);
+    pool_storages_.push_back(symm_storage[i].get());
     ++allocations_;
   }
   buffer_views_.resize(plan_->buffers.size());
@@ -196,6 +198,7 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     if (!slots_[s].defined()) transient_slots_.push_back(int(s));
   }
   handles_.resize(g.inputs().size());
+  snapshots_.resize(g.inputs().size());
   skip_copy_.assign(steps_.size(), false);
 }
 
@@ -287,6 +290,15 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     if (staging_step_[i] >= 0) {
       const Tensor& staging = slots_[size_t(steps_[size_t(staging_step_[i])]->out_slots[0])];
       skip_copy_[size_t(staging_step_[i])] = detail::same_memory(inputs[i], staging);
+      if (skip_copy_[size_t(staging_step_[i])]) continue;
+    }
+    // An input in this plan's pools (e.g. an output view of the previous run fed back) would be
+    // overwritten by the steps while still needed: read it from a snapshot instead.
+    if (std::find(pool_storages_.begin(), pool_storages_.end(), inputs[i].storage().get()) !=
+        pool_storages_.end()) {
+      if (!snapshots_[i].defined()) snapshots_[i] = Tensor::empty(inputs[i].shape(), inputs[i].dtype());
+      copy(snapshots_[i], inputs[i]);
+      slots_[size_t(input_slot_[i])] = snapshots_[i];
     }
   }
   for (size_t s = 0; s < steps_.size(); ++s) {

@@ -213,6 +213,27 @@ TEST_P(ExecTest, MutationViewsFusedMatchEager) {
   }
 }
 
+TEST_P(ExecTest, OutputViewFedBackAsInput) {
+  // x <- tp_mlp(x) repeatedly with output views: the input lives in the pool the steps overwrite,
+  // so the Executable reads it from a snapshot.
+  const int w = GetParam(), layers = 3;
+  auto plan = testing::plan_text(testing::tp_mlp_text(layers, true), w);
+  std::shared_ptr<const ir::Graph> source = testing::parse(testing::tp_mlp_text(layers, false), w);
+  run_threads(w, [&](Runtime& rt) {
+    Executable exe(plan);
+    std::vector<Tensor> in = mlp_inputs(layers, rt.rank(), 0);
+    std::vector<Tensor> eager = in;
+    eager[0] = testing::make_input({16, 64}, DType::f32, rt.rank(), 0);
+    for (int it = 0; it < 3; ++it) {
+      std::vector<Tensor> got = exe.run(in, {OutputMode::view});
+      EXPECT_EQ(exe.last_stats().copies, it == 0 ? 0u : 1u);
+      eager[0] = exec::interpret(*source, eager)[0];
+      testing::expect_same(got[0], eager[0], "iteration " + std::to_string(it));
+      in[0] = got[0];
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ExecTest, ::testing::Values(1, 2, 4),
                          [](const auto& p) { return "w" + std::to_string(p.param); });
 

@@ -53,7 +53,10 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   // Runs the plan on `inputs` (one per graph input, shape and dtype checked; errors name the
-  // input). Collective when the plan communicates: every rank runs with the same plan.
+  // input). Collective when the plan communicates: every rank runs with the same plan. An input
+  // that lives in this plan's pools (an output view of an earlier run fed back) is first copied to
+  // a snapshot owned by the Executable (made once, counted in RunStats::copies); the staging
+  // buffer from input_handle is bound without a copy.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
 
   // A tensor to hold input i. For an input copied into a staging buffer (a symm arg), the staging
@@ -87,6 +90,8 @@ class Executable {
   std::vector<std::pair<int, int>> writebacks_;        // (input index, value slot)
   std::vector<int> staging_step_;                      // per graph input: its copy-in step, or -1
   std::vector<Tensor> handles_;                        // input_handle cache
+  std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
+  std::vector<const Storage*> pool_storages_;          // the storages of the pools
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<bool> skip_copy_;                        // per step, this run
   RunStats stats_;
