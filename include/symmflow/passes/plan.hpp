@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "symmflow/ir/graph.hpp"
@@ -16,7 +17,22 @@ struct PoolPlan {
   std::string name;  // "regular", "symm[tp]"
   ir::Layout layout;
   size_t bytes = 0;        // planned peak (the pool's size)
-  size_t lower_bound = 0;  // the most bytes live at one step
+  size_t lower_bound = 0;  // the most bytes live at one step (sizes rounded up to 64 B)
+  std::string order;       // the packing order kept: "start", "size" or "end"
+  // Every order tried with its peak (0: given up, too many overlapping buffers).
+  std::vector<std::pair<std::string, size_t>> tried;
+};
+
+// One allocation or release of the kept packing, in step order (frees before allocations at a
+// step). A buffer is allocated at its first step and freed at last_step + 1.
+struct HeapEvent {
+  enum class Kind { alloc, free };
+  int step = 0;
+  Kind kind = Kind::alloc;
+  int buffer = -1;
+  int pool = -1;
+  size_t offset = 0;
+  size_t bytes = 0;
 };
 
 struct BufferPlan {
@@ -46,6 +62,7 @@ struct Plan {
   std::vector<BufferPlan> buffers;
   std::unordered_map<const ir::Value*, int> buffer_of;  // every non-input value that has memory
   std::vector<CopyInfo> copies;
+  std::vector<HeapEvent> events;  // the planner's alloc/free events
 
   std::string str() const;  // the plan printed like a program (see emit_plan.cpp)
 };

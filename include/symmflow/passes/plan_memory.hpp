@@ -12,6 +12,7 @@ struct MemoryPlan {
   std::vector<PoolPlan> pools;
   std::vector<BufferPlan> buffers;
   std::unordered_map<const ir::Value*, int> buffer_of;
+  std::vector<HeapEvent> events;
 };
 MemoryPlan plan_memory(const ir::Graph& graph);
 
