@@ -62,7 +62,7 @@ std::string Type::str() const {
 }
 
 std::string AliasInfo::str() const {
-  std::string out = "(" + fmt::format("{}", fmt::join(before_sets, "|"));
+  std::string out = fmt::format("({}", fmt::join(before_sets, "|"));
   if (is_write) out += '!';
   if (!after_sets.empty()) out += fmt::format(" -> {}", fmt::join(after_sets, "|"));
   out += ')';

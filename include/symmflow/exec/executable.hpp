@@ -1,0 +1,101 @@
+// Executable: a Plan bound to the calling rank. Pools are allocated once (one host allocation for
+// the regular pool, one collective SymmetricHeap per symm pool, in plan order), every planned
+// buffer gets a tensor view, and run() executes the steps in order, reusing them every run: no
+// allocation and no rendezvous after construction.
+//
+//   auto plan = passes::compile(std::move(graph));
+//   exec::Executable exe(plan);                        // collective: every rank constructs it
+//   Tensor x = exe.input_handle(0);                    // write the input here: zero copies
+//   std::vector<Tensor> out = exe.run({x, w0, w1});
+//   exe.last_stats().copies;                           // 0
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symmflow/core/tensor.hpp"
+#include "symmflow/passes/plan.hpp"
+#include "symmflow/runtime/heap.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::exec {
+
+enum class OutputMode {
+  owned,  // outputs are fresh tensors the caller owns
+  view,   // outputs are views into the plan's pools (or the caller's inputs), valid until the
+          // next run() of this Executable
+};
+
+struct RunOptions {
+  OutputMode output_mode = OutputMode::owned;
+};
+
+// What one run did. Copies are the data copies the plan needed: copy-ins of graph inputs (0 when
+// the caller bound the staging buffer from input_handle), identity copies, the written arguments
+// of functional<op> nodes, and writebacks into the caller's inputs. Copies that make owned outputs
+// are counted apart.
+struct RunStats {
+  size_t copies = 0;
+  size_t bytes_copied = 0;
+  size_t input_copies_skipped = 0;  // copy-ins skipped: the input already was the staging buffer
+  size_t output_copies = 0;         // OutputMode::owned
+  size_t output_bytes = 0;
+};
+
+class Executable {
+ public:
+  // On the calling rank (Runtime::current()); collective over the groups of the plan's symm pools.
+  // Creates the graph's groups when the runtime lacks them (ensure_groups).
+  explicit Executable(std::shared_ptr<const passes::Plan> plan);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Runs the plan on `inputs` (one per graph input, shape and dtype checked; errors name the
+  // input). Collective when the plan communicates: every rank runs with the same plan. An input
+  // that lives in this plan's pools (an output view of an earlier run fed back) is first copied to
+  // a snapshot owned by the Executable (made once, counted in RunStats::copies); the staging
+  // buffer from input_handle is bound without a copy.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
+
+  // A tensor to hold input i. For an input copied into a staging buffer (a symm arg), the staging
+  // buffer itself: a caller that writes its input there and passes this tensor to run() costs no
+  // copy. Otherwise a tensor of the input's type owned by the Executable (made once).
+  Tensor input_handle(size_t i);
+
+  const RunStats& last_stats() const { return stats_; }
+  const passes::Plan& plan() const { return *plan_; }
+  // The view of the planned buffer of value `name` (for tests and debugging); throws InvalidUsage
+  // when the value has no planned memory.
+  Tensor buffer(const std::string& name) const;
+  // Pool allocations made (host + heaps); constant after construction.
+  size_t allocations() const { return allocations_; }
+
+  struct Step;  // a precompiled step (executable.cpp)
+
+ private:
+  void run_step(const Step& step);
+  void copy(const Tensor& dst, const Tensor& src);
+
+  std::shared_ptr<const passes::Plan> plan_;
+  Runtime* runtime_ = nullptr;
+  std::shared_ptr<Storage> regular_;
+  std::vector<std::shared_ptr<SymmetricHeap>> heaps_;  // per pool; null for the regular pool
+  std::vector<Tensor> buffer_views_;                   // per planned buffer (undefined for views)
+  std::vector<Tensor> slots_;                          // per IR value: its tensor this run
+  std::vector<int> input_slot_;                        // per graph input
+  std::vector<int> output_slot_;                       // per graph output
+  std::vector<int> transient_slots_;                   // inputs and views: cleared after a run
+  std::vector<std::pair<int, int>> writebacks_;        // (input index, value slot)
+  std::vector<int> staging_step_;                      // per graph input: its copy-in step, or -1
+  std::vector<Tensor> handles_;                        // input_handle cache
+  std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
+  std::vector<const Storage*> pool_storages_;          // the storages of the pools
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<bool> skip_copy_;                        // per step, this run
+  RunStats stats_;
+  size_t allocations_ = 0;
+};
+
+}  // namespace symmflow::exec

@@ -1,0 +1,126 @@
+// The eager reference interpreter. Contract: see include/symmflow/exec/interpret.hpp. It plans
+// nothing and shares no code path with the Executable beyond the registry's kernels, so the two
+// can check each other (`symmflow run --check`).
+#include "symmflow/exec/interpret.hpp"
+
+#include <unordered_map>
+
+#include "exec/util.hpp"
+#include "symmflow/exec/groups.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/runtime/heap.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::exec {
+
+namespace {
+
+bool communicates(const ir::Graph& graph) {
+  for (const ir::Node* n : graph.nodes()) {
+    if (!n->group().empty() || (n->op() && !n->op()->symm_args().empty())) return true;
+  }
+  return false;
+}
+
+bool symmetric_in(const Tensor& t, const std::string& group) {
+  if (!t.is_symmetric()) return false;
+  const auto* s = dynamic_cast<const SymmetricStorage*>(t.storage().get());
+  return s && s->heap()->group()->name() == group;
+}
+
+}  // namespace
+
+std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs) {
+  detail::check_inputs(graph, inputs, "interpret");
+  if (communicates(graph)) {
+    Runtime& rt = Runtime::current();
+    detail::check_world(graph, rt.world_size(), "interpret");
+    ensure_groups(graph, rt);
+  }
+  std::unordered_map<const ir::Value*, Tensor> env;
+  for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs()[i]] = inputs[i];
+  auto tensor_of = [&](const ir::Value* v) -> const Tensor& {
+    auto it = env.find(v);
+    SF_CHECK(it != env.end(), "interpret: value '{}' is used before it is defined", v->name());
+    return it->second;
+  };
+  for (const ir::Node* n : graph.nodes()) {
+    switch (n->kind()) {
+      case ir::NodeKind::copy:
+        env[n->output()] = detail::clone_tensor(tensor_of(n->args()[0].value));
+        break;
+      case ir::NodeKind::fused: {
+        std::vector<Tensor> ins;
+        for (const ir::Arg& a : n->args()) ins.push_back(tensor_of(a.value));
+        std::vector<Tensor> outs = interpret(*n->body(), std::move(ins));
+        for (size_t r = 0; r < outs.size(); ++r) env[n->output(r)] = outs[r];
+        break;
+      }
+      case ir::NodeKind::op:
+      case ir::NodeKind::functional: {
+        const OpDef& op = *n->op();
+        std::vector<Value> bound;
+        for (const ir::Arg& a : n->args()) {
+          if (a.kind == ir::Arg::Kind::literal) {
+            bound.push_back(a.literal);
+          } else if (a.kind == ir::Arg::Kind::value) {
+            bound.push_back(tensor_of(a.value));
+          } else {
+            std::vector<Tensor> ts;
+            for (const ir::Value* v : a.values) ts.push_back(tensor_of(v));
+            bound.push_back(std::move(ts));
+          }
+        }
+        // functional<op>: the op writes copies; the copies are the new values.
+        const bool functional = n->kind() == ir::NodeKind::functional;
+        std::vector<Tensor> new_values;
+        for (int w : op.aliases().written_args) {
+          if (!functional) break;
+          SF_CHECK(bound[size_t(w)].is_tensor(), "interpret: {} writes a tensor list (unsupported)",
+                   n->display_name());
+          Tensor c = detail::clone_tensor(bound[size_t(w)].to_tensor());
+          bound[size_t(w)] = c;
+          new_values.push_back(c);
+        }
+        // Symm args: eager tensors are not symmetric; copy them into a fresh heap of the group.
+        std::vector<std::pair<Tensor, Tensor>> write_back;  // (original, symmetric copy)
+        std::string group = n->group();
+        for (const std::string& name : op.symm_args()) {
+          int i = op.schema().arg_index(name);
+          auto symm_copy = [&](const Tensor& t) {
+            if (symmetric_in(t, group)) return t;
+            Tensor s = empty_symmetric(t.shape(), t.dtype(), group);
+            detail::copy_tensor(s, t);
+            if (op.schema().args[size_t(i)].is_written()) write_back.push_back({t, s});
+            return s;
+          };
+          Value& b = bound[size_t(i)];
+          if (b.is_tensor()) {
+            b = symm_copy(b.to_tensor());
+          } else if (b.is_tensor_list()) {
+            std::vector<Tensor> ts = b.to_tensor_list();
+            for (Tensor& t : ts) t = symm_copy(t);
+            b = std::move(ts);
+          }
+        }
+        std::vector<Value> outs;
+        call_bound_into(op, bound, outs);
+        for (auto& [original, s] : write_back) detail::copy_tensor(original, s);
+        size_t r = 0;
+        for (; r < outs.size(); ++r) env[n->output(r)] = outs[r].to_tensor();
+        for (const Tensor& t : new_values) env[n->output(r++)] = t;
+        break;
+      }
+    }
+  }
+  for (const auto& w : graph.writebacks()) {
+    const Tensor& value = tensor_of(w.value);
+    const Tensor& input = inputs[size_t(w.input->index())];
+    if (!detail::same_memory(value, input)) detail::copy_tensor(input, value);
+  }
+  std::vector<Tensor> results;
+  for (const ir::Value* v : graph.outputs()) results.push_back(tensor_of(v));
+  return results;
+}
+
+}  // namespace symmflow::exec

@@ -1,0 +1,171 @@
+// fuse_pointwise: regions of elementwise aten ops become one `fused` node.
+//
+// Expects: a functionalized graph (no op node writes an argument). Other node kinds are opaque.
+// Guarantees:
+//   - a fusible node is an op node whose op is_fusible_pointwise (add/sub/mul/div .Tensor and
+//     .Scalar, sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg) with one output, and whose
+//     every tensor argument has exactly the output's type (same shape, same dtype: no broadcast,
+//     no promotion).
+//   - a producer P joins its consumer C's region when both are fusible with the same output type
+//     and P's output is used by C only (every use is C), and is neither a graph output nor a
+//     writeback value. Regions are therefore trees with a single output (their root), maximal
+//     under that rule; a value with several users is never fused across (it stays a buffer).
+//   - every region of >= 2 ops becomes one `fused` node at its root's position, whose body holds
+//     the ops in their original order over body inputs named after the region's external inputs
+//     (as the text format names them); its output keeps the root's name and layout. Single ops
+//     are left alone. Only the region's output is a buffer.
+//   - O(n log n): one walk with union-find, one reorder, erasures from the back.
+// Refuses: nothing (non-fusible nodes are left as they are).
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "symmflow/passes/passes.hpp"
+
+namespace symmflow::passes {
+
+bool is_fusible_pointwise(const OpDef& op) {
+  static const std::set<std::string, std::less<>> kOps = {
+      "aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor", "aten::sub.Scalar",
+      "aten::mul.Tensor", "aten::mul.Scalar", "aten::div.Tensor", "aten::div.Scalar",
+      "aten::sin",        "aten::cos",        "aten::exp",        "aten::tanh",
+      "aten::relu",       "aten::gelu",       "aten::silu",       "aten::sigmoid",
+      "aten::neg"};
+  return kOps.count(op.name()) > 0;
+}
+
+namespace {
+
+using ir::Arg;
+using ir::Graph;
+using ir::Node;
+using ir::NodeKind;
+
+bool fusible_node(const Node* n) {
+  if (n->kind() != NodeKind::op || !is_fusible_pointwise(*n->op()) || n->outputs().size() != 1)
+    return false;
+  const ir::TensorType& t = n->output()->type();
+  for (const Arg& a : n->args()) {
+    if (a.kind == Arg::Kind::value_list) return false;
+    if (a.kind == Arg::Kind::value && !(a.value->type() == t)) return false;
+  }
+  return true;
+}
+
+struct UnionFind {
+  std::vector<size_t> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  size_t find(size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+};
+
+}  // namespace
+
+void fuse_pointwise(ir::Graph& graph) {
+  const std::vector<Node*> nodes = graph.nodes();
+  std::unordered_map<const Node*, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  std::unordered_map<const ir::Value*, int> pinned;  // graph outputs and writeback values
+  for (const ir::Value* v : graph.outputs()) pinned[v] = 1;
+  for (const Graph::Writeback& w : graph.writebacks()) pinned[w.value] = 1;
+
+  // root[i]: the region root of node i. A producer joins its single consumer's region; since the
+  // consumer comes later, roots are the last node of each region.
+  UnionFind uf(nodes.size());
+  std::vector<bool> fusible(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) fusible[i] = fusible_node(nodes[i]);
+  std::vector<size_t> root_of(nodes.size());
+  std::iota(root_of.begin(), root_of.end(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!fusible[i]) continue;
+    const Node* c = nodes[i];
+    for (const ir::Value* v : c->inputs()) {
+      const Node* p = v->producer();
+      if (!p) continue;
+      auto it = index.find(p);
+      if (it == index.end() || !fusible[it->second] || pinned.count(v)) continue;
+      if (!(v->type() == c->output()->type())) continue;
+      bool only_c = std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
+      if (!only_c) continue;
+      size_t a = uf.find(it->second), b = uf.find(i);
+      if (a != b) uf.parent[a] = b;  // the consumer's set stays the representative
+    }
+  }
+  std::unordered_map<size_t, std::vector<size_t>> members;  // root -> member indices, in order
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (fusible[i]) members[uf.find(i)].push_back(i);
+  }
+
+  std::vector<Node*> order, dead;
+  order.reserve(nodes.size());
+  std::vector<std::pair<ir::Value*, std::string>> renames;
+  std::unordered_map<const ir::Value*, std::string> final_name;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node* n = nodes[i];
+    if (!fusible[i]) {
+      order.push_back(n);
+      continue;
+    }
+    size_t root = uf.find(i);
+    const std::vector<size_t>& region = members[root];
+    if (region.size() < 2) {
+      order.push_back(n);
+      continue;
+    }
+    dead.push_back(n);
+    if (root != i) continue;  // the fused node takes the root's place
+    // External inputs, in order of first use; everything else is defined inside.
+    std::unordered_map<const ir::Value*, bool> inside;
+    for (size_t m : region) inside[nodes[m]->output()] = true;
+    std::vector<ir::Value*> inputs;
+    std::unordered_map<const ir::Value*, bool> seen;
+    for (size_t m : region) {
+      for (ir::Value* v : nodes[m]->inputs()) {
+        if (!inside.count(v) && !seen[v]) {
+          seen[v] = true;
+          inputs.push_back(v);
+        }
+      }
+    }
+    auto body = std::make_unique<Graph>("fused", graph.world_size());
+    std::unordered_map<const ir::Value*, ir::Value*> inner;
+    for (ir::Value* v : inputs) {
+      auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
+      inner[v] = body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
+    }
+    for (size_t m : region) {
+      const Node* src = nodes[m];
+      const FunctionSchema& s = src->op()->schema();
+      std::vector<ir::KwArg> kwargs;
+      for (size_t k = 0; k < src->args().size(); ++k) {
+        Arg a = src->args()[k];
+        if (a.defaulted) continue;
+        if (a.kind == Arg::Kind::value) a.value = inner.at(a.value);
+        kwargs.emplace_back(s.args[k].name, std::move(a));
+      }
+      Node* copy = body->add_op(*src->op(), {}, kwargs, src->output()->name());
+      copy->set_loc(src->loc());
+      inner[src->output()] = copy->output();
+    }
+    ir::Value* out = n->output();
+    body->set_outputs({inner.at(out)});
+    Node* fused = graph.add_fused(inputs, std::move(body));
+    fused->set_loc(n->loc());
+    fused->output()->set_layout(out->layout());
+    graph.replace_uses(out, fused->output());
+    renames.emplace_back(fused->output(), out->name());
+    final_name[fused->output()] = out->name();
+    order.push_back(fused);
+  }
+  if (dead.empty()) return;
+  order.insert(order.end(), dead.begin(), dead.end());
+  graph.reorder(std::move(order));
+  for (auto it = dead.rbegin(); it != dead.rend(); ++it) graph.erase(*it);
+  for (auto& [v, name] : renames) graph.rename(v, name);
+}
+
+}  // namespace symmflow::passes
