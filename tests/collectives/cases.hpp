@@ -84,7 +84,7 @@ inline std::vector<Case> case_matrix(Op op, int world) {
   if (large && uses_dtype(op)) {
     // 1 MiB per rank: fewer combinations (sum and avg of f32 and bf16; one dtype otherwise).
     for (DType dt : {DType::f32, DType::bf16}) {
-      for (const std::string& rop : {"sum", "avg"}) {
+      for (std::string rop : {"sum", "avg"}) {
         if (!takes_reduce_op(op) && (dt != DType::f32 || rop != "sum")) continue;
         ++seed;
         cases.push_back({op, dt, rop, (int64_t(1) << 20) / dtype_bytes(dt), seed, seed % 2 == 0});
