@@ -21,9 +21,11 @@
 // failure() reads 2 (acquire) before the rest. The first failure wins, as on threads.
 //
 // Note [naming the missing rank]: an MPI collective does not say who has not arrived. Each rank
-// stores a tag of the exchange it is in (member set and sequence number) in its progress word; a
-// waiting rank names the first member of its host whose word differs. Members on other hosts are
-// not visible, so a timeout waiting only for them says "waiting for peers".
+// stores a tag of the last exchange it entered (member set, sequence number in that set) in its
+// progress word; a waiting rank names the first member of its host that is idle or behind in the
+// same member set, else the first one busy in another member set (a member that timed out and
+// moved on may show up there: the name is best effort). Members on other hosts are not visible, so
+// a timeout waiting only for them says "waiting for peers".
 #include "mpi_bootstrap.hpp"
 
 #include <algorithm>
@@ -60,6 +62,7 @@ constexpr size_t kControlHeader = 1024;
 constexpr size_t kWhatOffset = 8;
 constexpr int kRendezvousTag = 7001;
 constexpr int kCreateTag = 7002;
+constexpr double kTeardownMinS = 10.0;
 
 std::atomic<uint32_t>* state_of(char* control) { return reinterpret_cast<std::atomic<uint32_t>*>(control); }
 std::atomic<int32_t>* rank_of(char* control) { return reinterpret_cast<std::atomic<int32_t>*>(control + 4); }
@@ -67,15 +70,16 @@ std::atomic<uint64_t>* progress_of(char* control, int index) {
   return reinterpret_cast<std::atomic<uint64_t>*>(control + kControlHeader) + index;
 }
 
-uint64_t hash_members(const std::vector<int>& members, uint64_t seq) {
+// Progress word (Note [naming the missing rank]): high half a hash of the member set (never 0),
+// low half the exchange's sequence number in that set.
+uint64_t progress_tag(const std::vector<int>& members, uint64_t seq) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint64_t v) {
     for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
   };
   for (int m : members) mix(uint64_t(uint32_t(m)));
   mix(members.size());
-  mix(seq);
-  return h | 1;  // never 0, the "not in an exchange" value
+  return (uint64_t(uint32_t(h >> 32) | 1u) << 32) | uint32_t(seq);
 }
 
 class MpiRegion : public SharedRegion {
@@ -178,14 +182,19 @@ void MpiBootstrap::set_progress(uint64_t tag) {
 }
 
 int MpiBootstrap::absent_member(const std::vector<int>& members) const {
+  // Note [naming the missing rank]: a member still idle or in an earlier exchange of this member
+  // set has surely not arrived; failing that, one in an exchange of another member set.
   if (!control_) return -1;
   uint64_t mine = progress_of(control_, node_index_[size_t(rank_)])->load(std::memory_order_relaxed);
+  int elsewhere = -1;
   for (int m : members) {
     int i = node_index_[size_t(m)];
-    if (m != rank_ && i >= 0 && progress_of(control_, i)->load(std::memory_order_relaxed) != mine)
-      return m;
+    if (m == rank_ || i < 0) continue;
+    uint64_t theirs = progress_of(control_, i)->load(std::memory_order_relaxed);
+    if (theirs == 0 || ((theirs >> 32) == (mine >> 32) && uint32_t(theirs) < uint32_t(mine))) return m;
+    if ((theirs >> 32) != (mine >> 32) && elsewhere < 0) elsewhere = m;
   }
-  return -1;
+  return elsewhere;
 }
 
 void MpiBootstrap::check_usable(std::string_view op) const {
@@ -221,7 +230,7 @@ void MpiBootstrap::rendezvous(const std::vector<int>& members, std::string_view 
     std::vector<MPI_Request> sends, recvs;
   };
   auto b = std::make_shared<Buffers>();
-  uint64_t h = hash_members(members, 0);
+  uint64_t h = progress_tag(members, 0);
   b->mine = {h, members.size()};
   b->theirs.assign(2 * members.size(), 0);
   for (size_t i = 0; i < members.size(); ++i) {
@@ -305,7 +314,7 @@ std::vector<std::string> MpiBootstrap::allgather(const std::vector<int>& members
   SF_CHECK(me != members.end(), "{}: rank {} is not among the members {}", op, rank_,
            fmt::join(members, ", "));
   uint64_t seq = seq_[members]++;
-  set_progress(hash_members(members, seq));
+  set_progress(progress_tag(members, seq));
   MemberComm& mc = member_comm(members, op);
   auto b = std::make_shared<ExchangeBuffers>();
   b->send.reserve(4 + key.size() + data.size());
@@ -329,7 +338,6 @@ std::vector<std::string> MpiBootstrap::allgather(const std::vector<int>& members
   SF_MPI_CHECK(MPI_Iallgatherv(b->send.data(), int(b->length), MPI_CHAR, b->recv.data(),
                                b->counts.data(), b->displs.data(), MPI_CHAR, mc.comm, &req));
   wait(req, waiter, members, mc, b);
-  set_progress(0);
 
   std::vector<std::string> out(members.size()), keys(members.size());
   for (size_t i = 0; i < members.size(); ++i) {
@@ -409,11 +417,14 @@ void MpiBootstrap::teardown() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  // A bounded barrier: only when every rank is here is the collective freeing safe.
+  // A bounded barrier: only when every rank is here is the collective freeing safe. The bound is
+  // generous (at least kTeardownMinS): a rank that gives up while its peers' barrier completes
+  // would leave them waiting in MPI_Win_free, so giving up must only happen when a rank is gone.
   bool everyone = false;
   MPI_Request req = MPI_REQUEST_NULL;
+  double limit = std::max(timeout_s(), kTeardownMinS);
   if (MPI_Ibarrier(p2p_, &req) == MPI_SUCCESS) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s());
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
     while (std::chrono::steady_clock::now() < deadline) {
       int done = 0;
       if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
@@ -426,7 +437,7 @@ void MpiBootstrap::teardown() noexcept {
   }
   if (!everyone) {
     std::fprintf(stderr, "symmflow: rank %d: not every rank reached MPI_Finalize within %g s; "
-                         "leaving shared windows to the MPI library\n", rank_, timeout_s());
+                         "leaving shared windows to the MPI library\n", rank_, limit);
     control_ = nullptr;
     return;
   }

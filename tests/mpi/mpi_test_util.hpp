@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,11 @@ inline std::vector<int> all_ranks() {
   return out;
 }
 
-// A new group of `ranks` (default: every rank) with a name unique in the process.
+// A new group of `ranks` (default: every rank) with a name unique in the process (numbered per
+// prefix, so ranks that skip some prefixes still agree on the names).
 inline std::string fresh_group(const std::string& prefix, std::vector<int> ranks = {}) {
-  static int counter = 0;
-  std::string name = prefix + std::to_string(counter++);
+  static std::map<std::string, int> counters;
+  std::string name = prefix + std::to_string(counters[prefix]++);
   if (ranks.empty()) ranks = all_ranks();
   rt().new_group(name, ranks);
   return name;

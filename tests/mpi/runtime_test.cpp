@@ -73,18 +73,22 @@ TEST(MpiRuntime, BarrierOrdersWrites) {
 }
 
 TEST(MpiRuntime, PutAndWaitSignalRing) {
-  // A token goes round the ring: each rank adds its rank to a peer's slot, then signals it.
+  // Each round every rank stores into the next rank's slot and signals it (channel 3); the next
+  // rank reads the value and hands the slot back (channel 4) before it may be written again.
   Runtime& r = rt();
   std::string name = fresh_group("ring");
   Group& g = *r.group(name);
   int w = g.size(), next = (g.rank() + 1) % w, prev = (g.rank() + w - 1) % w;
   Tensor t = empty_symmetric({1}, DType::i64, name);
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 200; ++i) {
+    if (i > 0) g.wait_signal(next, 4, "ring");
     *static_cast<volatile int64_t*>(peer_data(t.view(), next)) = int64_t(i) * 1000 + g.rank();
     g.put_signal(next, 3, "ring");
     g.wait_signal(prev, 3, "ring");
     ASSERT_EQ(*static_cast<volatile int64_t*>(t.view().data), int64_t(i) * 1000 + prev);
+    g.put_signal(prev, 4, "ring");
   }
+  g.wait_signal(next, 4, "ring");
   g.barrier(0, "test");
 }
 
