@@ -128,23 +128,32 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
   return out;
 }
 
-std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound) {
+void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs) {
   Backend backend = backend_of(bound);
   const Kernel* kernel = op.kernel(backend);
   SF_CHECK(kernel, "op '{}' has no {} kernel", op.name(), backend_name(backend));
   const FunctionSchema& s = op.schema();
-  std::vector<Value> outputs(s.returns.size());
-  if (!s.returns.empty()) {
+  outputs.resize(s.returns.size());
+  bool all_set = true;
+  for (size_t r = 0; r < s.returns.size(); ++r) {
+    all_set = all_set && (outputs[r].is_tensor() || op.aliases().returns_alias[r] >= 0);
+  }
+  if (!all_set) {
     std::vector<TensorSpec> specs = op.shape_fn()(bound);
     SF_CHECK(specs.size() == s.returns.size(), "op '{}': shape function gave {} results for {} returns",
              op.name(), specs.size(), s.returns.size());
     for (size_t r = 0; r < s.returns.size(); ++r) {
-      if (op.aliases().returns_alias[r] >= 0) continue;  // a view: the kernel sets it
+      if (op.aliases().returns_alias[r] >= 0 || outputs[r].is_tensor()) continue;
       outputs[r] = Tensor::empty(specs[r].shape, specs[r].dtype);
     }
   }
   KernelCall kc{op, bound, outputs};
   (*kernel)(kc);
+}
+
+std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound) {
+  std::vector<Value> outputs;
+  call_bound_into(op, bound, outputs);
   return outputs;
 }
 

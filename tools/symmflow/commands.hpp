@@ -13,5 +13,6 @@ using Command = std::pair<CLI::App*, std::function<int()>>;
 
 Command add_ops_command(CLI::App& app);
 Command add_demo_command(CLI::App& app);
+Command add_opt_command(CLI::App& app);
 
 }  // namespace symmflow::tool

@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/ir/diagnostics.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"symmflow: compile and run distributed tensor programs over symmetric memory"};
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   std::vector<symmflow::tool::Command> commands = {
       symmflow::tool::add_ops_command(app),
       symmflow::tool::add_demo_command(app),
+      symmflow::tool::add_opt_command(app),
   };
   try {
     app.parse(argc, argv);
@@ -23,6 +25,9 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : commands) {
       if (sub->parsed()) return run();
     }
+  } catch (const symmflow::ir::DiagnosticError& e) {
+    std::cerr << e.what() << "\n";  // already "file:line:col: error: ..."
+    return 1;
   } catch (const symmflow::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -27,5 +27,8 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
 Value call(std::string_view name, const std::vector<Value>& args, const KwArgs& kwargs = {});
 // The same on an op already looked up, with already bound arguments.
 std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound);
+// The same, writing fresh returns into `outputs` where they are already set (planned buffers of
+// the right dtype and shape); unset ones are allocated. `outputs` has one entry per return.
+void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs);
 
 }  // namespace symmflow

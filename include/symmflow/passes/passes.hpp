@@ -1,0 +1,36 @@
+// The passes of the pipeline, in order (DESIGN.md):
+//   verify -> functionalize -> fuse_pointwise -> realize_symm_mem -> lower_out_variants ->
+//   schedule -> reinplace -> plan_memory -> emit_plan
+// Each is a plain function over the graph, defined in src/passes/<name>.cpp whose top comment is
+// its contract (what it expects, what it guarantees, what it refuses). Conventions shared by the
+// passes, the planner and the executor:
+//   - after functionalize, no node writes an argument: in-place and out calls became their
+//     functional variant (linked in the registry) or functional<op> nodes; graph-input mutations
+//     are Graph::writebacks.
+//   - fuse_pointwise makes `fused` nodes whose body is a chain of same-shape elementwise aten ops.
+//   - realize_symm_mem assigns every value a Layout (symm[group] or regular) and adds `copy` nodes
+//     with attrs {"reason": why, "copy": "input" | "identity"}; a copy-in of a graph input
+//     ("input") is skipped at run time when the caller bound that input straight into the heap.
+//   - lower_out_variants sets attrs["out_variant"] = "ns::op.out" on nodes executed through their
+//     out variant with planner-owned outputs.
+//   - schedule reorders nodes (data, mutation and per-group communication order).
+//   - reinplace turns functional<op_> nodes back into the mutating op when the mutated value is
+//     dead afterwards; a remaining functional node copies its written arguments first and carries
+//     attrs["reason"] saying why (counted as a compiler-added copy).
+#pragma once
+
+#include "symmflow/ir/graph.hpp"
+
+namespace symmflow::passes {
+
+void functionalize(ir::Graph& graph);
+void fuse_pointwise(ir::Graph& graph);
+void realize_symm_mem(ir::Graph& graph);
+void lower_out_variants(ir::Graph& graph);
+void schedule(ir::Graph& graph);
+void reinplace(ir::Graph& graph);
+
+// Elementwise aten ops fuse_pointwise may put into a fused body (and the fused executor runs).
+bool is_fusible_pointwise(const OpDef& op);
+
+}  // namespace symmflow::passes

@@ -1,0 +1,36 @@
+// The pipeline: passes by name, and compile() from a graph to a Plan.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symmflow/ir/graph.hpp"
+#include "symmflow/passes/plan.hpp"
+
+namespace symmflow::passes {
+
+struct PassInfo {
+  std::string name;  // "functionalize"
+  std::function<void(ir::Graph&)> run;
+  std::string doc;   // one line
+};
+
+// Graph-to-graph passes in pipeline order (plan_memory and emit_plan produce the Plan).
+const std::vector<PassInfo>& graph_passes();
+// Runs one pass by name (verify, functionalize, ..., reinplace); throws InvalidUsage listing the
+// names when unknown.
+void run_pass(const std::string& name, ir::Graph& graph);
+
+struct CompileOptions {
+  bool verify_each = true;  // run the verifier after every pass
+  // Called after each pass (graph passes, then "plan_memory"), e.g. for --print-after.
+  std::function<void(const std::string& pass, const ir::Graph& graph)> after_pass;
+};
+
+// Runs every pass and plans memory. Takes the graph (the plan keeps it).
+std::shared_ptr<const Plan> compile(std::unique_ptr<ir::Graph> graph,
+                                    const CompileOptions& options = {});
+
+}  // namespace symmflow::passes

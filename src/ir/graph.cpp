@@ -1,0 +1,380 @@
+// Graph construction and mutation. Contract: use lists always match the arguments of the nodes in
+// the graph; add_op binds arguments exactly as eager calls do (ops/call.cpp) and types outputs with
+// the op's shape function, so a graph that builds is well typed.
+#include "symmflow/ir/graph.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/group_size.hpp"
+
+namespace symmflow::ir {
+
+std::string TensorType::str() const { return fmt::format("{}{}", dtype_name(dtype), shape_str(shape)); }
+
+std::string Layout::str() const {
+  switch (pool) {
+    case Pool::unassigned: return "?";
+    case Pool::regular: return "regular";
+    case Pool::symm: return fmt::format("symm[{}]", group);
+  }
+  return "?";
+}
+
+Tensor meta_of(const TensorType& t) { return Tensor::meta(t.shape, t.dtype); }
+
+std::vector<Value*> Node::inputs() const {
+  std::vector<Value*> out;
+  for (const Arg& a : args_) {
+    if (a.kind == Arg::Kind::value) out.push_back(a.value);
+    if (a.kind == Arg::Kind::value_list) out.insert(out.end(), a.values.begin(), a.values.end());
+  }
+  return out;
+}
+
+std::string Node::display_name() const {
+  switch (kind_) {
+    case NodeKind::op: return op_->name();
+    case NodeKind::functional: return fmt::format("functional<{}>", op_->name());
+    case NodeKind::fused: return "fused";
+    case NodeKind::copy: return "copy";
+  }
+  return "?";
+}
+
+std::string Node::group() const {
+  if (!op_ || op_->group_arg().empty()) return "";
+  int i = op_->schema().arg_index(op_->group_arg());
+  const Arg& a = args_[size_t(i)];
+  return a.kind == Arg::Kind::literal && a.literal.is_string() ? a.literal.to_string() : "";
+}
+
+void Node::set_arg(size_t i, Arg a) {
+  auto drop = [this](Value* v) {
+    auto it = std::find(v->uses_.begin(), v->uses_.end(), this);
+    if (it != v->uses_.end()) v->uses_.erase(it);
+  };
+  Arg& old = args_.at(i);
+  if (old.kind == Arg::Kind::value) drop(old.value);
+  for (Value* v : old.values) drop(v);
+  if (a.kind == Arg::Kind::value) a.value->uses_.push_back(this);
+  for (Value* v : a.values) v->uses_.push_back(this);
+  old = std::move(a);
+}
+
+Graph::Graph(std::string name, int world_size) : name_(std::move(name)), world_size_(world_size) {
+  groups_.push_back({"world", 0, {}});
+}
+
+Graph::~Graph() = default;
+
+void Graph::add_group(GroupDecl g) {
+  SF_CHECK(!find_group(g.name), "group '{}' is declared twice", g.name);
+  SF_CHECK(g.block >= 0, "group '{}': block size {} must be positive", g.name, g.block);
+  if (g.block > 0) {
+    SF_CHECK(world_size_ % g.block == 0,
+             "group '{}': blocks of {} ranks do not divide the world of {} ranks", g.name, g.block,
+             world_size_);
+  }
+  groups_.push_back(std::move(g));
+}
+
+const GroupDecl* Graph::find_group(std::string_view name) const {
+  for (const GroupDecl& g : groups_) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+int Graph::group_size(std::string_view name) const {
+  const GroupDecl* g = find_group(name);
+  SF_CHECK(g, "unknown group '{}' (declare it with `group {}` before the graph)", name, name);
+  return g->block > 0 ? g->block : world_size_;
+}
+
+std::string Graph::fresh_name(std::string_view hint) {
+  std::string base(hint.empty() ? "v" : hint);
+  if (!by_name_.count(base)) return base;
+  int& n = name_counters_[base];
+  std::string candidate;
+  do {
+    candidate = fmt::format("{}_{}", base, ++n);
+  } while (by_name_.count(candidate));
+  return candidate;
+}
+
+Value* Graph::find_value(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+Value* Graph::new_value(std::string name, TensorType type, Node* producer, int index) {
+  auto v = std::make_unique<Value>();
+  v->name_ = fresh_name(name);
+  v->type_ = std::move(type);
+  v->producer_ = producer;
+  v->index_ = index;
+  by_name_[v->name_] = v.get();
+  values_.push_back(std::move(v));
+  return values_.back().get();
+}
+
+Value* Graph::add_input(const std::string& name, TensorType type) {
+  SF_CHECK(!by_name_.count(name), "input '{}' is defined twice", name);
+  Value* v = new_value(name, std::move(type), nullptr, int(inputs_.size()));
+  inputs_.push_back(v);
+  return v;
+}
+
+void Graph::set_outputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+
+void Graph::add_writeback(Value* input, Value* value) {
+  SF_CHECK(input->is_input() && input->producer() == nullptr,
+           "writeback target '{}' is not a graph input", input->name());
+  SF_CHECK(input->type() == value->type(), "writeback {} = {}: types {} and {} differ",
+           input->name(), value->name(), input->type().str(), value->type().str());
+  for (Writeback& w : writebacks_) {
+    if (w.input == input) {
+      w.value = value;
+      return;
+    }
+  }
+  writebacks_.push_back({input, value});
+}
+
+Node* Graph::insert(std::unique_ptr<Node> n, Node* before) {
+  n->owner_ = this;
+  Node* raw = n.get();
+  for (const Arg& a : raw->args_) {
+    if (a.kind == Arg::Kind::value) a.value->uses_.push_back(raw);
+    for (Value* v : a.values) v->uses_.push_back(raw);
+  }
+  owned_.push_back(std::move(n));
+  if (before) {
+    order_.insert(order_.begin() + std::ptrdiff_t(position(before)), raw);
+  } else {
+    order_.push_back(raw);
+  }
+  positions_valid_ = false;
+  return raw;
+}
+
+namespace {
+
+// Binds IR args through the eager binder: tensors become meta tensors; returns the bound args.
+std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
+                      std::vector<symmflow::Value>* bound_values);
+
+}  // namespace
+
+std::vector<Arg> bind_node_args(const OpDef& op, const std::vector<Arg>& args,
+                                const std::vector<KwArg>& kwargs) {
+  std::vector<symmflow::Value> unused;
+  return bind_ir(op, args, kwargs, &unused);
+}
+
+namespace {
+
+std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
+                      std::vector<symmflow::Value>* bound_values) {
+  auto to_value = [&](const Arg& a) -> symmflow::Value {
+    switch (a.kind) {
+      case Arg::Kind::value: return meta_of(a.value->type());
+      case Arg::Kind::value_list: {
+        std::vector<Tensor> ts;
+        for (Value* v : a.values) ts.push_back(meta_of(v->type()));
+        return ts;
+      }
+      case Arg::Kind::literal: return a.literal;
+    }
+    return None{};
+  };
+  std::vector<symmflow::Value> pos;
+  KwArgs kw;
+  for (const Arg& a : args) pos.push_back(to_value(a));
+  for (const auto& [name, a] : kwargs) kw.emplace_back(name, to_value(a));
+  *bound_values = bind_args(op, pos, kw);
+  const FunctionSchema& s = op.schema();
+  std::vector<Arg> out(s.args.size());
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const Arg* given = i < args.size() ? &args[i] : nullptr;
+    for (const auto& [name, a] : kwargs) {
+      if (name == s.args[i].name) given = &a;
+    }
+    if (given && given->kind != Arg::Kind::literal) {
+      out[i] = *given;
+    } else {
+      out[i] = Arg::of_literal((*bound_values)[i]);
+      out[i].defaulted = given == nullptr;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Node* Graph::add_op(std::string_view op_name, std::vector<Arg> args, std::vector<KwArg> kwargs,
+                    const std::string& name, Node* before) {
+  return add_op(Registry::global().get(op_name), std::move(args), std::move(kwargs), name, before);
+}
+
+Node* Graph::add_op(const OpDef& op, std::vector<Arg> args, std::vector<KwArg> kwargs,
+                    const std::string& name, Node* before) {
+  std::vector<symmflow::Value> bound;
+  std::vector<Arg> bound_args = bind_ir(op, args, kwargs, &bound);
+  std::vector<TensorSpec> specs;
+  if (!op.schema().returns.empty()) {
+    ScopedGroupSizeResolver groups([this](std::string_view g) -> std::optional<int64_t> {
+      if (!find_group(g)) return std::nullopt;
+      return group_size(g);
+    });
+    specs = op.shape_fn()(bound);
+  }
+  auto n = std::make_unique<Node>();
+  n->kind_ = NodeKind::op;
+  n->op_ = &op;
+  n->args_ = std::move(bound_args);
+  for (size_t r = 0; r < specs.size(); ++r) {
+    std::string hint = name.empty() ? "v" : (specs.size() == 1 ? name : fmt::format("{}_{}", name, r));
+    n->outputs_.push_back(new_value(hint, {specs[r].dtype, specs[r].shape}, n.get(), int(r)));
+  }
+  return insert(std::move(n), before);
+}
+
+Node* Graph::add_functional(const OpDef& op, std::vector<Arg> bound, Node* before) {
+  auto n = std::make_unique<Node>();
+  n->kind_ = NodeKind::functional;
+  n->op_ = &op;
+  std::vector<TensorType> types;
+  if (!op.schema().returns.empty()) {
+    std::vector<symmflow::Value> vals;
+    for (const Arg& a : bound) {
+      if (a.kind == Arg::Kind::value) vals.push_back(meta_of(a.value->type()));
+      else if (a.kind == Arg::Kind::value_list) {
+        std::vector<Tensor> ts;
+        for (Value* v : a.values) ts.push_back(meta_of(v->type()));
+        vals.push_back(ts);
+      } else {
+        vals.push_back(a.literal);
+      }
+    }
+    ScopedGroupSizeResolver groups([this](std::string_view g) -> std::optional<int64_t> {
+      if (!find_group(g)) return std::nullopt;
+      return group_size(g);
+    });
+    for (const TensorSpec& s : op.shape_fn()(vals)) types.push_back({s.dtype, s.shape});
+  }
+  for (int i : op.aliases().written_args) {
+    const Arg& a = bound[size_t(i)];
+    SF_CHECK(a.kind == Arg::Kind::value, "functional<{}>: written argument '{}' must be a tensor",
+             op.name(), op.schema().args[size_t(i)].name);
+    types.push_back(a.value->type());
+  }
+  n->args_ = std::move(bound);
+  for (size_t r = 0; r < types.size(); ++r) {
+    size_t nret = op.schema().returns.size();
+    std::string hint = r < nret ? "v" : n->args_[size_t(op.aliases().written_args[r - nret])].value->name();
+    n->outputs_.push_back(new_value(hint, types[r], n.get(), int(r)));
+  }
+  return insert(std::move(n), before);
+}
+
+Node* Graph::add_copy(Value* source, const std::string& reason, Node* before) {
+  auto n = std::make_unique<Node>();
+  n->kind_ = NodeKind::copy;
+  n->args_.push_back(Arg::of(source));
+  n->attrs_["reason"] = reason;
+  n->outputs_.push_back(new_value(source->name(), source->type(), n.get(), 0));
+  return insert(std::move(n), before);
+}
+
+Node* Graph::add_fused(std::vector<Value*> inputs, std::unique_ptr<Graph> body, Node* before) {
+  SF_CHECK(body->inputs().size() == inputs.size(), "fused: body has {} inputs for {} arguments",
+           body->inputs().size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SF_CHECK(body->inputs()[i]->type() == inputs[i]->type(),
+             "fused: body input '{}' is {} but argument '{}' is {}", body->inputs()[i]->name(),
+             body->inputs()[i]->type().str(), inputs[i]->name(), inputs[i]->type().str());
+  }
+  auto n = std::make_unique<Node>();
+  n->kind_ = NodeKind::fused;
+  for (Value* v : inputs) n->args_.push_back(Arg::of(v));
+  for (size_t r = 0; r < body->outputs().size(); ++r)
+    n->outputs_.push_back(new_value("f", body->outputs()[r]->type(), n.get(), int(r)));
+  n->body_ = std::move(body);
+  return insert(std::move(n), before);
+}
+
+void Graph::rename(Value* v, const std::string& name) {
+  if (v->name_ == name) return;
+  SF_CHECK(!by_name_.count(name), "'{}' is already defined (values are assigned once)", name);
+  by_name_.erase(v->name_);
+  v->name_ = name;
+  by_name_[name] = v;
+}
+
+void Graph::erase(Node* node) {
+  for (Value* v : node->outputs_) {
+    bool written_back = std::any_of(writebacks_.begin(), writebacks_.end(),
+                                    [v](const Writeback& w) { return w.value == v; });
+    SF_CHECK(v->uses_.empty() && !written_back &&
+                 std::find(outputs_.begin(), outputs_.end(), v) == outputs_.end(),
+             "cannot erase {}: its output '{}' is still used", node->display_name(), v->name());
+  }
+  for (size_t i = 0; i < node->args_.size(); ++i) node->set_arg(i, Arg::of_literal(None{}));
+  order_.erase(order_.begin() + std::ptrdiff_t(position(node)));
+  for (Value* v : node->outputs_) by_name_.erase(v->name());
+  positions_valid_ = false;
+}
+
+void Graph::reorder(std::vector<Node*> order) {
+  SF_CHECK(order.size() == order_.size(), "reorder: {} nodes given for a graph of {}", order.size(),
+           order_.size());
+  order_ = std::move(order);
+  positions_valid_ = false;
+}
+
+void Graph::replace_uses(Value* from, Value* to, size_t from_position) {
+  std::vector<Node*> users = from->uses_;
+  std::sort(users.begin(), users.end());
+  users.erase(std::unique(users.begin(), users.end()), users.end());
+  for (Node* n : users) {
+    if (position(n) < from_position) continue;
+    for (size_t i = 0; i < n->args_.size(); ++i) {
+      Arg a = n->args_[i];
+      bool changed = false;
+      if (a.kind == Arg::Kind::value && a.value == from) {
+        a.value = to;
+        changed = true;
+      }
+      for (Value*& v : a.values) {
+        if (v == from) {
+          v = to;
+          changed = true;
+        }
+      }
+      if (changed) n->set_arg(i, std::move(a));
+    }
+  }
+  for (Value*& v : outputs_) {
+    if (v == from) v = to;
+  }
+  for (Writeback& w : writebacks_) {
+    if (w.value == from) w.value = to;
+  }
+}
+
+void Graph::renumber() const {
+  for (size_t i = 0; i < order_.size(); ++i) order_[i]->position_ = i;
+  positions_valid_ = true;
+}
+
+size_t Graph::position(const Node* n) const {
+  if (!positions_valid_) renumber();
+  SF_ASSERT(n->position_ < order_.size() && order_[n->position_] == n);
+  return n->position_;
+}
+
+}  // namespace symmflow::ir

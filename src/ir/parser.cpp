@@ -1,0 +1,554 @@
+// Parser of the text format (see text.hpp). Contract: builds the graph through the Graph builder
+// (so every node is bound to its schema and typed by its shape function); checks SSA on the fly
+// (a name is defined once, used after its definition); collects one diagnostic per bad statement
+// (skipping to the next line) and throws them together with line and column.
+#include <cctype>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "symmflow/ir/text.hpp"
+
+namespace symmflow::ir {
+
+namespace {
+
+enum class Tok { ident, integer, floating, string, punct, end };
+
+struct Token {
+  Tok kind = Tok::end;
+  std::string text;
+  SourceLoc loc;
+};
+
+struct ParseFailure {
+  SourceLoc loc;
+  std::string message;
+};
+
+std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
+  std::vector<Token> out;
+  int line = 1, col = 1;
+  size_t i = 0;
+  auto advance = [&](size_t n) {
+    for (size_t k = 0; k < n; ++k, ++i) {
+      if (src[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+  };
+  while (i < src.size()) {
+    char c = src[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      advance(1);
+      continue;
+    }
+    if (c == '#') {
+      while (i < src.size() && src[i] != '\n') advance(1);
+      continue;
+    }
+    Token t;
+    t.loc = {line, col};
+    size_t start = i;
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      while (i < src.size() && (std::isalnum(static_cast<unsigned char>(src[i])) || src[i] == '_')) advance(1);
+      t.kind = Tok::ident;
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               ((c == '-' || c == '.') && i + 1 < src.size() && std::isdigit(static_cast<unsigned char>(src[i + 1])))) {
+      advance(1);
+      bool is_float = c == '.';
+      while (i < src.size()) {
+        char d = src[i];
+        if (std::isdigit(static_cast<unsigned char>(d))) {
+          advance(1);
+        } else if (d == '.' || d == 'e' || d == 'E') {
+          is_float = true;
+          advance(1);
+          if ((d == 'e' || d == 'E') && i < src.size() && (src[i] == '-' || src[i] == '+')) advance(1);
+        } else {
+          break;
+        }
+      }
+      t.kind = is_float ? Tok::floating : Tok::integer;
+    } else if (c == '"') {
+      advance(1);
+      std::string s;
+      bool closed = false;
+      while (i < src.size() && src[i] != '\n') {
+        if (src[i] == '\\' && i + 1 < src.size()) {
+          s += src[i + 1] == 'n' ? '\n' : src[i + 1];
+          advance(2);
+        } else if (src[i] == '"') {
+          advance(1);
+          closed = true;
+          break;
+        } else {
+          s += src[i];
+          advance(1);
+        }
+      }
+      if (!closed) diags.push_back({t.loc, "unterminated string"});
+      t.kind = Tok::string;
+      t.text = s;
+      out.push_back(t);
+      continue;
+    } else if (c == ':' && i + 1 < src.size() && src[i + 1] == ':') {
+      advance(2);
+      t.kind = Tok::punct;
+    } else if (std::string_view("(){}[],=:@<>.").find(c) != std::string_view::npos) {
+      advance(1);
+      t.kind = Tok::punct;
+    } else {
+      diags.push_back({t.loc, fmt::format("unexpected character '{}'", c)});
+      advance(1);
+      continue;
+    }
+    t.text = src.substr(start, i - start);
+    out.push_back(t);
+  }
+  Token end;
+  end.loc = {line, col};
+  out.push_back(end);
+  return out;
+}
+
+class Parser {
+ public:
+  Parser(std::vector<Token> toks, const ParseOptions& opts, std::vector<Diagnostic>& diags)
+      : toks_(std::move(toks)), opts_(opts), diags_(diags) {}
+
+  std::unique_ptr<Graph> parse_file();
+
+ private:
+  const Token& peek(size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
+  bool is(const char* punct, size_t k = 0) const {
+    return peek(k).kind == Tok::punct && peek(k).text == punct;
+  }
+  bool is_ident(const char* word) const { return peek().kind == Tok::ident && peek().text == word; }
+  Token take() { return toks_[std::min(pos_++, toks_.size() - 1)]; }
+  [[noreturn]] void fail(const Token& t, const std::string& msg) {
+    throw ParseFailure{t.loc, msg};
+  }
+  std::string describe(const Token& t) const {
+    if (t.kind == Tok::end) return "end of input";
+    if (t.kind == Tok::string) return fmt::format("\"{}\"", t.text);
+    return fmt::format("'{}'", t.text);
+  }
+  void expect(const char* punct) {
+    if (!is(punct)) fail(peek(), fmt::format("expected '{}' but found {}", punct, describe(peek())));
+    take();
+  }
+  std::string expect_ident(const char* what) {
+    if (peek().kind != Tok::ident) fail(peek(), fmt::format("expected {} but found {}", what, describe(peek())));
+    return take().text;
+  }
+  void skip_statement(int line) {
+    while (peek().kind != Tok::end && peek().loc.line == line) take();
+  }
+
+  void parse_group(Graph& g);
+  TensorType parse_type();
+  Layout parse_layout();
+  std::vector<Layout> parse_layouts();
+  void parse_body(Graph& g, bool nested);
+  void parse_statement(Graph& g);
+  std::string parse_op_name();
+  Arg parse_arg(Graph& g);
+  symmflow::Value parse_literal_list(Graph& g, std::vector<Value*>* values);
+  Value* lookup(Graph& g, const Token& t);
+
+  void report(const ParseFailure& f) {
+    if (!f.message.empty()) diags_.push_back({f.loc, f.message});
+  }
+
+  std::vector<Token> toks_;
+  std::set<std::string> poisoned_;  // names of statements that failed: uses are not re-reported
+  size_t pos_ = 0;
+  const ParseOptions& opts_;
+  std::vector<Diagnostic>& diags_;
+};
+
+Value* Parser::lookup(Graph& g, const Token& t) {
+  Value* v = g.find_value(t.text);
+  if (!v && poisoned_.count(t.text)) fail(t, "");  // already reported where it was defined
+  if (!v) fail(t, fmt::format("use of undefined value '{}'", t.text));
+  return v;
+}
+
+TensorType Parser::parse_type() {
+  Token t = peek();
+  std::string name = expect_ident("a dtype");
+  auto dtype = parse_dtype(name);
+  if (!dtype) fail(t, fmt::format("unknown dtype '{}'", name));
+  expect("[");
+  Shape shape;
+  while (!is("]")) {
+    Token d = peek();
+    if (d.kind != Tok::integer) fail(d, fmt::format("expected a dimension but found {}", describe(d)));
+    take();
+    int64_t v = std::strtoll(d.text.c_str(), nullptr, 10);
+    if (v < 0) fail(d, fmt::format("negative dimension {}", v));
+    shape.push_back(v);
+    if (!is("]")) expect(",");
+  }
+  take();
+  return {*dtype, shape};
+}
+
+Layout Parser::parse_layout() {
+  Token t = peek();
+  std::string word = expect_ident("a layout (regular or symm[group])");
+  if (word == "regular") return Layout::regular();
+  if (word != "symm") fail(t, fmt::format("unknown layout '{}' (expected regular or symm[group])", word));
+  expect("[");
+  std::string group = expect_ident("a group name");
+  expect("]");
+  return Layout::symm(group);
+}
+
+std::vector<Layout> Parser::parse_layouts() {
+  std::vector<Layout> out;
+  if (!is("@")) return out;
+  take();
+  if (is("(")) {
+    take();
+    while (!is(")")) {
+      out.push_back(parse_layout());
+      if (!is(")")) expect(",");
+    }
+    take();
+  } else {
+    out.push_back(parse_layout());
+  }
+  return out;
+}
+
+void Parser::parse_group(Graph& g) {
+  Token kw = take();
+  GroupDecl d;
+  d.loc = kw.loc;
+  d.name = expect_ident("a group name");
+  if (is("(")) {
+    take();
+    Token n = peek();
+    if (n.kind != Tok::integer) fail(n, fmt::format("expected a block size but found {}", describe(n)));
+    take();
+    d.block = int(std::strtol(n.text.c_str(), nullptr, 10));
+    expect(")");
+  }
+  try {
+    g.add_group(d);
+  } catch (const Error& e) {
+    fail(kw, e.what());
+  }
+}
+
+std::string Parser::parse_op_name() {
+  std::string name = expect_ident("an op name");
+  expect("::");
+  name += "::" + expect_ident("an op name after '::'");
+  if (is(".")) {
+    take();
+    name += "." + expect_ident("an overload name");
+  }
+  return name;
+}
+
+symmflow::Value Parser::parse_literal_list(Graph& g, std::vector<Value*>* values) {
+  expect("[");
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  bool is_float = false;
+  while (!is("]")) {
+    Token t = peek();
+    if (t.kind == Tok::ident) {
+      values->push_back(lookup(g, t));
+      take();
+    } else if (t.kind == Tok::integer || t.kind == Tok::floating) {
+      take();
+      if (t.kind == Tok::floating) is_float = true;
+      ints.push_back(std::strtoll(t.text.c_str(), nullptr, 10));
+      floats.push_back(std::strtod(t.text.c_str(), nullptr));
+    } else {
+      fail(t, fmt::format("expected a list element but found {}", describe(t)));
+    }
+    if (!is("]")) expect(",");
+  }
+  take();
+  if (!values->empty() && !ints.empty()) fail(peek(), "a list mixes values and numbers");
+  if (is_float) return floats;
+  return ints;
+}
+
+Arg Parser::parse_arg(Graph& g) {
+  Token t = peek();
+  switch (t.kind) {
+    case Tok::string: take(); return Arg::of_literal(t.text);
+    case Tok::integer: take(); return Arg::of_literal(int64_t(std::strtoll(t.text.c_str(), nullptr, 10)));
+    case Tok::floating: take(); return Arg::of_literal(std::strtod(t.text.c_str(), nullptr));
+    case Tok::ident: {
+      take();
+      if (t.text == "True" || t.text == "False") return Arg::of_literal(t.text == "True");
+      if (t.text == "None") return Arg::of_literal(None{});
+      if (Value* v = g.find_value(t.text)) return Arg::of(v);
+      if (auto d = parse_dtype(t.text)) return Arg::of_literal(*d);
+      fail(t, fmt::format("use of undefined value '{}'", t.text));
+    }
+    case Tok::punct:
+      if (t.text == "[") {
+        std::vector<Value*> values;
+        symmflow::Value lit = parse_literal_list(g, &values);
+        return values.empty() ? Arg::of_literal(lit) : Arg::of_list(values);
+      }
+      [[fallthrough]];
+    default: fail(t, fmt::format("expected an argument but found {}", describe(t)));
+  }
+}
+
+void Parser::parse_statement(Graph& g) {
+  Token first = peek();
+  std::vector<Token> targets;
+  if (first.kind == Tok::ident && !is("::", 1) && !is("<", 1) && !is("(", 1)) {
+    for (;;) {
+      if (peek().kind != Tok::ident) fail(peek(), fmt::format("expected a result name but found {}", describe(peek())));
+      targets.push_back(take());
+      if (!is(",")) break;
+      take();
+    }
+    expect("=");
+  }
+  for (const Token& t : targets) {
+    if (g.find_value(t.text)) fail(t, fmt::format("'{}' is already defined (values are assigned once)", t.text));
+  }
+  Token head = peek();
+  Node* node = nullptr;
+  if (head.kind == Tok::ident && head.text == "copy" && is("(", 1)) {
+    take();
+    expect("(");
+    Token src = peek();
+    expect_ident("a value");
+    expect(")");
+    node = g.add_copy(lookup(g, src), "");
+  } else if (head.kind == Tok::ident && head.text == "fused" && is("(", 1)) {
+    take();
+    expect("(");
+    std::vector<Value*> inputs;
+    while (!is(")")) {
+      Token v = peek();
+      expect_ident("a value");
+      inputs.push_back(lookup(g, v));
+      if (!is(")")) expect(",");
+    }
+    take();
+    std::vector<Layout> layouts = parse_layouts();
+    expect("{");
+    auto body = std::make_unique<Graph>("fused", g.world_size());
+    for (Value* v : inputs) body->add_input(v->name(), v->type());
+    parse_body(*body, true);
+    if (targets.size() != body->outputs().size())
+      fail(head, fmt::format("fused region returns {} values but {} names are assigned",
+                             body->outputs().size(), targets.size()));
+    node = g.add_fused(inputs, std::move(body));
+    for (size_t i = 0; i < layouts.size() && i < node->outputs().size(); ++i)
+      node->output(i)->set_layout(layouts[i]);
+    for (size_t i = 0; i < targets.size(); ++i) g.rename(node->output(i), targets[i].text);
+    node->set_loc(head.loc);
+    return;
+  } else {
+    bool functional = head.kind == Tok::ident && head.text == "functional" && is("<", 1);
+    if (functional) {
+      take();
+      expect("<");
+    }
+    Token name_tok = peek();
+    std::string name = parse_op_name();
+    if (functional) expect(">");
+    expect("(");
+    std::vector<Arg> args;
+    std::vector<KwArg> kwargs;
+    while (!is(")")) {
+      if (peek().kind == Tok::ident && is("=", 1)) {
+        std::string key = take().text;
+        take();
+        kwargs.emplace_back(key, parse_arg(g));
+      } else {
+        if (!kwargs.empty()) fail(peek(), "positional argument after a keyword argument");
+        args.push_back(parse_arg(g));
+      }
+      if (!is(")")) expect(",");
+    }
+    take();
+    const Registry& reg = Registry::global();
+    std::vector<const OpDef*> candidates;
+    if (name.find('.') != std::string::npos) {
+      if (const OpDef* op = reg.find(name)) candidates.push_back(op);
+    } else {
+      candidates = reg.overloads(name);
+    }
+    if (candidates.empty()) {
+      try {
+        reg.get(name);
+      } catch (const Error& e) {
+        fail(name_tok, e.what());
+      }
+    }
+    std::string why;
+    for (const OpDef* op : candidates) {
+      try {
+        if (functional) {
+          node = g.add_functional(*op, bind_node_args(*op, args, kwargs));
+        } else {
+          node = g.add_op(*op, args, kwargs, targets.size() == 1 ? targets[0].text : "");
+        }
+        break;
+      } catch (const Error& e) {
+        if (why.empty()) why = e.what();  // the first overload's complaint is the useful one
+      }
+    }
+    if (!node) fail(name_tok, why);
+  }
+  node->set_loc(head.loc);
+  std::vector<Layout> layouts = parse_layouts();
+  if (is("{")) {
+    take();
+    while (!is("}")) {
+      std::string key = expect_ident("an attribute name");
+      expect("=");
+      Token v = peek();
+      if (v.kind != Tok::string) fail(v, fmt::format("expected a string attribute value but found {}", describe(v)));
+      take();
+      node->attrs()[key] = v.text;
+      if (!is("}")) expect(",");
+    }
+    take();
+  }
+  if (targets.size() != node->outputs().size()) {
+    fail(head, fmt::format("{} returns {} value{} but {} name{} assigned", node->display_name(),
+                           node->outputs().size(), node->outputs().size() == 1 ? "" : "s",
+                           targets.size(), targets.size() == 1 ? " is" : "s are"));
+  }
+  if (!layouts.empty() && layouts.size() != node->outputs().size())
+    fail(head, fmt::format("{} layouts given for {} results", layouts.size(), node->outputs().size()));
+  for (size_t i = 0; i < targets.size(); ++i) g.rename(node->output(i), targets[i].text);
+  for (size_t i = 0; i < layouts.size(); ++i) node->output(i)->set_layout(layouts[i]);
+}
+
+void Parser::parse_body(Graph& g, bool nested) {
+  for (;;) {
+    if (peek().kind == Tok::end) fail(peek(), "expected 'return' but found end of input");
+    int line = peek().loc.line;
+    if (is_ident("writeback") && peek(1).kind == Tok::ident && is("=", 2)) {
+      try {
+        take();
+        Token target = take();
+        take();
+        Token source = peek();
+        expect_ident("a value");
+        Value* in = lookup(g, target);
+        Value* v = lookup(g, source);
+        try {
+          g.add_writeback(in, v);
+        } catch (const Error& e) {
+          fail(target, e.what());
+        }
+      } catch (const ParseFailure& f) {
+        report(f);
+        skip_statement(line);
+      }
+      continue;
+    }
+    if (is_ident("return")) {
+      take();
+      std::vector<Value*> outs;
+      if (is("(") && is(")", 1)) {
+        take();
+        take();
+      } else {
+        for (;;) {
+          Token t = peek();
+          expect_ident("a value to return");
+          outs.push_back(lookup(g, t));
+          if (!is(",")) break;
+          take();
+        }
+      }
+      g.set_outputs(outs);
+      expect("}");
+      return;
+    }
+    size_t start = pos_;
+    try {
+      parse_statement(g);
+    } catch (const ParseFailure& f) {
+      report(f);
+      std::vector<std::string> targets;  // the names before '=' of the failed statement
+      for (size_t k = start; k < toks_.size() && toks_[k].loc.line == line; ++k) {
+        if (toks_[k].kind == Tok::punct && toks_[k].text == "=") {
+          poisoned_.insert(targets.begin(), targets.end());
+          break;
+        }
+        if (toks_[k].kind == Tok::ident) targets.push_back(toks_[k].text);
+      }
+      skip_statement(line);
+      if (nested && is("}")) return;
+    }
+  }
+}
+
+std::unique_ptr<Graph> Parser::parse_file() {
+  auto g = std::make_unique<Graph>("main", opts_.world_size);
+  try {
+    while (is_ident("group")) {
+      int line = peek().loc.line;
+      try {
+        parse_group(*g);
+      } catch (const ParseFailure& f) {
+        diags_.push_back({f.loc, f.message});
+        skip_statement(line);
+      }
+    }
+    if (!is_ident("graph")) fail(peek(), fmt::format("expected 'graph' but found {}", describe(peek())));
+    take();
+    auto named = std::make_unique<Graph>(expect_ident("a graph name"), opts_.world_size);
+    for (const GroupDecl& d : g->groups()) {
+      if (d.name != "world") named->add_group(d);
+    }
+    g = std::move(named);
+    expect("(");
+    while (!is(")")) {
+      Token name = peek();
+      expect_ident("an input name");
+      expect(":");
+      TensorType type = parse_type();
+      if (g->find_value(name.text)) fail(name, fmt::format("input '{}' is defined twice", name.text));
+      Value* v = g->add_input(name.text, type);
+      std::vector<Layout> layouts = parse_layouts();
+      if (!layouts.empty()) v->set_layout(layouts[0]);
+      if (!is(")")) expect(",");
+    }
+    take();
+    expect("{");
+    parse_body(*g, false);
+    if (peek().kind != Tok::end) fail(peek(), fmt::format("unexpected {} after the graph", describe(peek())));
+  } catch (const ParseFailure& f) {
+    report(f);
+  }
+  return g;
+}
+
+}  // namespace
+
+std::unique_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& options) {
+  std::vector<Diagnostic> diags;
+  std::vector<Token> toks = lex(text, diags);
+  Parser p(std::move(toks), options, diags);
+  std::unique_ptr<Graph> g = p.parse_file();
+  if (!diags.empty()) throw DiagnosticError(std::move(diags), options.filename, text);
+  return g;
+}
+
+}  // namespace symmflow::ir

@@ -1,0 +1,131 @@
+// Printer of the text format (see text.hpp). Arguments filled from schema defaults are omitted;
+// keyword-only arguments print as name=value; layouts print when assigned.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/ir/text.hpp"
+
+namespace symmflow::ir {
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string print_double(double d) {
+  std::string s = fmt::format("{}", d);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // n: nan, inf
+  return s;
+}
+
+std::string layouts_of(const std::vector<Value*>& values) {
+  bool any = false;
+  std::vector<std::string> parts;
+  for (const Value* v : values) {
+    any = any || v->layout().pool != Pool::unassigned;
+    parts.push_back(v->layout().str());
+  }
+  if (!any) return "";
+  if (parts.size() == 1) return " @ " + parts[0];
+  return fmt::format(" @ ({})", fmt::join(parts, ", "));
+}
+
+std::string arg_text(const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::value: return a.value->name();
+    case Arg::Kind::value_list: {
+      std::vector<std::string> names;
+      for (const Value* v : a.values) names.push_back(v->name());
+      return fmt::format("[{}]", fmt::join(names, ", "));
+    }
+    case Arg::Kind::literal: return print_literal(a.literal);
+  }
+  return "";
+}
+
+void print_nodes(const Graph& g, int indent, std::string& out);
+
+void print_node(const Node& n, int indent, std::string& out) {
+  std::string pad(size_t(indent), ' ');
+  std::vector<std::string> names;
+  for (const Value* v : n.outputs()) names.push_back(v->name());
+  std::string lhs = names.empty() ? "" : fmt::format("{} = ", fmt::join(names, ", "));
+  std::vector<std::string> args;
+  if (n.kind() == NodeKind::op || n.kind() == NodeKind::functional) {
+    const FunctionSchema& s = n.op()->schema();
+    for (size_t i = 0; i < n.args().size(); ++i) {
+      const Arg& a = n.args()[i];
+      if (a.defaulted) continue;
+      std::string text = arg_text(a);
+      args.push_back(s.args[i].kwarg_only ? s.args[i].name + "=" + text : text);
+    }
+  } else {
+    for (const Arg& a : n.args()) args.push_back(arg_text(a));
+  }
+  std::string call = fmt::format("{}({})", n.display_name(), fmt::join(args, ", "));
+  std::string attrs;
+  if (!n.attrs().empty()) {
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : n.attrs()) kv.push_back(fmt::format("{} = {}", k, quote(v)));
+    attrs = fmt::format(" {{{}}}", fmt::join(kv, ", "));
+  }
+  out += fmt::format("{}{}{}{}{}", pad, lhs, call, layouts_of(n.outputs()), attrs);
+  if (n.kind() == NodeKind::fused) {
+    out += " {\n";
+    print_nodes(*n.body(), indent + 2, out);
+    out += pad + "}";
+  }
+  out += "\n";
+}
+
+void print_nodes(const Graph& g, int indent, std::string& out) {
+  for (const Node* n : g.nodes()) print_node(*n, indent, out);
+  for (const Graph::Writeback& w : g.writebacks())
+    out += fmt::format("{}writeback {} = {}\n", std::string(size_t(indent), ' '), w.input->name(), w.value->name());
+  std::vector<std::string> names;
+  for (const Value* v : g.outputs()) names.push_back(v->name());
+  out += fmt::format("{}return {}\n", std::string(size_t(indent), ' '),
+                     names.empty() ? "()" : fmt::format("{}", fmt::join(names, ", ")));
+}
+
+}  // namespace
+
+std::string print_literal(const symmflow::Value& v) {
+  if (v.is_string()) return quote(v.to_string());
+  if (v.is_double()) return print_double(v.to_double());
+  if (v.is_double_list()) {
+    std::vector<std::string> parts;
+    for (double d : v.to_double_list()) parts.push_back(print_double(d));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+  }
+  return v.str();  // None, True/False, ints, int lists, dtypes
+}
+
+std::string print_graph(const Graph& g) {
+  std::string out;
+  for (const GroupDecl& d : g.groups()) {
+    if (d.name == "world") continue;
+    out += d.block > 0 ? fmt::format("group {}({})\n", d.name, d.block) : fmt::format("group {}\n", d.name);
+  }
+  std::vector<std::string> params;
+  for (const Value* v : g.inputs()) {
+    std::string layout = v->layout().pool == Pool::unassigned ? "" : " @ " + v->layout().str();
+    params.push_back(fmt::format("{}: {}{}", v->name(), v->type().str(), layout));
+  }
+  out += fmt::format("graph {}({}) {{\n", g.name(), fmt::join(params, ", "));
+  print_nodes(g, 2, out);
+  out += "}\n";
+  return out;
+}
+
+}  // namespace symmflow::ir

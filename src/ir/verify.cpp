@@ -1,0 +1,114 @@
+// Graph verifier (see verify.hpp for what it checks). Runs in time linear in the graph size
+// (one shape-function call per node).
+#include "symmflow/ir/verify.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "symmflow/ops/group_size.hpp"
+
+namespace symmflow::ir {
+
+namespace {
+
+void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
+  std::set<const Value*> defined(g.inputs().begin(), g.inputs().end());
+  std::set<std::string> names;
+  auto note = [&](const Node* n, std::string msg) { out.push_back({n ? n->loc() : SourceLoc{}, std::move(msg)}); };
+  for (const Value* v : g.inputs()) {
+    if (!names.insert(v->name()).second) note(nullptr, fmt::format("'{}' is defined twice", v->name()));
+    if (v->layout().pool == Pool::symm && !g.find_group(v->layout().group))
+      note(nullptr, fmt::format("input '{}' is in {} but group '{}' is not declared", v->name(),
+                                v->layout().str(), v->layout().group));
+  }
+  ScopedGroupSizeResolver groups([&g](std::string_view name) -> std::optional<int64_t> {
+    if (!g.find_group(name)) return std::nullopt;
+    return g.group_size(name);
+  });
+  for (const Node* n : g.nodes()) {
+    std::string what = n->display_name();
+    for (const Value* v : n->inputs()) {
+      if (!defined.count(v)) note(n, fmt::format("{} uses '{}' before it is defined", what, v->name()));
+      if (std::count(v->uses().begin(), v->uses().end(), n) == 0)
+        note(n, fmt::format("internal: use list of '{}' misses {}", v->name(), what));
+    }
+    if (n->op()) {
+      std::string group = n->group();
+      const std::string& garg = n->op()->group_arg();
+      if (!garg.empty()) {
+        if (group.empty()) {
+          note(n, fmt::format("{}: group argument '{}' must be a string literal", what, garg));
+        } else if (!g.find_group(group)) {
+          note(n, fmt::format("{}: group '{}' is not declared (add `group {}` before the graph)",
+                              what, group, group));
+        }
+      }
+      for (const std::string& sa : n->op()->symm_args()) {
+        const Arg& a = n->args()[size_t(n->op()->schema().arg_index(sa))];
+        std::vector<Value*> vs = a.kind == Arg::Kind::value ? std::vector<Value*>{a.value} : a.values;
+        for (const Value* v : vs) {
+          if (v->layout().pool != Pool::unassigned && !(v->layout() == Layout::symm(group)))
+            note(n, fmt::format("{}: symm argument '{}' must be in symm[{}] but '{}' is in {}", what,
+                                sa, group, v->name(), v->layout().str()));
+        }
+      }
+      if (n->kind() == NodeKind::op && !n->op()->schema().returns.empty()) {
+        std::vector<symmflow::Value> vals;
+        for (const Arg& a : n->args()) {
+          if (a.kind == Arg::Kind::value) vals.push_back(meta_of(a.value->type()));
+          else if (a.kind == Arg::Kind::value_list) {
+            std::vector<Tensor> ts;
+            for (const Value* v : a.values) ts.push_back(meta_of(v->type()));
+            vals.push_back(ts);
+          } else {
+            vals.push_back(a.literal);
+          }
+        }
+        try {
+          std::vector<TensorSpec> specs = n->op()->shape_fn()(vals);
+          for (size_t r = 0; r < specs.size() && r < n->outputs().size(); ++r) {
+            TensorType want{specs[r].dtype, specs[r].shape};
+            if (!(n->output(r)->type() == want))
+              note(n, fmt::format("type of '{}' is {} but {} gives {}", n->output(r)->name(),
+                                  n->output(r)->type().str(), what, want.str()));
+          }
+        } catch (const Error& e) {
+          note(n, e.what());
+        }
+      }
+    }
+    if (n->kind() == NodeKind::fused) verify_into(*n->body(), out);
+    for (const Value* v : n->outputs()) {
+      if (!names.insert(v->name()).second) note(n, fmt::format("'{}' is defined twice", v->name()));
+      if (v->layout().pool == Pool::symm && !g.find_group(v->layout().group))
+        note(n, fmt::format("'{}' is in {} but group '{}' is not declared", v->name(),
+                            v->layout().str(), v->layout().group));
+      defined.insert(v);
+    }
+  }
+  for (const Value* v : g.outputs()) {
+    if (!defined.count(v)) out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
+  }
+  for (const Graph::Writeback& w : g.writebacks()) {
+    if (!defined.count(w.value))
+      out.push_back({{}, fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
+                                     w.value->name(), w.value->name())});
+  }
+}
+
+}  // namespace
+
+std::vector<Diagnostic> verify_graph(const Graph& graph) {
+  std::vector<Diagnostic> out;
+  verify_into(graph, out);
+  return out;
+}
+
+void verify_or_throw(const Graph& graph, const std::string& filename, const std::string& source) {
+  std::vector<Diagnostic> d = verify_graph(graph);
+  if (!d.empty()) throw DiagnosticError(std::move(d), filename, source);
+}
+
+}  // namespace symmflow::ir

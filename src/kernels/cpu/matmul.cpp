@@ -1,0 +1,188 @@
+// CPU kernels of aten::mm, addmm, bmm (and their out / in-place variants), sharing one matrix
+// product routine: C = beta * C + alpha * A @ B on 2-D strided operands.
+//  - f32/f64 go through OpenBLAS cblas_sgemm/cblas_dgemm. A 2-D operand with unit stride in either
+//    dim is passed as is with the matching transpose flag and leading dimension; other layouts are
+//    copied contiguous first. C must have unit column stride (a temporary otherwise).
+//  - bf16/f16 are converted to contiguous f32 buffers, multiplied in f32, converted back.
+//  - integers use a plain loop with a wrapping 64-bit accumulator.
+// k == 0 gives beta * C (zeros for mm/bmm); BLAS is never called with an empty dimension.
+#include <cblas.h>
+
+#include <climits>
+
+#include "kernels/cpu/common.hpp"
+#include "ops/aten/meta.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+// One BLAS operand: pointer, transpose flag and leading dimension, or a contiguous copy.
+template <typename T>
+struct GemmOperand {
+  const T* data = nullptr;
+  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  int ld = 1;
+  std::vector<T> copy;
+
+  GemmOperand(const T* p, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+    auto fits = [](int64_t v) { return v <= INT_MAX; };
+    if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1)) &&
+        fits(rows == 1 ? cols : s0)) {
+      data = p;
+      ld = int(rows == 1 ? std::max<int64_t>(cols, 1) : s0);
+    } else if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= std::max<int64_t>(rows, 1)) &&
+               fits(cols == 1 ? rows : s1)) {
+      data = p;
+      trans = CblasTrans;
+      ld = int(cols == 1 ? std::max<int64_t>(rows, 1) : s1);
+    } else {
+      copy.resize(size_t(rows * cols));
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) copy[size_t(i * cols + j)] = p[i * s0 + j * s1];
+      }
+      data = copy.data();
+      ld = int(std::max<int64_t>(cols, 1));
+    }
+  }
+};
+
+// C[m, n] (unit column stride, row stride ldc) = beta * C + alpha * A[m, k] @ B[k, n].
+template <typename T>
+void blas_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0, int64_t a1,
+               const T* b, int64_t b0, int64_t b1, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  SF_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && ldc <= INT_MAX,
+           "matrix product of [{}, {}] x [{}, {}] is too large for BLAS", m, k, k, n);
+  GemmOperand<T> ga(a, m, k, a0, a1);
+  GemmOperand<T> gb(b, k, n, b0, b1);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ga.trans, gb.trans, int(m), int(n), int(k), alpha, ga.data, ga.ld,
+                gb.data, gb.ld, beta, c, int(std::max<int64_t>(ldc, n)));
+  } else {
+    cblas_dgemm(CblasRowMajor, ga.trans, gb.trans, int(m), int(n), int(k), alpha, ga.data, ga.ld,
+                gb.data, gb.ld, beta, c, int(std::max<int64_t>(ldc, n)));
+  }
+}
+
+template <typename T>
+void int_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0, int64_t a1,
+              const T* b, int64_t b0, int64_t b1, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint64_t acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        acc += uint64_t(int64_t(a[i * a0 + p * a1])) * uint64_t(int64_t(b[p * b0 + j * b1]));
+      }
+      uint64_t prev = beta == T(0) ? 0 : uint64_t(int64_t(beta)) * uint64_t(int64_t(c[i * ldc + j]));
+      c[i * ldc + j] = T(prev + uint64_t(int64_t(alpha)) * acc);
+    }
+  }
+}
+
+// The matrices of one product: batch b of a 2-D (batch 1) or 3-D tensor.
+struct Mat {
+  const Tensor* t;
+  int64_t s0() const { return t->strides()[t->strides().size() - 2]; }
+  int64_t s1() const { return t->strides().back(); }
+  int64_t batch_stride() const { return t->dim() == 3 ? t->strides()[0] : 0; }
+};
+
+// c (dtype T, contiguous, [batch,] m x n) = beta * c + alpha * a @ b for every batch. For f32 and
+// f64, a and b may be strided; for integers too. c already holds the scaled-in bias when beta != 0.
+template <typename T>
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, T alpha, T beta) {
+  int64_t batch = a.dim() == 3 ? a.size(0) : 1;
+  int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  Mat ma{&a}, mb{&b};
+  const T* ap = static_cast<const T*>(a.raw_data());
+  const T* bp = static_cast<const T*>(b.raw_data());
+  T* cp = static_cast<T*>(c.raw_data());
+  for (int64_t i = 0; i < batch; ++i) {
+    const T* ai = ap + i * ma.batch_stride();
+    const T* bi = bp + i * mb.batch_stride();
+    T* ci = cp + i * m * n;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      blas_gemm<T>(m, n, k, alpha, ai, ma.s0(), ma.s1(), bi, mb.s0(), mb.s1(), beta, ci, n);
+    } else {
+      int_gemm<T>(m, n, k, alpha, ai, ma.s0(), ma.s1(), bi, mb.s0(), mb.s1(), beta, ci, n);
+    }
+  }
+}
+
+// dst = beta * bias + alpha * a @ b (bias undefined: beta ignored). dst has the result shape and
+// the operands' dtype; it may be strided.
+void matmul_into(const Tensor& dst, const Tensor& a, const Tensor& b, const Tensor& bias,
+                 const Value& beta_v, const Value& alpha_v) {
+  DType dtype = a.dtype();
+  bool half = dtype == DType::f16 || dtype == DType::bf16;
+  DType compute = half ? DType::f32 : dtype;
+  Destination d(dst, compute, /*need_contiguous=*/true);
+  const Tensor& c = d.tensor();
+  visit_dtype(compute, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool> || kIsHalf<T>) {
+      throw_error(ErrorCode::Internal, "matmul: unexpected compute dtype {}", dtype_name(compute));
+    } else {
+      T alpha = alpha_v.is_none() ? T(1) : scalar_as<T>(alpha_v);
+      T beta = T(0);
+      if (bias.defined() && !beta_v.is_none()) beta = scalar_as<T>(beta_v);
+      if (beta != T(0)) {
+        copy_into(c, bias);  // broadcast to [m, n]
+      }
+      Tensor a2 = half ? as_dtype(a, DType::f32) : a;
+      Tensor b2 = half ? as_dtype(b, DType::f32) : b;
+      batched_gemm<T>(a2, b2, c, alpha, beta);
+    }
+  });
+  d.finish();
+}
+
+Kernel mm_kernel(bool batched, const char* written) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const Tensor& self = call.arg("self").to_tensor();
+    const Tensor& mat2 = call.arg("mat2").to_tensor();
+    TensorSpec spec =
+        batched ? aten_meta::bmm_spec(op, self, mat2) : aten_meta::mm_spec(op, self, mat2);
+    const Tensor& dst = *written ? call.arg(written).to_tensor() : call.out(0);
+    if (*written) aten_meta::check_out(op, written, dst, spec, /*exact_dtype=*/true);
+    matmul_into(dst, self, mat2, Tensor(), Value(), Value());
+  };
+}
+
+Kernel addmm_kernel(const char* written) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const Tensor& self = call.arg("self").to_tensor();
+    const Tensor& mat1 = call.arg("mat1").to_tensor();
+    const Tensor& mat2 = call.arg("mat2").to_tensor();
+    TensorSpec spec =
+        aten_meta::addmm_spec(op, self, mat1, mat2, call.arg("beta"), call.arg("alpha"));
+    const Tensor& dst = *written ? call.arg(written).to_tensor() : call.out(0);
+    if (*written) aten_meta::check_out(op, written, dst, spec, /*exact_dtype=*/true);
+    // addmm_ reads self as the bias while writing it: Destination computes into a temporary
+    // unless self is contiguous, and the bias copy into itself is then a no-op.
+    matmul_into(dst, mat1, mat2, self, call.arg("beta"), call.arg("alpha"));
+  };
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
+  m.impl("mm", mm_kernel(false, ""));
+  m.impl("mm.out", mm_kernel(false, "out"));
+  m.impl("bmm", mm_kernel(true, ""));
+  m.impl("bmm.out", mm_kernel(true, "out"));
+  m.impl("addmm", addmm_kernel(""));
+  m.impl("addmm.out", addmm_kernel("out"));
+  m.impl("addmm_", addmm_kernel("self"));
+}
+
+}  // namespace symmflow::cpu

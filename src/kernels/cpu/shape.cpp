@@ -1,0 +1,126 @@
+// CPU kernels of the aten view, copy, cat and factory ops.
+//  - view, slice.Tensor, t, transpose.int: the output aliases self (same storage, new shape,
+//    strides and offset, from aten_meta's geometry). reshape aliases when a view exists and
+//    returns a fresh contiguous copy otherwise.
+//  - clone, _to_copy, copy_: dtype-converting strided copies (copy_ broadcasts src and snapshots
+//    it first when it overlaps self).
+//  - cat (+ out): each input is copied into its slice of the destination.
+//  - empty/zeros/full (+ out): fill the destination (the dispatcher's outputs are zeroed already;
+//    zeros still fills so that out variants and reused buffers are right).
+#include "kernels/cpu/common.hpp"
+#include "ops/aten/meta.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+void set_view(KernelCall& call, const Tensor& self, const aten_meta::ViewGeometry& g) {
+  call.outputs.at(0) = self.as_strided(g.shape, g.strides, g.offset);
+}
+
+void view_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self, aten_meta::view_geometry(call.op.name(), self, call.arg("size")));
+}
+
+void reshape_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  aten_meta::ReshapeGeometry g =
+      aten_meta::reshape_geometry(call.op.name(), self, call.arg("shape"));
+  if (g.strides) {
+    set_view(call, self, {g.shape, *g.strides, 0});
+    return;
+  }
+  Tensor copy = Tensor::empty(self.shape(), self.dtype());
+  copy_into(copy, self);
+  call.outputs.at(0) = copy.as_strided(g.shape, contiguous_strides(g.shape), 0);
+}
+
+void slice_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self,
+           aten_meta::slice_geometry(call.op.name(), self, call.arg("dim"), call.arg("start"),
+                                     call.arg("end"), call.arg("step")));
+}
+
+void t_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self, aten_meta::t_geometry(call.op.name(), self));
+}
+
+void transpose_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self,
+           aten_meta::transpose_geometry(call.op.name(), self, call.arg("dim0").to_int(),
+                                         call.arg("dim1").to_int()));
+}
+
+void clone_kernel(KernelCall& call) { copy_into(call.out(0), call.arg("self").to_tensor()); }
+
+void copy_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& src = call.arg("src").to_tensor();
+  aten_meta::check_copy(call.op.name(), self, src);
+  copy_from(self, src);
+}
+
+Kernel cat_kernel(bool out_variant) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const std::vector<Tensor>& tensors = call.arg("tensors").to_tensor_list();
+    aten_meta::CatInfo info = aten_meta::cat_info(op, tensors, call.arg("dim"));
+    const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
+    if (out_variant) {
+      aten_meta::check_out(op, "out", dst, info.spec);
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        SF_CHECK(!may_overlap(dst, tensors[i]), "{}: out overlaps tensors[{}]", op, i);
+      }
+    }
+    if (dst.numel() == 0) return;
+    size_t d = size_t(info.dim);
+    int64_t offset = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (info.skipped[i]) continue;
+      const Tensor& t = tensors[i];
+      Tensor part = dst.as_strided(t.shape(), dst.strides(), offset * dst.strides()[d]);
+      copy_into(part, t);
+      offset += t.shape()[d];
+    }
+  };
+}
+
+void zeros_kernel(KernelCall& call) { fill(call.out(0), Value(int64_t(0))); }
+
+void full_kernel(KernelCall& call) { fill(call.out(0), call.arg("fill_value")); }
+
+Kernel fill_out_kernel(bool zeros) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    Shape shape = aten_meta::factory_size(op, call.arg("size"));
+    const Tensor& out = call.arg("out").to_tensor();
+    aten_meta::check_out(op, "out", out, TensorSpec{out.dtype(), shape});
+    fill(out, zeros ? Value(int64_t(0)) : call.arg("fill_value"));
+  };
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
+  m.impl("view", view_kernel);
+  m.impl("reshape", reshape_kernel);
+  m.impl("slice.Tensor", slice_kernel);
+  m.impl("t", t_kernel);
+  m.impl("transpose.int", transpose_kernel);
+  m.impl("cat", cat_kernel(false));
+  m.impl("cat.out", cat_kernel(true));
+  m.impl("clone", clone_kernel);
+  m.impl("_to_copy", clone_kernel);
+  m.impl("copy_", copy_kernel);
+  m.impl("empty.memory_format", [](KernelCall&) {});  // the dispatcher allocated it
+  m.impl("zeros", zeros_kernel);
+  m.impl("zeros.out", fill_out_kernel(true));
+  m.impl("full", full_kernel);
+  m.impl("full.out", fill_out_kernel(false));
+}
+
+}  // namespace symmflow::cpu

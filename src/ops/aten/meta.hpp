@@ -1,0 +1,140 @@
+// Shape and dtype logic of the aten ops ("meta functions"), shared by the shape functions of the
+// ops layer and the kernels of every backend, so that both agree on result types and reject the
+// same inputs with the same InvalidUsage messages ("aten::mm: self has shape ...").
+// Everything here reads only dtype, shape and strides: tensors may be meta tensors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symmflow/core/tensor.hpp"
+#include "symmflow/ops/library.hpp"
+#include "symmflow/ops/value.hpp"
+
+namespace symmflow::aten_meta {
+
+// ---- Type promotion (PyTorch's result_type) -----------------------------------------------------
+enum class OperandKind { dim, zero_dim, scalar };
+struct Operand {
+  DType dtype;
+  OperandKind kind;
+};
+Operand operand_of(const Tensor& t);
+// A tensor or a Scalar (bool -> bool, int -> i64, float -> f32, the default dtype).
+Operand operand_of(const Value& v);
+// Category-aware promotion: a dimensioned tensor wins over 0-dim tensors and scalars of the same
+// category (bool < integral < floating).
+DType result_type(std::span<const Operand> operands);
+// PyTorch's can_cast: no floating -> integral, no non-bool -> bool.
+bool can_cast(DType from, DType to);
+
+// ---- Argument helpers ---------------------------------------------------------------------------
+// `int[1]?` / `int[]` arguments: None -> nullopt, an int -> {int}, a list -> the list.
+std::optional<std::vector<int64_t>> opt_int_list(const Value& v);
+// The sizes of a factory (`SymInt[] size`), checked non-negative.
+Shape factory_size(std::string_view op, const Value& size);
+// Checks that the out/in-place tensor `arg` can hold `spec`: same shape (no resizing), and a dtype
+// that the result can be cast to (exactly `spec.dtype` when `exact_dtype`).
+void check_out(std::string_view op, std::string_view arg, const Tensor& out, const TensorSpec& spec,
+               bool exact_dtype = false);
+// Throws "op: arg has dtype X, which is not supported (expected ...)" unless `ok`.
+void check_dtype(bool ok, std::string_view op, std::string_view arg, DType dtype,
+                 std::string_view expected);
+
+// ---- Pointwise ----------------------------------------------------------------------------------
+enum class BinaryOp { add, sub, mul, div };
+enum class UnaryOp { sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg };
+const char* unary_name(UnaryOp op);
+// Result of `self op other` (other a tensor or a Scalar), with alpha for add/sub (None otherwise).
+TensorSpec binary_spec(std::string_view op, BinaryOp kind, const Tensor& self, const Value& other,
+                       const Value& alpha);
+TensorSpec unary_spec(std::string_view op, UnaryOp kind, const Tensor& self);
+// gelu's `approximate`: false for 'none', true for 'tanh'; anything else is an error.
+bool gelu_is_tanh(std::string_view op, const Value& approximate);
+
+// ---- Matmul -------------------------------------------------------------------------------------
+TensorSpec mm_spec(std::string_view op, const Tensor& self, const Tensor& mat2);
+TensorSpec addmm_spec(std::string_view op, const Tensor& self, const Tensor& mat1,
+                      const Tensor& mat2, const Value& beta, const Value& alpha);
+TensorSpec bmm_spec(std::string_view op, const Tensor& self, const Tensor& mat2);
+
+// ---- Reductions and norms -----------------------------------------------------------------------
+struct ReduceInfo {
+  TensorSpec spec;
+  std::vector<bool> reduced;  // per input dim
+  Shape keepdim_shape;        // the output shape with reduced dims kept as 1
+  int64_t count = 1;          // elements reduced into each output
+};
+ReduceInfo reduce_info(std::string_view op, const Tensor& self, const Value& dim,
+                       const Value& keepdim, const Value& dtype, bool is_mean);
+struct RmsNormInfo {
+  TensorSpec spec;
+  int64_t inner = 1;  // numel(normalized_shape)
+  double eps = 0;
+};
+RmsNormInfo rms_norm_info(std::string_view op, const Tensor& input, const Value& normalized_shape,
+                          const Value& weight, const Value& eps);
+struct SoftmaxInfo {
+  TensorSpec spec;
+  int64_t dim = 0;
+};
+SoftmaxInfo softmax_info(std::string_view op, const Tensor& self, const Value& dim,
+                         const Value& half_to_float);
+
+// ---- Views and shape ops ------------------------------------------------------------------------
+struct ViewGeometry {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // elements, relative to the input's data
+};
+// Resolves one -1 and checks the element count.
+Shape infer_size(std::string_view op, const std::vector<int64_t>& size, int64_t numel);
+// Strides of a view with `new_shape` over (`shape`, `strides`), or nullopt when impossible.
+std::optional<Strides> compute_view_strides(const Shape& shape, const Strides& strides,
+                                            const Shape& new_shape);
+ViewGeometry view_geometry(std::string_view op, const Tensor& self, const Value& size);
+// nullopt strides when reshape must copy.
+struct ReshapeGeometry {
+  Shape shape;
+  std::optional<Strides> strides;
+};
+ReshapeGeometry reshape_geometry(std::string_view op, const Tensor& self, const Value& shape);
+ViewGeometry slice_geometry(std::string_view op, const Tensor& self, const Value& dim,
+                            const Value& start, const Value& end, const Value& step);
+ViewGeometry transpose_geometry(std::string_view op, const Tensor& self, int64_t dim0,
+                                int64_t dim1);
+ViewGeometry t_geometry(std::string_view op, const Tensor& self);
+struct CatInfo {
+  TensorSpec spec;
+  int64_t dim = 0;
+  std::vector<bool> skipped;  // legacy 1-D empty inputs that take no part
+};
+CatInfo cat_info(std::string_view op, const std::vector<Tensor>& tensors, const Value& dim);
+// copy_: src must broadcast to self's shape.
+void check_copy(std::string_view op, const Tensor& self, const Tensor& src);
+
+// ---- Definition helper --------------------------------------------------------------------------
+// Bound arguments by name, with the qualified op name for messages.
+class Args {
+ public:
+  Args(const std::string& op, const std::vector<std::string>& names, std::span<const Value> values)
+      : op_(op), names_(names), values_(values) {}
+  const Value& operator[](std::string_view name) const;
+  const Tensor& tensor(std::string_view name) const { return (*this)[name].to_tensor(); }
+  const std::string& op() const { return op_; }
+
+ private:
+  const std::string& op_;
+  const std::vector<std::string>& names_;
+  std::span<const Value> values_;
+};
+using MetaFn = std::function<std::vector<TensorSpec>(const Args&)>;
+// m.def(schema, shape_fn) where shape_fn sees arguments by name.
+void def(Library& m, std::string_view schema, MetaFn fn);
+
+}  // namespace symmflow::aten_meta

@@ -1,0 +1,89 @@
+// aten pointwise ops: schemas (PyTorch's native_functions, mutating ops returning `()`) and shape
+// functions. Binary ops broadcast and promote like PyTorch; out/in-place variants validate their
+// written argument and return nothing.
+#include "ops/aten/meta.hpp"
+
+namespace symmflow {
+namespace {
+
+using aten_meta::Args;
+using aten_meta::BinaryOp;
+using aten_meta::UnaryOp;
+
+std::vector<TensorSpec> binary_fn(const Args& a, BinaryOp kind, bool has_alpha) {
+  Value none;
+  return {aten_meta::binary_spec(a.op(), kind, a.tensor("self"), a["other"],
+                                 has_alpha ? a["alpha"] : none)};
+}
+
+std::vector<TensorSpec> binary_out_fn(const Args& a, BinaryOp kind, bool has_alpha,
+                                      const char* written) {
+  TensorSpec spec = binary_fn(a, kind, has_alpha)[0];
+  aten_meta::check_out(a.op(), written, a.tensor(written), spec);
+  return {};
+}
+
+void def_binary(Library& m, const char* name, BinaryOp kind, bool has_alpha) {
+  std::string alpha_kw = has_alpha ? ", *, Scalar alpha=1" : "";
+  std::string alpha_pos = has_alpha ? ", Scalar alpha=1" : "";
+  std::string out_kw = has_alpha ? ", *, Scalar alpha=1, Tensor(a!) out" : ", *, Tensor(a!) out";
+  aten_meta::def(m, fmt::format("{}.Tensor(Tensor self, Tensor other{}) -> Tensor", name, alpha_kw),
+                 [=](const Args& a) { return binary_fn(a, kind, has_alpha); });
+  aten_meta::def(m, fmt::format("{}.Scalar(Tensor self, Scalar other{}) -> Tensor", name, alpha_pos),
+                 [=](const Args& a) { return binary_fn(a, kind, has_alpha); });
+  aten_meta::def(m, fmt::format("{}.out(Tensor self, Tensor other{}) -> ()", name, out_kw),
+                 [=](const Args& a) { return binary_out_fn(a, kind, has_alpha, "out"); });
+  aten_meta::def(m,
+                 fmt::format("{}_.Tensor(Tensor(a!) self, Tensor other{}) -> ()", name, alpha_kw),
+                 [=](const Args& a) { return binary_out_fn(a, kind, has_alpha, "self"); });
+}
+
+std::vector<TensorSpec> unary_fn(const Args& a, UnaryOp kind) {
+  return {aten_meta::unary_spec(a.op(), kind, a.tensor("self"))};
+}
+
+// `extra` is the schema text of extra kwarg-only args (gelu's approximate).
+void def_unary(Library& m, UnaryOp kind, bool has_out, const std::string& extra = "") {
+  const char* name = aten_meta::unary_name(kind);
+  std::string kw = extra.empty() ? "" : ", *, " + extra;
+  auto check_extra = [kind](const Args& a) {
+    if (kind == UnaryOp::gelu) aten_meta::gelu_is_tanh(a.op(), a["approximate"]);
+  };
+  aten_meta::def(m, fmt::format("{}(Tensor self{}) -> Tensor", name, kw), [=](const Args& a) {
+    check_extra(a);
+    return unary_fn(a, kind);
+  });
+  aten_meta::def(m, fmt::format("{}_(Tensor(a!) self{}) -> ()", name, kw), [=](const Args& a) {
+    check_extra(a);
+    aten_meta::check_out(a.op(), "self", a.tensor("self"), unary_fn(a, kind)[0]);
+    return std::vector<TensorSpec>{};
+  });
+  if (!has_out) return;
+  std::string out_kw = extra.empty() ? ", *, Tensor(a!) out" : ", *, " + extra + ", Tensor(a!) out";
+  aten_meta::def(m, fmt::format("{}.out(Tensor self{}) -> ()", name, out_kw), [=](const Args& a) {
+    check_extra(a);
+    aten_meta::check_out(a.op(), "out", a.tensor("out"), unary_fn(a, kind)[0]);
+    return std::vector<TensorSpec>{};
+  });
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY(aten, m) {
+  def_binary(m, "add", BinaryOp::add, true);
+  def_binary(m, "sub", BinaryOp::sub, true);
+  def_binary(m, "mul", BinaryOp::mul, false);
+  def_binary(m, "div", BinaryOp::div, false);
+
+  def_unary(m, UnaryOp::sin, true);
+  def_unary(m, UnaryOp::cos, true);
+  def_unary(m, UnaryOp::exp, true);
+  def_unary(m, UnaryOp::tanh, true);
+  def_unary(m, UnaryOp::relu, false);  // PyTorch has no relu.out
+  def_unary(m, UnaryOp::gelu, true, "str approximate='none'");
+  def_unary(m, UnaryOp::silu, true);
+  def_unary(m, UnaryOp::sigmoid, true);
+  def_unary(m, UnaryOp::neg, true);
+}
+
+}  // namespace symmflow

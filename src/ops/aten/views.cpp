@@ -1,0 +1,54 @@
+// aten views and shape ops: view, reshape, slice.Tensor, t, transpose.int (returns alias self in
+// eager mode; reshape copies when no view exists) and cat (+ cat.out).
+#include "ops/aten/meta.hpp"
+
+namespace symmflow {
+namespace {
+
+using aten_meta::Args;
+
+std::vector<TensorSpec> spec_of(const Args& a, const Shape& shape) {
+  return {TensorSpec{a.tensor("self").dtype(), shape}};
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY(aten, m) {
+  aten_meta::def(m, "view(Tensor(a) self, SymInt[] size) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::view_geometry(a.op(), a.tensor("self"), a["size"]).shape);
+  });
+  aten_meta::def(m, "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::reshape_geometry(a.op(), a.tensor("self"), a["shape"]).shape);
+  });
+  aten_meta::def(m,
+                 "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, "
+                 "SymInt step=1) -> Tensor(a)",
+                 [](const Args& a) {
+                   return spec_of(a, aten_meta::slice_geometry(a.op(), a.tensor("self"), a["dim"],
+                                                               a["start"], a["end"], a["step"])
+                                         .shape);
+                 });
+  aten_meta::def(m, "t(Tensor(a) self) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::t_geometry(a.op(), a.tensor("self")).shape);
+  });
+  aten_meta::def(m, "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
+                 [](const Args& a) {
+                   return spec_of(a, aten_meta::transpose_geometry(a.op(), a.tensor("self"),
+                                                                   a["dim0"].to_int(),
+                                                                   a["dim1"].to_int())
+                                         .shape);
+                 });
+  aten_meta::def(m, "cat(Tensor[] tensors, int dim=0) -> Tensor", [](const Args& a) {
+    return std::vector<TensorSpec>{
+        aten_meta::cat_info(a.op(), a["tensors"].to_tensor_list(), a["dim"]).spec};
+  });
+  aten_meta::def(m, "cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> ()",
+                 [](const Args& a) {
+                   TensorSpec spec =
+                       aten_meta::cat_info(a.op(), a["tensors"].to_tensor_list(), a["dim"]).spec;
+                   aten_meta::check_out(a.op(), "out", a.tensor("out"), spec);
+                   return std::vector<TensorSpec>{};
+                 });
+}
+
+}  // namespace symmflow

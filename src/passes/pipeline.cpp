@@ -1,0 +1,51 @@
+// The pass pipeline (DESIGN.md order) and compile(). Contract: compile verifies the input graph,
+// runs each graph pass (verifying after each when options.verify_each), then plans memory.
+#include "symmflow/passes/pipeline.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/ir/verify.hpp"
+#include "symmflow/passes/passes.hpp"
+#include "symmflow/passes/plan_memory.hpp"
+
+namespace symmflow::passes {
+
+const std::vector<PassInfo>& graph_passes() {
+  static const std::vector<PassInfo> kPasses = {
+      {"verify", [](ir::Graph& g) { ir::verify_or_throw(g); }, "check SSA, types, groups, layouts"},
+      {"functionalize", functionalize, "in-place and out calls become functional; input mutations become writebacks"},
+      {"fuse_pointwise", fuse_pointwise, "chains of elementwise ops become one fused node"},
+      {"realize_symm_mem", realize_symm_mem, "place symm args in symmetric memory, copies only where needed"},
+      {"lower_out_variants", lower_out_variants, "run ops through their out variants into planned buffers"},
+      {"schedule", schedule, "order nodes: data, mutation and per-group communication order"},
+      {"reinplace", reinplace, "restore in-place updates where the old value is dead"},
+  };
+  return kPasses;
+}
+
+void run_pass(const std::string& name, ir::Graph& graph) {
+  std::vector<std::string> names;
+  for (const PassInfo& p : graph_passes()) {
+    if (p.name == name) {
+      p.run(graph);
+      return;
+    }
+    names.push_back(p.name);
+  }
+  invalid_usage("unknown pass '{}' (passes: {})", name, fmt::join(names, ", "));
+}
+
+std::shared_ptr<const Plan> compile(std::unique_ptr<ir::Graph> graph, const CompileOptions& options) {
+  ir::verify_or_throw(*graph);
+  for (const PassInfo& p : graph_passes()) {
+    if (p.name == "verify") continue;
+    p.run(*graph);
+    if (options.verify_each) ir::verify_or_throw(*graph, "<after " + p.name + ">");
+    if (options.after_pass) options.after_pass(p.name, *graph);
+  }
+  std::shared_ptr<ir::Graph> shared(std::move(graph));
+  return emit_plan(shared, plan_memory(*shared));
+}
+
+}  // namespace symmflow::passes
