@@ -14,9 +14,8 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/heap.hpp"
-#if __has_include("symmflow/kernels/collectives.hpp")
+#ifdef SYMMFLOW_BENCH_HAVE_ALL_REDUCE  // set by CMake when the header exists
 #include "symmflow/kernels/collectives.hpp"
-#define SYMMFLOW_BENCH_HAVE_ALL_REDUCE 1
 #endif
 
 namespace symmflow::tool::bench {

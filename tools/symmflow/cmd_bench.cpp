@@ -25,6 +25,7 @@
 #include "bench_collectives.hpp"
 #include "commands.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/ops/registry.hpp"
 
 #ifndef SYMMFLOW_MPIEXEC
 #define SYMMFLOW_MPIEXEC "mpirun"
@@ -141,6 +142,7 @@ int run_bench(Options o, const Raw& raw) {
   ProgressBar bar(o.transport == "mpi" ? 0 : steps);
   if (o.transport != "mpi") {
     std::vector<Measurement> threads;
+    Registry::global();  // register the ops once, before the rank threads look them up
     run_threads(o.ranks, [&](Runtime& rt) {
       std::vector<std::string> errs;
       bench::Progress progress = [&](const std::string& w) { bar.step(w); };
