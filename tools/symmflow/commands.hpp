@@ -14,5 +14,7 @@ using Command = std::pair<CLI::App*, std::function<int()>>;
 Command add_ops_command(CLI::App& app);
 Command add_demo_command(CLI::App& app);
 Command add_opt_command(CLI::App& app);
+Command add_env_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 
 }  // namespace symmflow::tool

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
       symmflow::tool::add_ops_command(app),
       symmflow::tool::add_demo_command(app),
       symmflow::tool::add_opt_command(app),
+      symmflow::tool::add_env_command(app),
+      symmflow::tool::add_bench_command(app),
   };
   try {
     app.parse(argc, argv);
