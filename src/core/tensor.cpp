@@ -7,11 +7,11 @@
 
 namespace symmflow {
 
-std::shared_ptr<Storage> Storage::allocate_host(size_t bytes) {
+std::shared_ptr<Storage> Storage::allocate_host(size_t bytes, bool zero) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   if (rounded && !p) throw_error(ErrorCode::System, "out of host memory allocating {} bytes", bytes);
-  if (p) std::memset(p, 0, rounded);
+  if (p && zero) std::memset(p, 0, rounded);
   auto s = std::make_shared<Storage>(p, bytes, Device::cpu(), MemoryKind::regular);
   s->owns_host_memory_ = true;
   return s;
@@ -27,6 +27,12 @@ Storage::~Storage() {
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
   auto storage = Storage::allocate_host(size_t(symmflow::numel(shape)) * dtype_size(dtype));
+  return from_storage(std::move(storage), 0, dtype, shape);
+}
+
+Tensor Tensor::uninitialized(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
+  auto storage = Storage::allocate_host(size_t(symmflow::numel(shape)) * dtype_size(dtype), false);
   return from_storage(std::move(storage), 0, dtype, shape);
 }
 

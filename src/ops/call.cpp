@@ -144,7 +144,7 @@ void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<
              op.name(), specs.size(), s.returns.size());
     for (size_t r = 0; r < s.returns.size(); ++r) {
       if (op.aliases().returns_alias[r] >= 0 || outputs[r].is_tensor()) continue;
-      outputs[r] = Tensor::empty(specs[r].shape, specs[r].dtype);
+      outputs[r] = Tensor::uninitialized(specs[r].shape, specs[r].dtype);  // kernels write all
     }
   }
   KernelCall kc{op, bound, outputs};

@@ -81,26 +81,36 @@ int queue_library(const char* ns, std::optional<Backend> backend, LibraryInit in
 
 void run_pending_libraries(Registry& registry) {
   if (!has_pending.load(std::memory_order_acquire)) return;
-  static std::recursive_mutex run_mutex;  // a library's init may look ops up (Registry::global)
+  // A library's init may look ops up through Registry::global(): that nested call returns at
+  // once. Other threads wait on run_mutex until the whole batch is registered and linked, and
+  // has_pending drops only then, so no thread ever sees an op without its kernels.
+  static thread_local bool running = false;
+  if (running) return;
+  static std::mutex run_mutex;
   std::lock_guard run_lock(run_mutex);
-  std::vector<PendingLibrary> batch;
-  {
-    std::lock_guard lock(pending_mutex());
-    batch.swap(pending());
-    has_pending.store(false, std::memory_order_release);
-  }
-  if (batch.empty()) return;
-  std::stable_partition(batch.begin(), batch.end(),
-                        [](const PendingLibrary& p) { return !p.backend.has_value(); });
+  running = true;
+  struct Reset {
+    ~Reset() { running = false; }
+  } reset;
   std::string errors;
   std::set<std::string> touched;
-  for (const PendingLibrary& p : batch) {
-    try {
-      Library lib(registry, p.ns, p.backend);
-      p.init(lib);
-      touched.insert(p.ns);
-    } catch (const Error& e) {
-      errors += fmt::format("{}{}: {}", errors.empty() ? "" : "\n", p.where, e.what());
+  for (;;) {
+    std::vector<PendingLibrary> batch;
+    {
+      std::lock_guard lock(pending_mutex());
+      batch.swap(pending());
+    }
+    if (batch.empty()) break;
+    std::stable_partition(batch.begin(), batch.end(),
+                          [](const PendingLibrary& p) { return !p.backend.has_value(); });
+    for (const PendingLibrary& p : batch) {
+      try {
+        Library lib(registry, p.ns, p.backend);
+        p.init(lib);
+        touched.insert(p.ns);
+      } catch (const Error& e) {
+        errors += fmt::format("{}{}: {}", errors.empty() ? "" : "\n", p.where, e.what());
+      }
     }
   }
   for (const std::string& ns : touched) {
@@ -109,6 +119,10 @@ void run_pending_libraries(Registry& registry) {
     } catch (const Error& e) {
       errors += fmt::format("{}namespace '{}': {}", errors.empty() ? "" : "\n", ns, e.what());
     }
+  }
+  {
+    std::lock_guard lock(pending_mutex());
+    if (pending().empty()) has_pending.store(false, std::memory_order_release);
   }
   if (!errors.empty()) throw Error(ErrorCode::InvalidUsage, errors);
 }

@@ -103,13 +103,8 @@ const OpDef& Registry::get(std::string_view name) const {
 
 std::vector<const OpDef*> Registry::overloads(std::string_view ns_and_name) const {
   std::shared_lock lock(registry_mutex());
-  std::vector<const OpDef*> out;
-  for (const std::string& n : order_) {
-    const OpDef& op = *ops_.find(n)->second;
-    const FunctionSchema& s = op.schema();
-    if (fmt::format("{}::{}", s.ns, s.name) == ns_and_name) out.push_back(&op);
-  }
-  return out;
+  auto it = overloads_.find(ns_and_name);
+  return it == overloads_.end() ? std::vector<const OpDef*>{} : it->second;
 }
 
 std::vector<const OpDef*> Registry::ops(std::string_view ns) const {
@@ -149,7 +144,7 @@ OpDef& Registry::def(std::string_view ns, std::string_view schema_text, ShapeFn 
   op->shape_fn_ = std::move(shape_fn);
   std::unique_lock lock(registry_mutex());
   SF_CHECK(!ops_.count(op->name()), "op '{}' is already defined", op->name());
-  order_.push_back(op->name());
+  overloads_[fmt::format("{}::{}", op->schema().ns, op->schema().name)].push_back(op.get());
   OpDef& ref = *op;
   ops_.emplace(op->name(), std::move(op));
   return ref;

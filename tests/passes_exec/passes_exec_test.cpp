@@ -127,7 +127,9 @@ void check_compiled_equals_eager(ir::Graph& g, uint32_t seed, Counts* counts = n
   passes::reinplace(g);
   for (const ir::Node* n : g.nodes()) {
     if (counts && n->kind() == ir::NodeKind::op && n->op()->aliases().is_mutable()) ++counts->inplace_restored;
-    if (n->kind() == ir::NodeKind::functional) EXPECT_TRUE(n->attrs().count("reason"));
+    if (n->kind() == ir::NodeKind::functional) {
+      EXPECT_TRUE(n->attrs().count("reason"));
+    }
   }
   compare("after reinplace");
 }
@@ -376,7 +378,7 @@ graph f(x: f32[{0}], y: f32[{0}]) {{
   double eager = time([&] { interpret(*g, in); });
   // Unfused with planned buffers: each op through its kernel into a preallocated full-size tensor.
   std::vector<Tensor> planned;
-  for (const ir::Node* node : g->nodes()) planned.push_back(Tensor::empty({n}, DType::f32));
+  for (size_t k = 0; k < g->nodes().size(); ++k) planned.push_back(Tensor::empty({n}, DType::f32));
   double unfused = time([&] {
     std::unordered_map<const ir::Value*, Tensor> env = {{g->inputs()[0], in[0]}, {g->inputs()[1], in[1]}};
     for (size_t k = 0; k < g->nodes().size(); ++k) {

@@ -21,8 +21,8 @@ namespace symmflow {
 
 class Storage {
  public:
-  // Allocates `bytes` of 64-byte aligned, zero-filled host memory.
-  static std::shared_ptr<Storage> allocate_host(size_t bytes);
+  // Allocates `bytes` of 64-byte aligned host memory, zero-filled unless `zero` is false.
+  static std::shared_ptr<Storage> allocate_host(size_t bytes, bool zero = true);
 
   Storage(void* data, size_t bytes, Device device, MemoryKind kind);
   virtual ~Storage();
@@ -64,6 +64,8 @@ class Tensor {
   Tensor() = default;
   // Contiguous, zero-filled host tensor.
   static Tensor empty(const Shape& shape, DType dtype);
+  // Contiguous host tensor whose contents are unspecified: for outputs a kernel fully writes.
+  static Tensor uninitialized(const Shape& shape, DType dtype);
   static Tensor zeros(const Shape& shape, DType dtype) { return empty(shape, dtype); }
   static Tensor full(const Shape& shape, DType dtype, double value);
   // Shape and dtype only, no memory.

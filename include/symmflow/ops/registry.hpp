@@ -98,7 +98,8 @@ class Registry {
   Registry() = default;
   OpDef& get_mutable(std::string_view qualified_name);
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
-  std::vector<std::string> order_;
+  // "ns::name" -> its overloads in definition order
+  std::map<std::string, std::vector<const OpDef*>, std::less<>> overloads_;
 };
 
 }  // namespace symmflow

@@ -11,8 +11,8 @@ namespace symmflow {
 
 struct Tunables {
   double timeout_s = 30.0;              // every wait (barrier, signal, bootstrap)
-  int64_t spin_count = 4096;            // busy polls before a wait starts yielding
-  int64_t yield_count = 256;            // yields before a wait starts sleeping
+  int64_t spin_count = 1024;            // busy polls before a wait starts yielding
+  int64_t yield_count = 1000000;        // yields before a wait starts sleeping
   int64_t sleep_us = 50;                // sleep between polls once backed off
   int64_t signal_channels = 16;         // channels per signal pad
   int64_t one_shot_max_bytes = 131072;  // all-reduce: one-shot up to here, two-shot above
