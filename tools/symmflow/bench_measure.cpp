@@ -14,9 +14,7 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/heap.hpp"
-#ifdef SYMMFLOW_BENCH_HAVE_ALL_REDUCE  // set by CMake when the header exists
 #include "symmflow/kernels/collectives.hpp"
-#endif
 
 namespace symmflow::tool::bench {
 
@@ -83,35 +81,42 @@ std::string format_bytes(int64_t b) {
 
 namespace {
 
+// A call bound once, as a compiled plan runs it: the op is looked up and its arguments bound
+// before timing; each call dispatches straight to the kernel with its output preset.
+std::function<void()> bound_call(const std::string& name, const std::vector<Value>& args,
+                                 std::vector<Value> outputs = {}) {
+  const OpDef& op = Registry::global().get(name);
+  auto bound = std::make_shared<std::vector<Value>>(bind_args(op, args));
+  auto outs = std::make_shared<std::vector<Value>>(std::move(outputs));
+  return [&op, bound, outs] { call_bound_into(op, *bound, *outs); };
+}
+
 // A timed call of `op` on `n` elements: inputs carved from `heap`, outputs regular tensors.
 std::function<void()> make_call(const std::string& op, const std::shared_ptr<SymmetricHeap>& heap,
                                 int64_t bytes, int ranks) {
   int64_t n = bytes / 4;
   if (op == "one_shot") {
     Tensor x = symmetric_tensor(heap, 0, {n}, DType::f32);
-    return [x] { call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}); };
+    return bound_call("symm_mem::one_shot_all_reduce", {x, "sum", "world"},
+                      {Tensor::empty({n}, DType::f32)});
   }
   if (op == "two_shot") {
     Tensor x = symmetric_tensor(heap, 0, {n}, DType::f32);
-    return [x] { call("symm_mem::two_shot_all_reduce_", {x, "sum", "world"}); };
+    return bound_call("symm_mem::two_shot_all_reduce_", {x, "sum", "world"});
   }
   if (op == "all_reduce") {
-#ifdef SYMMFLOW_BENCH_HAVE_ALL_REDUCE
     Tensor x = symmetric_tensor(heap, 0, {n}, DType::f32);
     return [x] { all_reduce(x, "sum", "world"); };
-#else
-    invalid_usage("symmflow::all_reduce (symmflow/kernels/collectives.hpp) is not in this build");
-#endif
   }
   if (op == "reduce_scatter") {
     Tensor x = symmetric_tensor(heap, 0, {n}, DType::f32);
     Tensor out = Tensor::empty({n / ranks}, DType::f32);
-    return [x, out] { call("symm_mem::reduce_scatter_out", {x, "world", false, out}); };
+    return bound_call("symm_mem::reduce_scatter_out", {x, "world", false, out});
   }
   if (op == "all_gather") {
     Tensor x = symmetric_tensor(heap, 0, {n / ranks}, DType::f32);
     Tensor out = Tensor::empty({n}, DType::f32);
-    return [x, out] { call("symm_mem::all_gather_out", {x, "world", out}); };
+    return bound_call("symm_mem::all_gather_out", {x, "world", out});
   }
   invalid_usage("bench: unknown op '{}'", op);
 }
