@@ -62,7 +62,8 @@ Command add_compile_command(CLI::App& app) {
   sub->add_option("--ranks", o->ranks, "World size that sizes the groups (default 4)");
   sub->add_option("--emit", o->emit, "What to print: plan (default) or ir")
       ->check(CLI::IsMember({"ir", "plan"}));
-  sub->add_option("--print-after", o->print_after, "Print the IR after this pass (repeatable; all)");
+  sub->add_option("--print-after", o->print_after,
+                  "Print the IR after this pass (repeatable; all)");
   sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
   return {sub, [o] { return run_compile(*o); }};
 }

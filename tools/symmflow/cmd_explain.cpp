@@ -43,7 +43,8 @@ int explain_json(const passes::Plan& plan) {
   nlohmann::json pools = nlohmann::json::array(), buffers = nlohmann::json::array(),
                  copies = nlohmann::json::array();
   for (const passes::PoolPlan& p : plan.pools) {
-    pools.push_back({{"name", p.name}, {"peak_bytes", p.bytes}, {"lower_bound_bytes", p.lower_bound}});
+    pools.push_back(
+        {{"name", p.name}, {"peak_bytes", p.bytes}, {"lower_bound_bytes", p.lower_bound}});
   }
   for (const passes::BufferPlan& b : plan.buffers) {
     buffers.push_back({{"name", b.name},
@@ -55,7 +56,8 @@ int explain_json(const passes::Plan& plan) {
                        {"intermediate", b.intermediate}});
   }
   for (const passes::CopyInfo& c : plan.copies) {
-    copies.push_back({{"reason", c.reason}, {"bytes", c.bytes}, {"kind", c.kind}, {"step", c.step}});
+    copies.push_back(
+        {{"reason", c.reason}, {"bytes", c.bytes}, {"kind", c.kind}, {"step", c.step}});
   }
   nlohmann::json out = {{"pools", pools}, {"buffers", buffers}, {"copies", copies}};
   fmt::print("{}\n", out.dump(2));
@@ -92,8 +94,8 @@ int explain_text(const passes::Plan& plan, const std::string& file, int ranks) {
                p.lower_bound, p.order);
   }
   fmt::print("\nbuffers:\n");
-  fmt::print("  {:<20} {:<20} {:>10} {:>12} {:>11} {}\n", "name", "pool", "offset", "bytes", "steps",
-             "kind");
+  fmt::print("  {:<20} {:<20} {:>10} {:>12} {:>11} {}\n", "name", "pool", "offset", "bytes",
+             "steps", "kind");
   std::set<std::pair<int, size_t>> places;
   for (const passes::BufferPlan& b : plan.buffers) {
     if (b.pool >= 0 && b.intermediate) places.insert({b.pool, b.offset});
@@ -122,7 +124,8 @@ int run_explain(const ExplainOptions& o) {
 
 Command add_explain_command(CLI::App& app) {
   auto o = std::make_shared<ExplainOptions>();
-  CLI::App* sub = app.add_subcommand("explain", "Explain a compiled graph's memory plan and copies");
+  CLI::App* sub =
+      app.add_subcommand("explain", "Explain a compiled graph's memory plan and copies");
   sub->add_option("file", o->file, "Graph file (.sf)")->required();
   sub->add_option("--ranks", o->ranks, "World size that sizes the groups (default 4)");
   sub->add_flag("--json", o->json, "Print JSON");

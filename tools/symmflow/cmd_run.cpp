@@ -73,7 +73,8 @@ uint64_t next_random(uint64_t& state) {
 Tensor random_input(const ir::TensorType& type, uint64_t& state) {
   Tensor t = Tensor::empty(type.shape, type.dtype);
   TensorView v = t.view();
-  double scale = type.shape.size() >= 2 ? 1.0 / std::sqrt(double(std::max<int64_t>(1, type.shape[0]))) : 1.0;
+  double scale =
+      type.shape.size() >= 2 ? 1.0 / std::sqrt(double(std::max<int64_t>(1, type.shape[0]))) : 1.0;
   for (int64_t i = 0; i < t.numel(); ++i) {
     uint64_t r = next_random(state);
     double x;
@@ -99,11 +100,15 @@ Tensor clone(const Tensor& t) {
 
 double tolerance(DType d) {
   switch (d) {
-    case DType::f32: return 1e-5;
+    case DType::f32:
+      return 1e-5;
     case DType::bf16:
-    case DType::f16: return 2e-2;
-    case DType::f64: return 1e-12;
-    default: return 0;
+    case DType::f16:
+      return 2e-2;
+    case DType::f64:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 
@@ -131,13 +136,21 @@ void write_trace(const std::string& path, const passes::Plan& plan,
                  const std::vector<RankResult>& results) {
   nlohmann::json events = nlohmann::json::array();
   for (size_t r = 0; r < results.size(); ++r) {
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", r},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", 0},
+                      {"tid", r},
                       {"args", {{"name", fmt::format("rank {}", r)}}}});
     for (const TraceEvent& e : results[r].events) {
       const ir::Node* n = plan.steps[size_t(e.step)];
       bool comm = n->op() != nullptr && !n->op()->group_arg().empty();
-      events.push_back({{"ph", "X"}, {"pid", 0}, {"tid", r}, {"name", n->display_name()},
-                        {"cat", comm ? "comm" : "compute"}, {"ts", e.ts_us}, {"dur", e.dur_us},
+      events.push_back({{"ph", "X"},
+                        {"pid", 0},
+                        {"tid", r},
+                        {"name", n->display_name()},
+                        {"cat", comm ? "comm" : "compute"},
+                        {"ts", e.ts_us},
+                        {"dur", e.dur_us},
                         {"args", {{"step", e.step}, {"iter", e.iter}}}});
     }
   }
@@ -156,7 +169,9 @@ int run_run(const RunCmdOptions& o) {
   if (o.check) source = load_graph(o.file, o.ranks);
   std::vector<RankResult> results(size_t(o.ranks));
   const Clock::time_point t0 = Clock::now();
-  auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - t0).count(); };
+  auto us = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - t0).count();
+  };
   run_threads(o.ranks, [&](Runtime& rt) {
     RankResult& res = results[size_t(rt.rank())];
     const ir::Graph& g = *plan->graph;
@@ -186,9 +201,9 @@ int run_run(const RunCmdOptions& o) {
     res.outputs = want.size();
     for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
       res.elements += size_t(want[i].numel());
-      res.mismatch = compare(first.at(i), want[i],
-                             fmt::format("output {} ('{}') on rank {}", i,
-                                         g.outputs()[i]->name(), rt.rank()));
+      res.mismatch =
+          compare(first.at(i), want[i],
+                  fmt::format("output {} ('{}') on rank {}", i, g.outputs()[i]->name(), rt.rank()));
     }
   });
   std::vector<double> t = results[0].iter_us;
