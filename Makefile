@@ -19,6 +19,7 @@ build: deps
 
 demo: build
 	@$(BIN)/symmflow demo
+	@$(BIN)/symmflow run examples/tp_mlp.sf --ranks 4 --check --iters 5
 
 test: build
 	@cd $(BUILD_DIR) && ctest $(CTEST_ARGS) -j $(JOBS)

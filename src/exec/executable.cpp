@@ -307,7 +307,13 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
       skip_copy_[s] = false;
       continue;
     }
+    if (!options.on_step) {
+      run_step(*steps_[s]);
+      continue;
+    }
+    auto begin = std::chrono::steady_clock::now();
     run_step(*steps_[s]);
+    options.on_step(s, begin, std::chrono::steady_clock::now());
   }
   for (auto [input, slot] : writebacks_) {
     if (!detail::same_memory(inputs[size_t(input)], slots_[size_t(slot)]))

@@ -16,5 +16,8 @@ Command add_demo_command(CLI::App& app);
 Command add_opt_command(CLI::App& app);
 Command add_env_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_compile_command(CLI::App& app);
+Command add_explain_command(CLI::App& app);
+Command add_run_command(CLI::App& app);
 
 }  // namespace symmflow::tool

@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
       symmflow::tool::add_ops_command(app),
       symmflow::tool::add_demo_command(app),
       symmflow::tool::add_opt_command(app),
+      symmflow::tool::add_compile_command(app),
+      symmflow::tool::add_explain_command(app),
+      symmflow::tool::add_run_command(app),
       symmflow::tool::add_env_command(app),
       symmflow::tool::add_bench_command(app),
   };

@@ -10,6 +10,8 @@
 //   exe.last_stats().copies;                           // 0
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +31,11 @@ enum class OutputMode {
 
 struct RunOptions {
   OutputMode output_mode = OutputMode::owned;
+  // Called after each executed step (skipped copy-ins excluded) with its index into plan().steps
+  // and when it began and ended, e.g. for traces. Empty: no clock is read.
+  std::function<void(size_t step, std::chrono::steady_clock::time_point begin,
+                     std::chrono::steady_clock::time_point end)>
+      on_step;
 };
 
 // What one run did. Copies are the data copies the plan needed: copy-ins of graph inputs (0 when

@@ -1,0 +1,71 @@
+// `symmflow compile file.sf [--ranks N] [--emit ir|plan] [--print-after PASS] [--plugin P]`:
+// runs the whole pipeline (passes::compile) and prints the plan (Plan::str(), the default) or the
+// optimised graph. --print-after PASS (repeatable, or "all") prints the IR after that pass, as
+// "// after PASS" and the graph, before the final output. Unknown pass names are refused with the
+// list of names.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.hpp"
+#include "graph_file.hpp"
+#include "symmflow/core/error.hpp"
+#include "symmflow/passes/pipeline.hpp"
+
+namespace symmflow::tool {
+
+namespace {
+struct CompileCmdOptions {
+  std::string file;
+  std::string emit = "plan";
+  std::vector<std::string> print_after;
+  std::vector<std::string> plugins;
+  int ranks = 4;
+};
+
+int run_compile(const CompileCmdOptions& o) {
+  std::vector<std::string> names;
+  for (const passes::PassInfo& p : passes::graph_passes()) names.push_back(p.name);
+  names.push_back("plan_memory");
+  for (const std::string& p : o.print_after) {
+    SF_CHECK(p == "all" || std::find(names.begin(), names.end(), p) != names.end(),
+             "--print-after: unknown pass '{}' (known: {}, all)", p, fmt::join(names, ", "));
+  }
+  auto wanted = [&](const std::string& pass) {
+    return std::find(o.print_after.begin(), o.print_after.end(), pass) != o.print_after.end() ||
+           std::find(o.print_after.begin(), o.print_after.end(), "all") != o.print_after.end();
+  };
+  passes::CompileOptions options;
+  if (!o.print_after.empty()) {
+    options.after_pass = [&](const std::string& pass, const ir::Graph& g) {
+      if (wanted(pass)) fmt::print("// after {}\n{}\n", pass, ir::print_graph(g));
+    };
+  }
+  std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins, options);
+  if (o.emit == "ir") {
+    fmt::print("{}", ir::print_graph(*plan->graph));
+  } else {
+    fmt::print("{}", plan->str());
+  }
+  return 0;
+}
+}  // namespace
+
+Command add_compile_command(CLI::App& app) {
+  auto o = std::make_shared<CompileCmdOptions>();
+  CLI::App* sub = app.add_subcommand("compile", "Compile a graph file and print its plan or IR");
+  sub->add_option("file", o->file, "Graph file (.sf)")->required();
+  sub->add_option("--ranks", o->ranks, "World size that sizes the groups (default 4)");
+  sub->add_option("--emit", o->emit, "What to print: plan (default) or ir")
+      ->check(CLI::IsMember({"ir", "plan"}));
+  sub->add_option("--print-after", o->print_after,
+                  "Print the IR after this pass (repeatable; all)");
+  sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
+  return {sub, [o] { return run_compile(*o); }};
+}
+
+}  // namespace symmflow::tool

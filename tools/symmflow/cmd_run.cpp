@@ -1,0 +1,245 @@
+// `symmflow run file.sf --ranks N [--transport threads] [--iters K] [--seed S] [--check]
+// [--trace out.json] [--plugin P]`: compiles the graph once and runs it on N ranks (one thread
+// each, run_threads). Every rank builds its exec::Executable and random inputs from seed + rank
+// (so ranks differ), runs K iterations and rank 0's median time per iteration is printed.
+// --check compares every output element of the first iteration with exec::interpret of the
+// source graph on the same inputs: relative tolerance 1e-5 (f32), 2e-2 (bf16, f16), 1e-12 (f64),
+// exact for integers, relative to max(|expected|, rms of the expected output). It prints
+// "check: OK (N outputs, M elements)" (elements summed over ranks) or exits 1 naming the output,
+// rank and first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
+// step (pid 0, tid = rank, name = the step's op, cat "comm" for ops with a group argument else
+// "compute", ts/dur in microseconds from the start) and "M" thread_name events "rank N".
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "graph_file.hpp"
+#include "symmflow/core/error.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/interpret.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::tool {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+struct RunCmdOptions {
+  std::string file;
+  std::string transport = "threads";
+  std::string trace;
+  std::vector<std::string> plugins;
+  int ranks = 1;
+  int iters = 1;
+  uint64_t seed = 0;
+  bool check = false;
+};
+
+struct TraceEvent {
+  int step = 0;
+  int iter = 0;
+  double ts_us = 0;
+  double dur_us = 0;
+};
+
+struct RankResult {
+  std::vector<double> iter_us;
+  std::vector<TraceEvent> events;
+  std::optional<std::string> mismatch;  // the first bad element, when --check failed
+  size_t outputs = 0;
+  size_t elements = 0;
+};
+
+// splitmix64: fast, deterministic, good enough for test inputs.
+uint64_t next_random(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Floats uniform in [-1, 1) scaled by 1/sqrt(size(0)) for matrices (so that products of weights
+// stay O(1)); integers in [-4, 4] ([0, 4] unsigned, {0, 1} bool).
+Tensor random_input(const ir::TensorType& type, uint64_t& state) {
+  Tensor t = Tensor::empty(type.shape, type.dtype);
+  TensorView v = t.view();
+  double scale =
+      type.shape.size() >= 2 ? 1.0 / std::sqrt(double(std::max<int64_t>(1, type.shape[0]))) : 1.0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint64_t r = next_random(state);
+    double x;
+    if (is_floating(type.dtype)) {
+      x = (double(r >> 11) * 0x1.0p-53 * 2.0 - 1.0) * scale;
+    } else if (type.dtype == DType::boolean) {
+      x = double(r & 1);
+    } else if (type.dtype == DType::u32) {
+      x = double(r % 5);
+    } else {
+      x = double(int64_t(r % 9) - 4);
+    }
+    store_double(v, i, x);
+  }
+  return t;
+}
+
+Tensor clone(const Tensor& t) {
+  Tensor c = Tensor::empty(t.shape(), t.dtype());
+  std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());  // inputs are fresh contiguous tensors
+  return c;
+}
+
+double tolerance(DType d) {
+  switch (d) {
+    case DType::f32:
+      return 1e-5;
+    case DType::bf16:
+    case DType::f16:
+      return 2e-2;
+    case DType::f64:
+      return 1e-12;
+    default:
+      return 0;
+  }
+}
+
+// The first element of `got` that differs from `want` beyond the dtype's tolerance, described.
+std::optional<std::string> compare(const Tensor& got, const Tensor& want, const std::string& what) {
+  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+    return fmt::format("{}: got {}, expected {}", what, got.str(), want.str());
+  }
+  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  double rms = 0;
+  for (double x : b) rms += std::isfinite(x) ? x * x : 0;
+  rms = b.empty() ? 0 : std::sqrt(rms / double(b.size()));
+  const double tol = tolerance(got.dtype());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] == b[i]) continue;
+    if (std::abs(a[i] - b[i]) <= tol * std::max(std::abs(b[i]), rms)) continue;
+    return fmt::format("{} element {}: got {}, expected {} (relative tolerance {} for {})", what, i,
+                       a[i], b[i], tol, dtype_name(got.dtype()));
+  }
+  return std::nullopt;
+}
+
+void write_trace(const std::string& path, const passes::Plan& plan,
+                 const std::vector<RankResult>& results) {
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t r = 0; r < results.size(); ++r) {
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", fmt::format("rank {}", r)}}}});
+    for (const TraceEvent& e : results[r].events) {
+      const ir::Node* n = plan.steps[size_t(e.step)];
+      bool comm = n->op() != nullptr && !n->op()->group_arg().empty();
+      events.push_back({{"ph", "X"},
+                        {"pid", 0},
+                        {"tid", r},
+                        {"name", n->display_name()},
+                        {"cat", comm ? "comm" : "compute"},
+                        {"ts", e.ts_us},
+                        {"dur", e.dur_us},
+                        {"args", {{"step", e.step}, {"iter", e.iter}}}});
+    }
+  }
+  std::ofstream out(path);
+  SF_CHECK(out.good(), "--trace: cannot write '{}'", path);
+  out << nlohmann::json{{"traceEvents", events}}.dump() << "\n";
+  SF_CHECK(out.good(), "--trace: cannot write '{}'", path);
+}
+
+int run_run(const RunCmdOptions& o) {
+  SF_CHECK(o.transport == "threads", "--transport: only 'threads' is supported (got '{}')",
+           o.transport);
+  SF_CHECK(o.iters >= 1, "--iters must be at least 1 (got {})", o.iters);
+  std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins);
+  std::shared_ptr<const ir::Graph> source;
+  if (o.check) source = load_graph(o.file, o.ranks);
+  std::vector<RankResult> results(size_t(o.ranks));
+  const Clock::time_point t0 = Clock::now();
+  auto us = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - t0).count();
+  };
+  run_threads(o.ranks, [&](Runtime& rt) {
+    RankResult& res = results[size_t(rt.rank())];
+    const ir::Graph& g = *plan->graph;
+    uint64_t state = o.seed + uint64_t(rt.rank());
+    next_random(state);
+    std::vector<Tensor> inputs;
+    for (const ir::Value* v : g.inputs()) inputs.push_back(random_input(v->type(), state));
+    std::vector<Tensor> exe_inputs;
+    for (const Tensor& t : inputs) exe_inputs.push_back(clone(t));  // writebacks may change them
+    exec::Executable exe(plan);
+    exec::RunOptions run_options;
+    int iter = 0;
+    if (!o.trace.empty()) {
+      run_options.on_step = [&](size_t step, Clock::time_point begin, Clock::time_point end) {
+        res.events.push_back({int(step), iter, us(begin), us(end) - us(begin)});
+      };
+    }
+    std::vector<Tensor> first;
+    for (iter = 0; iter < o.iters; ++iter) {
+      Clock::time_point begin = Clock::now();
+      std::vector<Tensor> out = exe.run(exe_inputs, run_options);
+      res.iter_us.push_back(us(Clock::now()) - us(begin));
+      if (iter == 0) first = std::move(out);
+    }
+    if (!o.check) return;
+    std::vector<Tensor> want = exec::interpret(*source, inputs);  // collective: every rank calls
+    res.outputs = want.size();
+    for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
+      res.elements += size_t(want[i].numel());
+      res.mismatch =
+          compare(first.at(i), want[i],
+                  fmt::format("output {} ('{}') on rank {}", i, g.outputs()[i]->name(), rt.rank()));
+    }
+  });
+  std::vector<double> t = results[0].iter_us;
+  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
+  fmt::print("run: {} on {} ranks ({}), {} iterations: median {:.1f} us/iter (rank 0)\n",
+             plan->graph->name(), o.ranks, o.transport, o.iters, t[t.size() / 2]);
+  if (!o.trace.empty()) {
+    write_trace(o.trace, *plan, results);
+    fmt::print("trace: {}\n", o.trace);
+  }
+  if (!o.check) return 0;
+  size_t elements = 0;
+  for (const RankResult& r : results) {
+    if (r.mismatch) {
+      fmt::print("check: FAILED: {}\n", *r.mismatch);
+      return 1;
+    }
+    elements += r.elements;
+  }
+  fmt::print("check: OK ({} outputs, {} elements)\n", results[0].outputs, elements);
+  return 0;
+}
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunCmdOptions>();
+  CLI::App* sub = app.add_subcommand("run", "Compile a graph file and run it on N ranks");
+  sub->add_option("file", o->file, "Graph file (.sf)")->required();
+  sub->add_option("--ranks", o->ranks, "Number of ranks (default 1)");
+  sub->add_option("--transport", o->transport, "How ranks run: threads (default)");
+  sub->add_option("--iters", o->iters, "Iterations; the median time is printed (default 1)");
+  sub->add_option("--seed", o->seed, "Seed of the random inputs (rank r uses seed + r)");
+  sub->add_flag("--check", o->check, "Compare the outputs with the eager interpreter");
+  sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON here");
+  sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
+  return {sub, [o] { return run_run(*o); }};
+}
+
+}  // namespace symmflow::tool
