@@ -115,14 +115,14 @@ TEST_P(ExecTest, RepeatedRunsReusePoolsAndOutputViews) {
     EXPECT_EQ(allocations, 2u);  // one host pool, one heap
     uint64_t seq_before = rt.group("tp")->next_allocation_seq();
     std::vector<Tensor> first_owned = exe.run(mlp_inputs(layers, rt.rank(), 0));
-    std::vector<Tensor> first_view = exe.run(mlp_inputs(layers, rt.rank(), 0), {OutputMode::view});
+    std::vector<Tensor> first_view = exe.run(mlp_inputs(layers, rt.rank(), 0), {OutputMode::view, {}});
     EXPECT_EQ(first_view[0].raw_data(), exe.buffer("r1").raw_data());  // a view into the pool
     EXPECT_NE(first_owned[0].raw_data(), first_view[0].raw_data());
     testing::expect_same(first_owned[0], first_view[0], "owned vs view");
     Tensor before = first_owned[0];
     for (int seed = 1; seed < 5; ++seed) {
       std::vector<Tensor> in = mlp_inputs(layers, rt.rank(), seed);
-      std::vector<Tensor> got = exe.run(in, {OutputMode::view});
+      std::vector<Tensor> got = exe.run(in, {OutputMode::view, {}});
       EXPECT_EQ(got[0].raw_data(), first_view[0].raw_data());
       testing::expect_same(got[0], exec::interpret(*source, in)[0], "run " + std::to_string(seed));
       testing::expect_same(first_view[0], got[0], "an old view sees the latest run");
@@ -225,7 +225,7 @@ TEST_P(ExecTest, OutputViewFedBackAsInput) {
     std::vector<Tensor> eager = in;
     eager[0] = testing::make_input({16, 64}, DType::f32, rt.rank(), 0);
     for (int it = 0; it < 3; ++it) {
-      std::vector<Tensor> got = exe.run(in, {OutputMode::view});
+      std::vector<Tensor> got = exe.run(in, {OutputMode::view, {}});
       EXPECT_EQ(exe.last_stats().copies, it == 0 ? 0u : 1u);
       eager[0] = exec::interpret(*source, eager)[0];
       testing::expect_same(got[0], eager[0], "iteration " + std::to_string(it));

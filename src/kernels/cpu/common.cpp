@@ -2,6 +2,7 @@
 #include "kernels/cpu/common.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "kernels/cpu/strided.hpp"
@@ -73,6 +74,16 @@ void copy_from(const Tensor& dst, const Tensor& src) {
     return;
   }
   copy_into(dst, src);
+}
+
+Tensor scratch_tensor(const Shape& shape, DType dtype, int slot) {
+  // Large fresh allocations are mmap'ed and fault in page by page on every call; a per-thread
+  // buffer that only grows keeps repeated conversions (bf16 matmul operands) off that path.
+  thread_local std::array<std::shared_ptr<Storage>, 4> pool;
+  std::shared_ptr<Storage>& s = pool.at(size_t(slot));
+  size_t bytes = size_t(numel(shape)) * dtype_size(dtype);
+  if (!s || s.use_count() > 1 || s->bytes() < bytes) s = Storage::allocate_host(bytes, false);
+  return Tensor::from_storage(s, 0, dtype, shape);
 }
 
 Tensor as_dtype(const Tensor& t, DType dtype, bool contiguous) {

@@ -53,6 +53,9 @@ void copy_from(const Tensor& dst, const Tensor& src);
 // `t` itself when it already has `dtype` (and is contiguous, when `contiguous`), else a fresh
 // contiguous converted copy.
 Tensor as_dtype(const Tensor& t, DType dtype, bool contiguous = false);
+// A contiguous tensor over this thread's scratch buffer number `slot` (0..3), reused across calls;
+// valid until the next scratch_tensor of the same slot on this thread.
+Tensor scratch_tensor(const Shape& shape, DType dtype, int slot);
 // Fills every element of `dst` (any strides) with a Scalar Value.
 void fill(const Tensor& dst, const Value& value);
 // Do the byte ranges that `a` and `b` can touch intersect?

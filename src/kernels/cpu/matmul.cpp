@@ -136,8 +136,13 @@ void matmul_into(const Tensor& dst, const Tensor& a, const Tensor& b, const Tens
       if (beta != T(0)) {
         copy_into(c, bias);  // broadcast to [m, n]
       }
-      Tensor a2 = half ? as_dtype(a, DType::f32) : a;
-      Tensor b2 = half ? as_dtype(b, DType::f32) : b;
+      Tensor a2 = a, b2 = b;
+      if (half) {
+        a2 = scratch_tensor(a.shape(), DType::f32, 0);
+        copy_into(a2, a);
+        b2 = scratch_tensor(b.shape(), DType::f32, 1);
+        copy_into(b2, b);
+      }
       batched_gemm<T>(a2, b2, c, alpha, beta);
     }
   });
