@@ -202,7 +202,7 @@ TEST_P(ExecTest, MutationViewsFusedMatchEager) {
         Tensor x = make_input({4, 8}, DType::f32, rt.rank(), 4), y = make_input({4, 8}, DType::f32, rt.rank(), 5);
         Tensor x_eager = testing::make_input({4, 8}, DType::f32, rt.rank(), 4);
         std::vector<Tensor> want = exec::interpret(*source, {x_eager, y});
-        std::vector<Tensor> got = exe.run({x, y}, {mode});
+        std::vector<Tensor> got = exe.run({x, y}, {mode, {}});
         ASSERT_EQ(got.size(), 3u);
         for (size_t i = 0; i < 3; ++i) testing::expect_same(got[i], want[i], "output " + std::to_string(i));
         testing::expect_same(x, x_eager, "the mutated input");
