@@ -213,7 +213,12 @@ TEST(Planner, LargeGraphsPlanFast) {
     auto t0 = std::chrono::steady_clock::now();
     auto plan = passes::emit_plan(g, passes::plan_memory(*g));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 0.5) << "reach " << reach;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const double limit = 10.0;  // sanitizers slow everything down; the bound is for release builds
+#else
+    const double limit = 0.5;
+#endif
+    EXPECT_LT(s, limit) << "reach " << reach;
     check_plan(*plan);
     for (const auto& p : plan->pools) {
       std::string tried;
