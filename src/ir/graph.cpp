@@ -25,6 +25,26 @@ std::string Layout::str() const {
 
 Tensor meta_of(const TensorType& t) { return Tensor::meta(t.shape, t.dtype); }
 
+symmflow::Value meta_value(const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::value: return meta_of(a.value->type());
+    case Arg::Kind::value_list: {
+      std::vector<Tensor> ts;
+      for (const Value* v : a.values) ts.push_back(meta_of(v->type()));
+      return ts;
+    }
+    case Arg::Kind::literal: return a.literal;
+  }
+  return None{};
+}
+
+GroupSizeResolver group_sizes(const Graph& g) {
+  return [&g](std::string_view name) -> std::optional<int64_t> {
+    if (!g.find_group(name)) return std::nullopt;
+    return g.group_size(name);
+  };
+}
+
 std::vector<Value*> Node::inputs() const {
   std::vector<Value*> out;
   for (const Arg& a : args_) {
@@ -182,22 +202,10 @@ namespace {
 
 std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
                       std::vector<symmflow::Value>* bound_values) {
-  auto to_value = [&](const Arg& a) -> symmflow::Value {
-    switch (a.kind) {
-      case Arg::Kind::value: return meta_of(a.value->type());
-      case Arg::Kind::value_list: {
-        std::vector<Tensor> ts;
-        for (Value* v : a.values) ts.push_back(meta_of(v->type()));
-        return ts;
-      }
-      case Arg::Kind::literal: return a.literal;
-    }
-    return None{};
-  };
   std::vector<symmflow::Value> pos;
   KwArgs kw;
-  for (const Arg& a : args) pos.push_back(to_value(a));
-  for (const auto& [name, a] : kwargs) kw.emplace_back(name, to_value(a));
+  for (const Arg& a : args) pos.push_back(meta_value(a));
+  for (const auto& [name, a] : kwargs) kw.emplace_back(name, meta_value(a));
   *bound_values = bind_args(op, pos, kw);
   const FunctionSchema& s = op.schema();
   std::vector<Arg> out(s.args.size());
@@ -229,10 +237,7 @@ Node* Graph::add_op(const OpDef& op, std::vector<Arg> args, std::vector<KwArg> k
   std::vector<Arg> bound_args = bind_ir(op, args, kwargs, &bound);
   std::vector<TensorSpec> specs;
   if (!op.schema().returns.empty()) {
-    ScopedGroupSizeResolver groups([this](std::string_view g) -> std::optional<int64_t> {
-      if (!find_group(g)) return std::nullopt;
-      return group_size(g);
-    });
+    ScopedGroupSizeResolver groups(group_sizes(*this));
     specs = op.shape_fn()(bound);
   }
   auto n = std::make_unique<Node>();
@@ -253,20 +258,8 @@ Node* Graph::add_functional(const OpDef& op, std::vector<Arg> bound, Node* befor
   std::vector<TensorType> types;
   if (!op.schema().returns.empty()) {
     std::vector<symmflow::Value> vals;
-    for (const Arg& a : bound) {
-      if (a.kind == Arg::Kind::value) vals.push_back(meta_of(a.value->type()));
-      else if (a.kind == Arg::Kind::value_list) {
-        std::vector<Tensor> ts;
-        for (Value* v : a.values) ts.push_back(meta_of(v->type()));
-        vals.push_back(ts);
-      } else {
-        vals.push_back(a.literal);
-      }
-    }
-    ScopedGroupSizeResolver groups([this](std::string_view g) -> std::optional<int64_t> {
-      if (!find_group(g)) return std::nullopt;
-      return group_size(g);
-    });
+    for (const Arg& a : bound) vals.push_back(meta_value(a));
+    ScopedGroupSizeResolver groups(group_sizes(*this));
     for (const TensorSpec& s : op.shape_fn()(vals)) types.push_back({s.dtype, s.shape});
   }
   for (int i : op.aliases().written_args) {

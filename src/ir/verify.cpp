@@ -23,10 +23,7 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
       note(nullptr, fmt::format("input '{}' is in {} but group '{}' is not declared", v->name(),
                                 v->layout().str(), v->layout().group));
   }
-  ScopedGroupSizeResolver groups([&g](std::string_view name) -> std::optional<int64_t> {
-    if (!g.find_group(name)) return std::nullopt;
-    return g.group_size(name);
-  });
+  ScopedGroupSizeResolver groups(group_sizes(g));
   for (const Node* n : g.nodes()) {
     std::string what = n->display_name();
     for (const Value* v : n->inputs()) {
@@ -56,16 +53,7 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
       }
       if (n->kind() == NodeKind::op && !n->op()->schema().returns.empty()) {
         std::vector<symmflow::Value> vals;
-        for (const Arg& a : n->args()) {
-          if (a.kind == Arg::Kind::value) vals.push_back(meta_of(a.value->type()));
-          else if (a.kind == Arg::Kind::value_list) {
-            std::vector<Tensor> ts;
-            for (const Value* v : a.values) ts.push_back(meta_of(v->type()));
-            vals.push_back(ts);
-          } else {
-            vals.push_back(a.literal);
-          }
-        }
+        for (const Arg& a : n->args()) vals.push_back(meta_value(a));
         try {
           std::vector<TensorSpec> specs = n->op()->shape_fn()(vals);
           for (size_t r = 0; r < specs.size() && r < n->outputs().size(); ++r) {

@@ -18,6 +18,7 @@
 #include "symmflow/core/dtype.hpp"
 #include "symmflow/core/shape.hpp"
 #include "symmflow/ir/diagnostics.hpp"
+#include "symmflow/ops/group_size.hpp"
 #include "symmflow/ops/registry.hpp"
 
 namespace symmflow::ir {
@@ -221,5 +222,9 @@ std::vector<Arg> bind_node_args(const OpDef& op, const std::vector<Arg>& args,
 
 // Meta tensor for a value's type (shape functions take tensors).
 Tensor meta_of(const TensorType& t);
+// An argument as shape functions see it: tensors as meta tensors, literals as they are.
+symmflow::Value meta_value(const Arg& a);
+// Resolves the graph's groups to their sizes for shape functions (see ops/group_size.hpp).
+GroupSizeResolver group_sizes(const Graph& g);
 
 }  // namespace symmflow::ir
