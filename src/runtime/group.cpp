@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "futex.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/tunables.hpp"
 #include "symmflow/runtime/wait.hpp"
@@ -15,7 +16,9 @@ namespace symmflow {
 
 namespace {
 constexpr int kKinds = 2;
-}
+constexpr uint32_t kSignalBit = 1;
+constexpr uint32_t kParkedBit = 2;
+}  // namespace
 
 Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
     : bootstrap_(bootstrap), name_(std::move(name)), ranks_(std::move(ranks)) {
@@ -41,7 +44,8 @@ int Group::member_index(int group_rank) const {
 
 std::atomic<uint32_t>* Group::flag(int owner, SignalKind kind, int channel, int from) const {
   auto* base = static_cast<std::atomic<uint32_t>*>(pads_->peer(member_index(owner)));
-  size_t index = (size_t(kind) * size_t(channels_) + size_t(channel)) * ranks_.size() + size_t(from);
+  size_t index =
+      (size_t(kind) * size_t(channels_) + size_t(channel)) * ranks_.size() + size_t(from);
   return base + index;
 }
 
@@ -56,32 +60,40 @@ void Group::check_alive(std::string_view op) const {
   SF_CHECK(!destroyed(), "{}: group '{}' was destroyed; create it again with new_group", op, name_);
 }
 
-void Group::raise(SignalKind kind, int peer, int channel, std::string_view op) {
-  std::atomic<uint32_t>* f = flag(peer, kind, channel, rank_);
-  uint32_t expected = 0;
-  if (f->compare_exchange_strong(expected, 1, std::memory_order_release, std::memory_order_relaxed))
-    return;
+// Note [signal protocol] in group.hpp: bit 1 is the signal, bit 2 says the other side parked.
+void Group::transition(std::atomic<uint32_t>* f, uint32_t from, uint32_t to,
+                       std::memory_order order, int peer, std::string_view op) {
+  uint32_t v = from;
+  if (f->compare_exchange_strong(v, to, order, std::memory_order_relaxed)) return;
   Waiter w(bootstrap_, {op, name_, bootstrap_->rank(), global_rank(peer)});
   for (;;) {
-    expected = 0;
-    if (f->compare_exchange_weak(expected, 1, std::memory_order_release, std::memory_order_relaxed))
-      return;
-    w.pause();
+    if ((v & kSignalBit) == from) {
+      // Ready: publish, and wake the other side if it parked.
+      if (f->compare_exchange_weak(v, to, order, std::memory_order_relaxed)) {
+        if (v & kParkedBit) futex_wake_all(f);
+        return;
+      }
+      continue;
+    }
+    if (!w.should_park()) {
+      w.pause();
+    } else if (v & kParkedBit) {
+      w.park(f, v);
+    } else if (f->compare_exchange_weak(v, v | kParkedBit, std::memory_order_relaxed)) {
+      w.park(f, v | kParkedBit);
+    } else {
+      continue;  // v was reloaded by the failed exchange
+    }
+    v = f->load(std::memory_order_relaxed);
   }
 }
 
+void Group::raise(SignalKind kind, int peer, int channel, std::string_view op) {
+  transition(flag(peer, kind, channel, rank_), 0, kSignalBit, std::memory_order_release, peer, op);
+}
+
 void Group::consume(SignalKind kind, int peer, int channel, std::string_view op) {
-  std::atomic<uint32_t>* f = flag(rank_, kind, channel, peer);
-  uint32_t expected = 1;
-  if (f->compare_exchange_strong(expected, 0, std::memory_order_acquire, std::memory_order_relaxed))
-    return;
-  Waiter w(bootstrap_, {op, name_, bootstrap_->rank(), global_rank(peer)});
-  for (;;) {
-    expected = 1;
-    if (f->compare_exchange_weak(expected, 0, std::memory_order_acquire, std::memory_order_relaxed))
-      return;
-    w.pause();
-  }
+  transition(flag(rank_, kind, channel, peer), kSignalBit, 0, std::memory_order_acquire, peer, op);
 }
 
 void Group::barrier(int channel, std::string_view op) {

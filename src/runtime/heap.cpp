@@ -64,13 +64,15 @@ SymmetricStorage::SymmetricStorage(std::shared_ptr<SymmetricHeap> heap)
 Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offset_bytes,
                         const Shape& shape, DType dtype) {
   size_t need = offset_bytes + size_t(numel(shape)) * dtype_size(dtype);
-  SF_CHECK(need <= heap->bytes(), "symmetric tensor {}{} at offset {} does not fit a heap of {} bytes",
-           dtype_name(dtype), shape_str(shape), offset_bytes, heap->bytes());
+  SF_CHECK(need <= heap->bytes(),
+           "symmetric tensor {}{} at offset {} does not fit a heap of {} bytes", dtype_name(dtype),
+           shape_str(shape), offset_bytes, heap->bytes());
   return Tensor::from_storage(std::make_shared<SymmetricStorage>(heap), offset_bytes, dtype, shape);
 }
 
 Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) {
-  for (int64_t s : shape) SF_CHECK(s >= 0, "empty_symmetric: negative dimension in {}", shape_str(shape));
+  for (int64_t s : shape)
+    SF_CHECK(s >= 0, "empty_symmetric: negative dimension in {}", shape_str(shape));
   const std::shared_ptr<Group>& g = Runtime::current().group(group);
   size_t bytes = size_t(numel(shape)) * dtype_size(dtype);
   auto heap = SymmetricHeap::allocate(g, bytes, "empty_symmetric");

@@ -50,7 +50,8 @@ namespace detail {
 void mpi_call_failed(int rc, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "code %d", rc);
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+    std::snprintf(text, sizeof text, "code %d", rc);
   throw_error(ErrorCode::Mpi, "{} failed: {} ({}:{})", call, text, file, line);
 }
 
@@ -64,8 +65,12 @@ constexpr int kRendezvousTag = 7001;
 constexpr int kCreateTag = 7002;
 constexpr double kTeardownMinS = 10.0;
 
-std::atomic<uint32_t>* state_of(char* control) { return reinterpret_cast<std::atomic<uint32_t>*>(control); }
-std::atomic<int32_t>* rank_of(char* control) { return reinterpret_cast<std::atomic<int32_t>*>(control + 4); }
+std::atomic<uint32_t>* state_of(char* control) {
+  return reinterpret_cast<std::atomic<uint32_t>*>(control);
+}
+std::atomic<int32_t>* rank_of(char* control) {
+  return reinterpret_cast<std::atomic<int32_t>*>(control + 4);
+}
 std::atomic<uint64_t>* progress_of(char* control, int index) {
   return reinterpret_cast<std::atomic<uint64_t>*>(control + kControlHeader) + index;
 }
@@ -126,6 +131,7 @@ MpiBootstrap::MpiBootstrap() {
   int node_rank = 0, node_size = 0;
   SF_MPI_CHECK(MPI_Comm_rank(node_, &node_rank));
   SF_MPI_CHECK(MPI_Comm_size(node_, &node_size));
+  local_ranks_ = node_size;
   int leader = rank_;
   SF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_));
   host_id_.resize(size_t(size_));
@@ -139,7 +145,8 @@ MpiBootstrap::MpiBootstrap() {
   // The control block (Note [control block]), owned by the host's first rank.
   MPI_Aint control_bytes = node_rank == 0 ? MPI_Aint(kControlHeader + 8 * size_t(node_size)) : 0;
   void* base = nullptr;
-  SF_MPI_CHECK(MPI_Win_allocate_shared(control_bytes, 1, MPI_INFO_NULL, node_, &base, &control_win_));
+  SF_MPI_CHECK(
+      MPI_Win_allocate_shared(control_bytes, 1, MPI_INFO_NULL, node_, &base, &control_win_));
   SF_MPI_CHECK(MPI_Win_set_errhandler(control_win_, MPI_ERRORS_RETURN));
   MPI_Aint size = 0;
   int disp = 0;
@@ -156,9 +163,13 @@ MpiBootstrap::MpiBootstrap() {
   comms_[all].comm = world_;
 }
 
-MpiBootstrap::~MpiBootstrap() { teardown(); }
+MpiBootstrap::~MpiBootstrap() {
+  teardown();
+}
 
-double MpiBootstrap::timeout_s() const { return tunables().timeout_s; }
+double MpiBootstrap::timeout_s() const {
+  return tunables().timeout_s;
+}
 
 void MpiBootstrap::poison(const std::string& why) {
   if (!control_) return;
@@ -178,28 +189,32 @@ std::optional<RankFailure> MpiBootstrap::failure() const {
 }
 
 void MpiBootstrap::set_progress(uint64_t tag) {
-  if (control_) progress_of(control_, node_index_[size_t(rank_)])->store(tag, std::memory_order_relaxed);
+  if (control_)
+    progress_of(control_, node_index_[size_t(rank_)])->store(tag, std::memory_order_relaxed);
 }
 
 int MpiBootstrap::absent_member(const std::vector<int>& members) const {
   // Note [naming the missing rank]: a member still idle or in an earlier exchange of this member
   // set has surely not arrived; failing that, one in an exchange of another member set.
   if (!control_) return -1;
-  uint64_t mine = progress_of(control_, node_index_[size_t(rank_)])->load(std::memory_order_relaxed);
+  uint64_t mine =
+      progress_of(control_, node_index_[size_t(rank_)])->load(std::memory_order_relaxed);
   int elsewhere = -1;
   for (int m : members) {
     int i = node_index_[size_t(m)];
     if (m == rank_ || i < 0) continue;
     uint64_t theirs = progress_of(control_, i)->load(std::memory_order_relaxed);
-    if (theirs == 0 || ((theirs >> 32) == (mine >> 32) && uint32_t(theirs) < uint32_t(mine))) return m;
+    if (theirs == 0 || ((theirs >> 32) == (mine >> 32) && uint32_t(theirs) < uint32_t(mine)))
+      return m;
     if ((theirs >> 32) != (mine >> 32) && elsewhere < 0) elsewhere = m;
   }
   return elsewhere;
 }
 
 void MpiBootstrap::check_usable(std::string_view op) const {
-  SF_CHECK(!torn_down_, "{}: the mpi transport was shut down (MPI_Finalize); it cannot be used "
-                        "after finalize",
+  SF_CHECK(!torn_down_,
+           "{}: the mpi transport was shut down (MPI_Finalize); it cannot be used "
+           "after finalize",
            op);
 }
 
@@ -243,7 +258,8 @@ void MpiBootstrap::rendezvous(const std::vector<int>& members, std::string_view 
                            &b->sends.back()));
   }
   std::vector<int> peers;
-  for (int m : members) if (m != rank_) peers.push_back(m);
+  for (int m : members)
+    if (m != rank_) peers.push_back(m);
   Waiter waiter(this, {op, "", rank_, -1});
   try {
     for (;;) {
@@ -265,7 +281,8 @@ void MpiBootstrap::rendezvous(const std::vector<int>& members, std::string_view 
         MPI_Request_free(&r);
       }
     }
-    for (MPI_Request& r : b->sends) if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    for (MPI_Request& r : b->sends)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     abandoned_.push_back(b);
     throw;
   }
@@ -283,8 +300,9 @@ MpiBootstrap::MemberComm& MpiBootstrap::member_comm(const std::vector<int>& memb
   auto it = comms_.find(members);
   if (it != comms_.end()) {
     if (it->second.broken)
-      throw_error(ErrorCode::Mpi, "{}: the exchange among ranks {} is unusable after an earlier "
-                                  "error: {}",
+      throw_error(ErrorCode::Mpi,
+                  "{}: the exchange among ranks {} is unusable after an earlier "
+                  "error: {}",
                   op, fmt::join(members, ", "), it->second.why);
     return it->second;
   }
@@ -350,10 +368,12 @@ std::vector<std::string> MpiBootstrap::allgather(const std::vector<int>& members
   for (size_t i = 0; i < keys.size(); ++i) {
     if (keys[i] != key) {
       std::string all;
-      for (size_t j = 0; j < keys.size(); ++j) all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
-      invalid_usage("{}: ranks {} are not in the same collective (different order or different "
-                    "calls):{}",
-                    op, fmt::join(members, ", "), all);
+      for (size_t j = 0; j < keys.size(); ++j)
+        all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
+      invalid_usage(
+          "{}: ranks {} are not in the same collective (different order or different "
+          "calls):{}",
+          op, fmt::join(members, ", "), all);
     }
   }
   return out;
@@ -368,17 +388,21 @@ std::shared_ptr<SharedRegion> MpiBootstrap::allocate_shared(const std::vector<in
   for (int m : members) {
     if (host_id_[size_t(m)] == host_id_[size_t(members[0])]) continue;
     std::string where;
-    for (int r : members) where += fmt::format("{}rank {} on {}", where.empty() ? "" : ", ", r, hosts_[size_t(r)]);
-    invalid_usage("{}: the ranks of this allocation span several hosts ({}); cross-host symmetric "
-                  "memory through MPI RMA is not implemented yet: the mpi transport allocates "
-                  "symmetric memory only among ranks of one host",
-                  op, where);
+    for (int r : members)
+      where += fmt::format("{}rank {} on {}", where.empty() ? "" : ", ", r, hosts_[size_t(r)]);
+    invalid_usage(
+        "{}: the ranks of this allocation span several hosts ({}); cross-host symmetric "
+        "memory through MPI RMA is not implemented yet: the mpi transport allocates "
+        "symmetric memory only among ranks of one host",
+        op, where);
   }
-  std::vector<std::string> sizes = allgather(members, "allocate:" + key, fmt::format("{}", bytes), op);
+  std::vector<std::string> sizes =
+      allgather(members, "allocate:" + key, fmt::format("{}", bytes), op);
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == sizes[0]) continue;
     std::string all;
-    for (size_t j = 0; j < sizes.size(); ++j) all += fmt::format("\n  rank {}: {} bytes", members[j], sizes[j]);
+    for (size_t j = 0; j < sizes.size(); ++j)
+      all += fmt::format("\n  rank {}: {} bytes", members[j], sizes[j]);
     invalid_usage("{}: shared allocation '{}' differs in size across ranks:{}", op, key, all);
   }
   MemberComm& mc = member_comm(members, op);
@@ -436,8 +460,10 @@ void MpiBootstrap::teardown() noexcept {
     }
   }
   if (!everyone) {
-    std::fprintf(stderr, "symmflow: rank %d: not every rank reached MPI_Finalize within %g s; "
-                         "leaving shared windows to the MPI library\n", rank_, limit);
+    std::fprintf(stderr,
+                 "symmflow: rank %d: not every rank reached MPI_Finalize within %g s; "
+                 "leaving shared windows to the MPI library\n",
+                 rank_, limit);
     control_ = nullptr;
     return;
   }
@@ -449,8 +475,10 @@ void MpiBootstrap::teardown() noexcept {
   // A communicator with a collective still posted (broken) is left to the MPI library.
   bool world_broken = false;
   for (auto& [members, mc] : comms_) {
-    if (mc.comm == world_) world_broken = mc.broken;
-    else if (!mc.broken) MPI_Comm_free(&mc.comm);
+    if (mc.comm == world_)
+      world_broken = mc.broken;
+    else if (!mc.broken)
+      MPI_Comm_free(&mc.comm);
   }
   comms_.clear();
   control_ = nullptr;

@@ -38,12 +38,13 @@ class Waiter;
 
 class MpiBootstrap : public Bootstrap {
  public:
-  MpiBootstrap();             // collective over MPI_COMM_WORLD; MPI must be initialized
-  ~MpiBootstrap() override;   // teardown(); never throws
+  MpiBootstrap();            // collective over MPI_COMM_WORLD; MPI must be initialized
+  ~MpiBootstrap() override;  // teardown(); never throws
 
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   const char* transport() const override { return "mpi"; }
+  int local_ranks() const override { return local_ranks_; }
   double timeout_s() const override;
 
   std::vector<std::string> allgather(const std::vector<int>& members, const std::string& key,
@@ -78,6 +79,7 @@ class MpiBootstrap : public Bootstrap {
 
   int rank_ = 0;
   int size_ = 0;
+  int local_ranks_ = 1;  // ranks on this host
   bool torn_down_ = false;
   MPI_Comm world_ = MPI_COMM_NULL;  // dup of MPI_COMM_WORLD: exchanges among all ranks
   MPI_Comm p2p_ = MPI_COMM_NULL;    // dup of MPI_COMM_WORLD: rendezvous and teardown barrier

@@ -25,9 +25,9 @@ namespace symmflow::detail {
 
 }  // namespace symmflow::detail
 
-#define SF_MPI_CHECK(call)                                                         \
-  do {                                                                             \
-    int sf_mpi_rc_ = (call);                                                       \
-    if (sf_mpi_rc_ != MPI_SUCCESS)                                                 \
+#define SF_MPI_CHECK(call)                                                        \
+  do {                                                                            \
+    int sf_mpi_rc_ = (call);                                                      \
+    if (sf_mpi_rc_ != MPI_SUCCESS)                                                \
       ::symmflow::detail::mpi_call_failed(sf_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)

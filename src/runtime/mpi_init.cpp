@@ -94,13 +94,16 @@ void on_terminate() {
 
 }  // namespace
 
-bool mpi_available() { return true; }
+bool mpi_available() {
+  return true;
+}
 
 Runtime& init_mpi(int* argc, char*** argv) {
   std::lock_guard lock(process_mutex());
   if (process) {
-    SF_CHECK(!process->torn_down, "init_mpi: MPI was already finalized in this process; the mpi "
-                                  "transport cannot be started again");
+    SF_CHECK(!process->torn_down,
+             "init_mpi: MPI was already finalized in this process; the mpi "
+             "transport cannot be started again");
     if (Runtime::current_or_null() != process->runtime.get())
       other_thread_scope = std::make_unique<RuntimeScope>(*process->runtime);
     return *process->runtime;

@@ -4,11 +4,14 @@
 
 namespace symmflow {
 
-bool mpi_available() { return false; }
+bool mpi_available() {
+  return false;
+}
 
 Runtime& init_mpi(int*, char***) {
-  invalid_usage("symmflow was built without MPI: install libopenmpi-dev and rebuild to use the "
-                "mpi transport");
+  invalid_usage(
+      "symmflow was built without MPI: install libopenmpi-dev and rebuild to use the "
+      "mpi transport");
 }
 
 }  // namespace symmflow

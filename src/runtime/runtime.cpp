@@ -27,7 +27,9 @@ Runtime::~Runtime() {
   for (auto& [name, g] : groups_) g->mark_destroyed();
 }
 
-Runtime* Runtime::current_or_null() { return current_runtime; }
+Runtime* Runtime::current_or_null() {
+  return current_runtime;
+}
 
 Runtime& Runtime::current() {
   SF_CHECK(current_runtime,
@@ -52,15 +54,17 @@ std::shared_ptr<Group> Runtime::new_group(const std::string& name, std::vector<i
   std::string mine = fmt::format("{}|{}", name, fmt::join(ranks, ","));
   std::vector<std::string> all = bootstrap_->allgather(sorted, "new_group", mine, "new_group");
   for (size_t i = 0; i < all.size(); ++i) {
-    SF_CHECK(all[i] == mine, "new_group: rank {} asked for '{}' but rank {} for '{}'", rank(),
-             mine, sorted[i], all[i]);
+    SF_CHECK(all[i] == mine, "new_group: rank {} asked for '{}' but rank {} for '{}'", rank(), mine,
+             sorted[i], all[i]);
   }
   auto g = std::make_shared<Group>(bootstrap_.get(), name, std::move(ranks));
   groups_.emplace(name, g);
   return g;
 }
 
-bool Runtime::has_group(std::string_view name) const { return groups_.find(name) != groups_.end(); }
+bool Runtime::has_group(std::string_view name) const {
+  return groups_.find(name) != groups_.end();
+}
 
 const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
   auto it = groups_.find(name);
@@ -89,6 +93,8 @@ RuntimeScope::RuntimeScope(Runtime& rt)
           })) {
   current_runtime = &rt;
 }
-RuntimeScope::~RuntimeScope() { current_runtime = previous_; }
+RuntimeScope::~RuntimeScope() {
+  current_runtime = previous_;
+}
 
 }  // namespace symmflow

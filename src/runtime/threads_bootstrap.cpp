@@ -84,6 +84,7 @@ class ThreadsBootstrap : public Bootstrap {
   int rank() const override { return rank_; }
   int world_size() const override { return world_->size(); }
   const char* transport() const override { return "threads"; }
+  int local_ranks() const override { return world_->size(); }
   double timeout_s() const override { return world_->timeout_s(); }
 
   std::vector<std::string> allgather(const std::vector<int>& members, const std::string& key,
@@ -152,10 +153,12 @@ std::vector<std::string> ThreadsBootstrap::allgather(const std::vector<int>& mem
   for (size_t i = 0; i < keys.size(); ++i) {
     if (keys[i] != key) {
       std::string all;
-      for (size_t j = 0; j < keys.size(); ++j) all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
-      invalid_usage("{}: ranks {} are not in the same collective (different order or different "
-                    "calls):{}",
-                    op, fmt::join(members, ", "), all);
+      for (size_t j = 0; j < keys.size(); ++j)
+        all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
+      invalid_usage(
+          "{}: ranks {} are not in the same collective (different order or different "
+          "calls):{}",
+          op, fmt::join(members, ", "), all);
     }
   }
   return out;
@@ -194,8 +197,8 @@ std::shared_ptr<SharedRegion> ThreadsBootstrap::allocate_shared(const std::vecto
 std::vector<std::exception_ptr> run_threads_collect(int world_size,
                                                     const std::function<void(Runtime&)>& fn,
                                                     const ThreadsOptions& options) {
-  SF_CHECK(world_size >= 1 && world_size <= 1024, "run_threads: world size {} out of range [1, 1024]",
-           world_size);
+  SF_CHECK(world_size >= 1 && world_size <= 1024,
+           "run_threads: world size {} out of range [1, 1024]", world_size);
   double timeout = options.timeout_s > 0 ? options.timeout_s : tunables().timeout_s;
   auto world = std::make_shared<ThreadWorld>(world_size, timeout);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world_size));
@@ -235,7 +238,8 @@ void run_threads(int world_size, const std::function<void(Runtime&)>& fn,
   };
   size_t first = errors.size();
   for (size_t r = 0; r < errors.size(); ++r) {
-    if (errors[r] && (first == errors.size() || (is_consequence(errors[first]) && !is_consequence(errors[r]))))
+    if (errors[r] &&
+        (first == errors.size() || (is_consequence(errors[first]) && !is_consequence(errors[r]))))
       first = r;
   }
   for (size_t r = first; r < errors.size(); ++r) {

@@ -37,11 +37,13 @@ double parse_double(const std::string& env, const std::string& v, double lo, dou
   return x;
 }
 
-#define INT_ROW(field, lo, hi, doc)                                                 \
-  Row{#field, doc, [](const Tunables& t) { return fmt::format("{}", t.field); },     \
+#define INT_ROW(field, lo, hi, doc)                                              \
+  Row {                                                                          \
+#field, doc, [](const Tunables& t) { return fmt::format("{}", t.field); },     \
       [](Tunables& t, const std::string& v) {                                         \
         t.field = parse_int(env_name(#field), v, lo, hi);                             \
-      }}
+      } \
+  }
 
 std::string env_name(const std::string& field) {
   std::string out = "SYMMFLOW_";
@@ -51,14 +53,17 @@ std::string env_name(const std::string& field) {
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> kRows = {
-      Row{"timeout_s", "Seconds any wait (barrier, signal, rendezvous, bootstrap) may take before "
-                       "it raises Timeout naming op, group, rank and peer",
+      Row{"timeout_s",
+          "Seconds any wait (barrier, signal, rendezvous, bootstrap) may take before "
+          "it raises Timeout naming op, group, rank and peer",
           [](const Tunables& t) { return fmt::format("{}", t.timeout_s); },
           [](Tunables& t, const std::string& v) {
             t.timeout_s = parse_double(env_name("timeout_s"), v, 0.001, 86400);
           }},
       INT_ROW(spin_count, 0, int64_t(1) << 40, "Busy polls before a wait starts yielding the core"),
-      INT_ROW(yield_count, 0, int64_t(1) << 40, "Yields before a wait starts sleeping"),
+      INT_ROW(oversubscribed_spin_count, 0, int64_t(1) << 40,
+              "Busy polls before a wait yields when this host runs more ranks than usable CPUs"),
+      INT_ROW(yield_count, 0, int64_t(1) << 40, "Yields before a wait parks (futex) or sleeps"),
       INT_ROW(sleep_us, 0, 1000000, "Microseconds slept between polls once a wait backed off"),
       INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,

@@ -1,18 +1,35 @@
-// Waiter: spin, then yield, then sleep; check deadline and world failure every 256 polls (and on
-// every poll once backed off). Errors name op, group, this rank and the peer waited for.
+// Waiter: spin, then park on the awaited word (futex) or yield and sleep; check deadline and world
+// failure every 256 polls (and on every poll once backed off). Errors name op, group, this rank and
+// the peer waited for.
 #include "symmflow/runtime/wait.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "futex.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow {
 
+namespace {
+// Longest single park: a parked rank notices a failed peer or its deadline within this.
+constexpr std::chrono::microseconds kParkSlice{1000};
+
+bool oversubscribed(const Bootstrap* bootstrap) {
+  static const int cpus = usable_cpus();
+  return bootstrap && bootstrap->local_ranks() > cpus;
+}
+}  // namespace
+
 Waiter::Waiter(const Bootstrap* bootstrap, WaitSite site)
-    : bootstrap_(bootstrap), site_(site), start_(std::chrono::steady_clock::now()) {}
+    : bootstrap_(bootstrap), site_(site), start_(std::chrono::steady_clock::now()) {
+  const Tunables& t = tunables();
+  spin_limit_ = oversubscribed(bootstrap) ? t.oversubscribed_spin_count : t.spin_count;
+  yield_limit_ = t.yield_count;
+}
 
 void Waiter::pause() {
   // A failure or deadline seen on one poll ends the wait only after the caller polled once more:
@@ -20,18 +37,29 @@ void Waiter::pause() {
   if (expired_) fail();
   const Tunables& t = tunables();
   ++polls_;
-  if (polls_ <= t.spin_count) {
+  if (polls_ <= spin_limit_) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
     if ((polls_ & 255) != 0) return;
-  } else if (polls_ <= t.spin_count + t.yield_count) {
+  } else if (polls_ <= spin_limit_ + t.yield_count) {
     std::this_thread::yield();
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(t.sleep_us));
   }
+  check_deadline();
+}
+
+void Waiter::park(std::atomic<uint32_t>* word, uint32_t value) {
+  if (expired_) fail();
+  ++polls_;
+  futex_wait(word, value, kParkSlice);
+  check_deadline();
+}
+
+void Waiter::check_deadline() {
   if (bootstrap_ && bootstrap_->failure()) expired_ = true;
-  double limit = bootstrap_ ? bootstrap_->timeout_s() : t.timeout_s;
+  double limit = bootstrap_ ? bootstrap_->timeout_s() : tunables().timeout_s;
   if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > limit)
     expired_ = true;
 }

@@ -7,11 +7,14 @@
 
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow {
 namespace {
 
-ThreadsOptions fast_timeout(double s = 0.5) { return ThreadsOptions{s}; }
+ThreadsOptions fast_timeout(double s = 0.5) {
+  return ThreadsOptions{s};
+}
 
 std::string message_of(const std::exception_ptr& p) {
   if (!p) return "<no error>";
@@ -84,6 +87,67 @@ TEST(Runtime, PutAndWaitSignalRing) {
   });
 }
 
+// Every wait parks on its flag at once (no spinning, no yielding): 8 ranks on this machine's cores
+// exchange data through barriers and a signal ring; a lost wake-up would hang until the timeout.
+TEST(Runtime, ParkedWaitsAreWokenAndOrderWrites) {
+  Tunables saved = tunables(), t = saved;
+  t.spin_count = t.oversubscribed_spin_count = t.yield_count = 0;
+  set_tunables(t);
+  const int w = 8, rounds = 300;
+  std::vector<std::atomic<int>> slots(w);
+  auto start = std::chrono::steady_clock::now();
+  run_threads(
+      w,
+      [&](Runtime& rt) {
+        Group& g = *rt.group("world");
+        int next = (g.rank() + 1) % w, prev = (g.rank() + w - 1) % w;
+        for (int i = 0; i < rounds; ++i) {
+          slots[size_t(rt.rank())].store(i, std::memory_order_relaxed);
+          g.barrier(0, "test");
+          for (int p = 0; p < w; ++p)
+            ASSERT_EQ(slots[size_t(p)].load(std::memory_order_relaxed), i);
+          g.put_signal(next, 1, "ring");
+          g.wait_signal(prev, 1, "ring");
+          g.barrier(2, "test");
+        }
+      },
+      fast_timeout(10));
+  set_tunables(saved);
+  // Each wait parks for at most a 1 ms slice before it looks again, so a lost wake-up costs a
+  // millisecond; 900 rounds of waits without any would take ~1 s or more.
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 5.0);
+}
+
+// A rank parked on a signal is woken by the put, not by its 1 ms re-check: 500 rounds of ping-pong
+// between two parked ranks (1000 parks) end long before 1000 slices (1 s) would (7 ms here).
+TEST(Runtime, ParkedSignalIsWokenByThePut) {
+  Tunables saved = tunables(), t = saved;
+  t.spin_count = t.oversubscribed_spin_count = t.yield_count = 0;
+  set_tunables(t);
+  const int rounds = 500;
+  auto start = std::chrono::steady_clock::now();
+  run_threads(
+      2,
+      [&](Runtime& rt) {
+        Group& g = *rt.group("world");
+        int other = 1 - g.rank();
+        for (int i = 0; i < rounds; ++i) {
+          if (g.rank() == 0) {
+            g.put_signal(other, 0, "ping");
+            g.wait_signal(other, 0, "pong");
+          } else {
+            g.wait_signal(other, 0, "ping");
+            g.put_signal(other, 0, "pong");
+          }
+        }
+      },
+      fast_timeout(10));
+  set_tunables(saved);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 0.4) << "each park waited for its slice: wake-ups are lost";
+}
+
 TEST(Runtime, SubgroupsAndOverlappingGroups) {
   run_threads(4, [&](Runtime& rt) {
     int r = rt.rank();
@@ -121,9 +185,9 @@ TEST(Runtime, SymmetricTensorsSeePeersCopies) {
 }
 
 TEST(Runtime, AllocationSizeMismatchNamesEveryRank) {
-  auto errors = run_threads_collect(3, [&](Runtime& rt) {
-    empty_symmetric({rt.rank() == 1 ? 8 : 4}, DType::f32, "world");
-  }, fast_timeout());
+  auto errors = run_threads_collect(
+      3, [&](Runtime& rt) { empty_symmetric({rt.rank() == 1 ? 8 : 4}, DType::f32, "world"); },
+      fast_timeout());
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(message_of(errors[size_t(r)]),
               "empty_symmetric: symmetric allocation in group 'world' differs across ranks (every "
@@ -137,19 +201,27 @@ TEST(Runtime, AllocationSizeMismatchNamesEveryRank) {
 
 TEST(Runtime, AllocationOrderMismatchIsDetected) {
   // Rank 0 allocates A(16 B) then B(32 B); rank 1 allocates B then A.
-  auto errors = run_threads_collect(2, [&](Runtime& rt) {
-    int64_t first = rt.rank() == 0 ? 4 : 8;
-    empty_symmetric({first}, DType::f32, "world");
-  }, fast_timeout());
+  auto errors = run_threads_collect(
+      2,
+      [&](Runtime& rt) {
+        int64_t first = rt.rank() == 0 ? 4 : 8;
+        empty_symmetric({first}, DType::f32, "world");
+      },
+      fast_timeout());
   EXPECT_NE(message_of(errors[0]).find("rank 1: allocation #0 of 32 bytes"), std::string::npos);
   EXPECT_NE(message_of(errors[1]).find("rank 0: allocation #0 of 16 bytes"), std::string::npos);
 }
 
 TEST(Runtime, DifferentCollectivesAreDetected) {
-  auto errors = run_threads_collect(2, [&](Runtime& rt) {
-    if (rt.rank() == 0) rt.new_group("a", {0, 1});
-    else empty_symmetric({4}, DType::f32, "world");
-  }, fast_timeout());
+  auto errors = run_threads_collect(
+      2,
+      [&](Runtime& rt) {
+        if (rt.rank() == 0)
+          rt.new_group("a", {0, 1});
+        else
+          empty_symmetric({4}, DType::f32, "world");
+      },
+      fast_timeout());
   EXPECT_EQ(code_of(errors[0]), ErrorCode::InvalidUsage);
   EXPECT_NE(message_of(errors[0]).find("are not in the same collective"), std::string::npos)
       << message_of(errors[0]);
@@ -193,27 +265,33 @@ TEST(Runtime, BadGroupLists) {
 
 TEST(Runtime, RankThatThrowsFailsPeersFast) {
   auto start = std::chrono::steady_clock::now();
-  auto errors = run_threads_collect(4, [&](Runtime& rt) {
-    if (rt.rank() == 2) throw Error(ErrorCode::InvalidUsage, "boom");
-    rt.group("world")->barrier(0, "symm_mem::one_shot_all_reduce");
-  }, fast_timeout(20));
+  auto errors = run_threads_collect(
+      4,
+      [&](Runtime& rt) {
+        if (rt.rank() == 2) throw Error(ErrorCode::InvalidUsage, "boom");
+        rt.group("world")->barrier(0, "symm_mem::one_shot_all_reduce");
+      },
+      fast_timeout(20));
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(took, 5.0);  // far below the 20 s timeout
   EXPECT_EQ(message_of(errors[2]), "boom");
   for (int r : {0, 1, 3}) {
     EXPECT_EQ(code_of(errors[size_t(r)]), ErrorCode::PeerFailure);
-    EXPECT_EQ(message_of(errors[size_t(r)]).rfind(
-                  "symm_mem::one_shot_all_reduce: rank 2 failed (boom) while rank " +
-                      std::to_string(r) + " waited",
-                  0),
+    EXPECT_EQ(message_of(errors[size_t(r)])
+                  .rfind("symm_mem::one_shot_all_reduce: rank 2 failed (boom) while rank " +
+                             std::to_string(r) + " waited",
+                         0),
               0u)
         << message_of(errors[size_t(r)]);
   }
   try {
-    run_threads(4, [&](Runtime& rt) {
-      if (rt.rank() == 2) throw Error(ErrorCode::InvalidUsage, "boom");
-      rt.group("world")->barrier(0, "x");
-    }, fast_timeout(20));
+    run_threads(
+        4,
+        [&](Runtime& rt) {
+          if (rt.rank() == 2) throw Error(ErrorCode::InvalidUsage, "boom");
+          rt.group("world")->barrier(0, "x");
+        },
+        fast_timeout(20));
     FAIL();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "rank 2: boom");  // the root cause, not a peer's consequence
@@ -222,10 +300,13 @@ TEST(Runtime, RankThatThrowsFailsPeersFast) {
 
 TEST(Runtime, RankThatNeverArrivesTimesOutNamingIt) {
   auto start = std::chrono::steady_clock::now();
-  auto errors = run_threads_collect(4, [&](Runtime& rt) {
-    if (rt.rank() == 3) return;  // never calls the barrier
-    rt.group("world")->barrier(0, "symm_mem::one_shot_all_reduce");
-  }, fast_timeout(0.3));
+  auto errors = run_threads_collect(
+      4,
+      [&](Runtime& rt) {
+        if (rt.rank() == 3) return;  // never calls the barrier
+        rt.group("world")->barrier(0, "symm_mem::one_shot_all_reduce");
+      },
+      fast_timeout(0.3));
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(took, 3.0);
   EXPECT_FALSE(errors[3]);
@@ -236,8 +317,10 @@ TEST(Runtime, RankThatNeverArrivesTimesOutNamingIt) {
     std::string msg = message_of(errors[size_t(r)]);
     if (code_of(errors[size_t(r)]) == ErrorCode::Timeout) {
       ++timeouts;
-      EXPECT_EQ(msg, "symm_mem::one_shot_all_reduce: timed out after 0.3 s in group 'world' on "
-                     "rank " + std::to_string(r) + " waiting for rank 3");
+      EXPECT_EQ(msg,
+                "symm_mem::one_shot_all_reduce: timed out after 0.3 s in group 'world' on "
+                "rank " +
+                    std::to_string(r) + " waiting for rank 3");
     } else {
       EXPECT_EQ(code_of(errors[size_t(r)]), ErrorCode::PeerFailure);
       EXPECT_NE(msg.find("timed out after 0.3 s in group 'world'"), std::string::npos) << msg;
@@ -257,12 +340,14 @@ TEST(Runtime, UseAfterGroupDestroyed) {
       g->barrier(0, "symm_mem::barrier");
       ADD_FAILURE();
     } catch (const Error& e) {
-      EXPECT_STREQ(e.what(), "symm_mem::barrier: group 'tp' was destroyed; create it again with new_group");
+      EXPECT_STREQ(e.what(),
+                   "symm_mem::barrier: group 'tp' was destroyed; create it again with new_group");
     }
     symmetric_heap_of(t.view(), "symm_mem::one_shot_all_reduce", "input", *g);
   });
-  EXPECT_EQ(message_of(errors[0]),
-            "symm_mem::one_shot_all_reduce: group 'tp' was destroyed; create it again with new_group");
+  EXPECT_EQ(
+      message_of(errors[0]),
+      "symm_mem::one_shot_all_reduce: group 'tp' was destroyed; create it again with new_group");
 }
 
 TEST(Runtime, NonSymmetricAndWrongGroupTensors) {

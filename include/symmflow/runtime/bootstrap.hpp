@@ -38,6 +38,9 @@ class Bootstrap {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual const char* transport() const = 0;  // "threads" or "mpi"
+  // Ranks of this world on this rank's host (all of them on threads): waits compare it with the
+  // usable CPUs to tell whether spinning can help.
+  virtual int local_ranks() const = 0;
   // Bound of every wait of this world, in seconds (tunables().timeout_s unless overridden).
   virtual double timeout_s() const = 0;
 

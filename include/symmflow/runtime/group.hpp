@@ -11,6 +11,11 @@
 // compare-exchange 1 -> 0 with acquire order. So every store A made before put_signal is visible to
 // B after wait_signal, flags return to zero after each use (replay-safe), and signals are never
 // lost or merged. barrier(c) = raise to every peer, then consume from every peer.
+// A side that has to wait spins, yields and then parks on the flag (futex; wait.hpp): it sets the
+// flag's parked bit (2) by compare-exchange, and the other side, whose compare-exchange then sees
+// the bit, wakes it after publishing (value 1 -> 0 clears the bit too; 0|2 -> 1 likewise). Only
+// one rank raises and one consumes a given flag, so at most one side is parked on it at a time.
+// Waking costs a system call only when someone parked.
 #pragma once
 
 #include <atomic>
@@ -54,6 +59,10 @@ class Group {
   // Raise / consume one flag (the building blocks of the above).
   void raise(SignalKind kind, int peer, int channel, std::string_view op);
   void consume(SignalKind kind, int peer, int channel, std::string_view op);
+  // Waits until the flag's signal bit equals `from`, then stores `to` (clearing the parked bit)
+  // with `order` and wakes a parked peer.
+  void transition(std::atomic<uint32_t>* f, uint32_t from, uint32_t to, std::memory_order order,
+                  int peer, std::string_view op);
 
   // All-gather of small strings among the members (for validation).
   std::vector<std::string> allgather(std::string data, std::string_view op);

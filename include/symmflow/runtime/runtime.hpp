@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "symmflow/runtime/bootstrap.hpp"
 #include "symmflow/ops/group_size.hpp"
+#include "symmflow/runtime/bootstrap.hpp"
 #include "symmflow/runtime/group.hpp"
 
 namespace symmflow {

@@ -10,18 +10,19 @@
 namespace symmflow {
 
 struct Tunables {
-  double timeout_s = 30.0;              // every wait (barrier, signal, bootstrap)
-  int64_t spin_count = 1024;            // busy polls before a wait starts yielding
-  int64_t yield_count = 1000000;        // yields before a wait starts sleeping
-  int64_t sleep_us = 50;                // sleep between polls once backed off
-  int64_t signal_channels = 16;         // channels per signal pad
-  int64_t one_shot_max_bytes = 131072;  // all-reduce: one-shot up to here, two-shot above
-  bool debug_collectives = false;       // cross-rank fingerprint check of every collective
+  double timeout_s = 30.0;                // every wait (barrier, signal, bootstrap)
+  int64_t spin_count = 1024;              // busy polls before a wait starts yielding
+  int64_t oversubscribed_spin_count = 0;  // the same when ranks on this host > usable CPUs
+  int64_t yield_count = 10000;            // yields before a wait parks or sleeps
+  int64_t sleep_us = 50;                  // sleep between polls once backed off
+  int64_t signal_channels = 16;           // channels per signal pad
+  int64_t one_shot_max_bytes = 131072;    // all-reduce: one-shot up to here, two-shot above
+  bool debug_collectives = false;         // cross-rank fingerprint check of every collective
 };
 
 struct TunableInfo {
-  std::string name;   // "timeout_s"
-  std::string env;    // "SYMMFLOW_TIMEOUT_S"
+  std::string name;  // "timeout_s"
+  std::string env;   // "SYMMFLOW_TIMEOUT_S"
   std::string default_value;
   std::string value;  // in force
   std::string doc;

@@ -1,9 +1,15 @@
 // Bounded waiting. Every wait in the runtime goes through Waiter: it spins tunables().spin_count
-// polls, then yields, then sleeps tunables().sleep_us between polls, so that 8 ranks on 2 cores
-// still make progress; every few polls it checks the deadline and the world's failure flag.
+// polls (tunables().oversubscribed_spin_count, default 0, when this host runs more ranks than it
+// has usable CPUs: spinning then only steals the core from the rank being waited for), then yields
+// the core tunables().yield_count times, then backs off: it parks on the word it waits for (park(),
+// futex, woken by the writer) or, for waits without such a word, sleeps tunables().sleep_us between
+// polls (pause()). So 8 ranks on 2 cores make progress, and a long wait costs no CPU. Every few
+// polls, and after every park, it checks the deadline and the world's failure flag.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -26,14 +32,23 @@ class Waiter {
   // Call once per failed poll; throws Timeout or PeerFailure when the wait must end (one poll
   // after the failure or deadline was first seen).
   void pause();
+  // True once spinning and yielding are spent: the caller should park() instead of pause().
+  bool should_park() const { return polls_ >= spin_limit_ + yield_limit_; }
+  // Sleeps while *word == value (futex), at most a slice of the remaining time, then checks the
+  // deadline and the failure flag like pause(). The writer that changes *word must wake it
+  // (futex_wake_all) if it sees that someone parked.
+  void park(std::atomic<uint32_t>* word, uint32_t value);
   void set_peer(int peer) { site_.peer = peer; }
 
  private:
   [[noreturn]] void fail();
+  void check_deadline();
   const Bootstrap* bootstrap_;
   WaitSite site_;
   std::chrono::steady_clock::time_point start_;
   int64_t polls_ = 0;
+  int64_t spin_limit_ = 0;
+  int64_t yield_limit_ = 0;
   bool expired_ = false;
 };
 
