@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/rendezvous.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
@@ -34,25 +35,30 @@ std::string describe(const std::vector<std::string>& all, const Group& g) {
 
 }  // namespace
 
-std::shared_ptr<SymmetricHeap> SymmetricHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
-                                                       std::string_view op) {
-  group->check_alive(op);
-  Request mine{group->next_allocation_seq(), bytes};
+uint64_t validate_symmetric_request(Group& group, size_t bytes, std::string_view op) {
+  group.check_alive(op);
+  Request mine{group.next_allocation_seq(), bytes};
   std::string blob(sizeof mine, '\0');
   std::memcpy(blob.data(), &mine, sizeof mine);
-  std::vector<std::string> all = group->allgather(blob, op);
+  std::vector<std::string> all = group.allgather(blob, op);
   bool same = true;
   for (const std::string& b : all) same = same && b == all[0];
   SF_CHECK(same,
            "{}: symmetric allocation in group '{}' differs across ranks (every rank must allocate "
            "the same sizes in the same order):{}",
-           op, group->name(), describe(all, *group));
+           op, group.name(), describe(all, group));
+  return mine.seq;
+}
+
+std::shared_ptr<SymmetricHeap> SymmetricHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
+                                                       std::string_view op) {
+  uint64_t seq = validate_symmetric_request(*group, bytes, op);
   auto heap = std::shared_ptr<SymmetricHeap>(new SymmetricHeap());
-  heap->seq_ = mine.seq;
+  heap->seq_ = seq;
   std::vector<int> sorted = group->ranks();
   std::sort(sorted.begin(), sorted.end());
   heap->region_ = group->bootstrap().allocate_shared(
-      sorted, fmt::format("heap:{}:{}", group->name(), mine.seq), std::max<size_t>(bytes, 64), op);
+      sorted, fmt::format("heap:{}:{}", group->name(), seq), std::max<size_t>(bytes, 64), op);
   heap->group_ = std::move(group);
   return heap;
 }

@@ -68,6 +68,8 @@ const std::vector<Row>& rows() {
       INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),
+      INT_ROW(cuda_one_shot_max_bytes, 0, int64_t(1) << 40,
+              "The same choice on GPUs (cuda backend): one-shot up to this many bytes"),
       Row{"debug_collectives",
           "1: every collective first checks that all ranks call the same op with the same "
           "dtype and size (costs one extra exchange)",

@@ -1,0 +1,229 @@
+// All-reduce on this host's GPUs: symmflow's cuda algorithms beside NCCL, measured in one run on
+// the same GPUs, each captured as a CUDA graph of --calls calls and replayed; a sample is one
+// replay's time / calls on the slowest rank; the figure is the median over --replays samples.
+//
+//   bench_cuda_allreduce [--dtype bf16] [--min 4K] [--max 256M] [--calls 10] [--replays 30]
+//                        [--json FILE]
+//
+// Rows: symmflow one_shot (out of place), symmflow two_shot (in place in a DeviceHeap buffer),
+// symmflow auto (the algorithm choose() picks, in place), nccl (ncclAllReduce, in place).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#ifdef SYMMFLOW_BENCH_NCCL
+#include <nccl.h>
+#endif
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/cuda.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace {
+
+using namespace symmflow;
+
+#define CHECK_CUDA(call)                                                            \
+  do {                                                                              \
+    cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess)                                                          \
+      throw_error(ErrorCode::Cuda, "{} failed: {}", #call, cudaGetErrorString(e_)); \
+  } while (0)
+
+int64_t parse_bytes(std::string t) {
+  int64_t unit = 1;
+  char last = t.empty() ? ' ' : t.back();
+  if (last == 'K') unit = 1 << 10;
+  if (last == 'M') unit = 1 << 20;
+  if (last == 'G') unit = int64_t(1) << 30;
+  if (unit != 1) t.pop_back();
+  return std::stoll(t) * unit;
+}
+
+std::string fmt_bytes(int64_t b) {
+  if (b >= (1 << 20)) return fmt::format("{}M", b >> 20);
+  if (b >= 1024) return fmt::format("{}K", b >> 10);
+  return fmt::format("{}", b);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Options {
+  DType dtype = DType::bf16;
+  int64_t min_bytes = 4096, max_bytes = 256 << 20;
+  int calls = 10, replays = 30;
+  std::string json;
+};
+
+struct Row {
+  std::string impl;
+  int64_t bytes;
+  double median_us;
+};
+
+// Captures `calls` calls of `call` into a graph, replays it, returns the per-call median of the
+// slowest rank.
+double time_graph(Group& g, cudaStream_t s, int calls, int replays,
+                  const std::function<void()>& call) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) call();
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  std::vector<double> mine;
+  for (int r = -3; r < replays; ++r) {
+    g.barrier(0, "bench");
+    CHECK_CUDA(cudaEventRecord(a, s));
+    CHECK_CUDA(cudaGraphLaunch(exec, s));
+    CHECK_CUDA(cudaEventRecord(b, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 0) mine.push_back(double(ms) * 1000.0 / calls);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::string blob(mine.size() * sizeof(double), '\0');
+  std::memcpy(blob.data(), mine.data(), blob.size());
+  std::vector<double> worst(mine.size(), 0.0);
+  for (const std::string& other : g.allgather(blob, "bench")) {
+    for (size_t i = 0; i < worst.size(); ++i) {
+      double v;
+      std::memcpy(&v, other.data() + i * sizeof(double), sizeof v);
+      worst[i] = std::max(worst[i], v);
+    }
+  }
+  return median(worst);
+}
+
+void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
+  cuda::bind_device();
+  auto group = rt.group("world");
+  const size_t es = dtype_size(o.dtype);
+  auto comm = cuda::Communicator::create(group, size_t(o.max_bytes));
+  auto heap = cuda::DeviceHeap::allocate(group, size_t(o.max_bytes));
+  void *in = nullptr, *out = nullptr;
+  CHECK_CUDA(cudaMalloc(&in, size_t(o.max_bytes)));
+  CHECK_CUDA(cudaMalloc(&out, size_t(o.max_bytes)));
+  CHECK_CUDA(cudaMemset(in, 0, size_t(o.max_bytes)));
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+#ifdef SYMMFLOW_BENCH_NCCL
+  ncclUniqueId id;
+  if (rt.rank() == 0) ncclGetUniqueId(&id);
+  std::string blob(reinterpret_cast<char*>(&id), sizeof id);
+  blob = group->allgather(blob, "bench")[0];
+  std::memcpy(&id, blob.data(), sizeof id);
+  ncclComm_t nccl;
+  SF_CHECK(ncclCommInitRank(&nccl, rt.world_size(), id, rt.rank()) == ncclSuccess,
+           "ncclCommInitRank failed");
+  ncclDataType_t nt = o.dtype == DType::bf16  ? ncclBfloat16
+                      : o.dtype == DType::f16 ? ncclFloat16
+                                              : ncclFloat32;
+  auto nccl_check = [](ncclResult_t r, const char* what) {
+    SF_CHECK(r == ncclSuccess, "{} failed: {}", what, ncclGetErrorString(r));
+  };
+  // NCCL sets itself up on its first call, which must not be inside a capture.
+  nccl_check(ncclAllReduce(in, in, 1024, nt, ncclSum, nccl, s), "ncclAllReduce (warm-up)");
+  CHECK_CUDA(cudaStreamSynchronize(s));
+#endif
+  for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+    const int64_t n = bytes / int64_t(es);
+    auto add = [&](const std::string& impl, const std::function<void()>& call) {
+      double us = time_graph(*group, s, o.calls, o.replays, call);
+      comm->check();
+      if (rt.rank() == 0) {
+        rows.push_back({impl, bytes, us});
+        std::cerr << fmt::format("  {:<22} {:>6} {:>10.2f} us\n", impl, fmt_bytes(bytes), us);
+      }
+    };
+    add("symmflow_one_shot", [&] { comm->all_reduce(in, out, n, o.dtype, "sum", s); });
+    add("symmflow_two_shot",
+        [&] { comm->all_reduce_inplace(*heap, 0, n, o.dtype, "sum", s, cuda::Algo::two_shot); });
+#ifdef SYMMFLOW_BENCH_NCCL
+    add("nccl", [&] {
+      nccl_check(ncclAllReduce(in, in, size_t(n), nt, ncclSum, nccl, s), "ncclAllReduce");
+    });
+#endif
+  }
+#ifdef SYMMFLOW_BENCH_NCCL
+  ncclCommDestroy(nccl);
+#endif
+  cudaStreamDestroy(s);
+  cudaFree(in);
+  cudaFree(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"All-reduce on this host's GPUs: symmflow (cuda backend) beside NCCL"};
+  Options o;
+  std::string dtype = "bf16", min_b = "4K", max_b = "256M";
+  app.add_option("--dtype", dtype, "f32, bf16 or f16");
+  app.add_option("--min", min_b, "Smallest size in bytes (K, M suffixes)");
+  app.add_option("--max", max_b, "Largest size in bytes (powers of 4 from --min)");
+  app.add_option("--calls", o.calls, "Calls per captured graph");
+  app.add_option("--replays", o.replays, "Timed replays per size");
+  app.add_option("--json", o.json, "Write the rows to this file as JSON");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::optional<DType> d = parse_dtype(dtype);
+    SF_CHECK(d && (*d == DType::f32 || *d == DType::bf16 || *d == DType::f16),
+             "bench_cuda_allreduce: --dtype {}: expected f32, bf16 or f16", dtype);
+    o.dtype = *d;
+    o.min_bytes = parse_bytes(min_b);
+    o.max_bytes = parse_bytes(max_b);
+    int gpus = cuda::device_count();
+    if (gpus < 1) {
+      std::cerr << "bench_cuda_allreduce: no GPU\n";
+      return 0;
+    }
+    std::vector<Row> rows;
+    run_threads(std::min(gpus, 8), [&](Runtime& rt) { run(rt, o, rows); });
+    nlohmann::json j = nlohmann::json::array();
+    std::map<int64_t, std::map<std::string, double>> table;
+    for (const Row& r : rows) {
+      j.push_back({{"impl", r.impl},
+                   {"bytes", r.bytes},
+                   {"median_us", r.median_us},
+                   {"ranks", std::min(gpus, 8)},
+                   {"dtype", dtype}});
+      table[r.bytes][r.impl] = r.median_us;
+    }
+    if (!o.json.empty()) std::ofstream(o.json) << j.dump(1) << "\n";
+    std::cout << fmt::format("{:>8} {:>12} {:>12} {:>10}\n", "bytes", "one_shot_us", "two_shot_us",
+                             "nccl_us");
+    for (auto& [b, m] : table) {
+      std::cout << fmt::format("{:>8} {:>12.2f} {:>12.2f} {:>10.2f}\n", fmt_bytes(b),
+                               m["symmflow_one_shot"], m["symmflow_two_shot"], m["nccl"]);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "bench_cuda_allreduce: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,33 @@
+# The cuda transport and its kernels (src/runtime/cuda, src/kernels/cuda) build into a second
+# library, symmflow_cuda, when a CUDA compiler is found (SYMMFLOW_CUDA=AUTO, the default) or when
+# asked for (ON); OFF skips them. Without a GPU at run time its tests skip (tests/cuda).
+set(SYMMFLOW_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
+set(SYMMFLOW_CUDA_FOUND OFF)
+if(NOT SYMMFLOW_CUDA STREQUAL "OFF" AND NOT SYMMFLOW_SANITIZE AND NOT SYMMFLOW_BUILD_FUZZ)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper (H100, H200): the GPUs these kernels are tuned for
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 does not know how to ask nvcc 13 for C++20; the .cu files are C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED OFF)
+    find_package(CUDAToolkit REQUIRED)
+    set(SYMMFLOW_CUDA_FOUND ON)
+    message(STATUS "CUDA found (${CMAKE_CUDA_COMPILER_VERSION}): building the cuda backend")
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+      message(STATUS "NCCL found (${NCCL_LIBRARY}): the cuda bench measures NCCL beside symmflow")
+    endif()
+  elseif(SYMMFLOW_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "SYMMFLOW_CUDA=ON but no CUDA compiler was found")
+  else()
+    message(STATUS "CUDA not found: the cuda backend is disabled")
+  endif()
+endif()

@@ -1,0 +1,108 @@
+// The cuda transport: GPU symmetric memory over NVLink and the collectives that use it.
+//
+// One process drives every local GPU with one rank thread per GPU (symmflow::run_threads): each
+// rank thread calls cuda::bind_device() first, which selects GPU (rank % device_count) and enables
+// peer access to every other GPU, so a kernel can load and store its peers' memory directly.
+//
+//   symmflow::run_threads(2, [](symmflow::Runtime& rt) {
+//     symmflow::cuda::bind_device();
+//     auto comm = symmflow::cuda::Communicator::create(rt.group("world"), 1 << 20);
+//     comm->all_reduce(in, out, n, DType::bf16, "sum", stream);   // device pointers, any stream
+//     comm->synchronize(stream);                                   // raises on timeout
+//   });
+//
+// A DeviceHeap is the GPU twin of SymmetricHeap: one collective allocation of the same size on
+// every member, behind the same validated rendezvous (allocation number, size, group; a mismatch
+// raises on every rank naming what differed), with every member's device address.
+//
+// Collectives never allocate and keep their call count on the device, so a CUDA graph that
+// captured them replays correctly. Waits on the GPU are bounded: a kernel whose peer does not
+// arrive within tunables().timeout_s gives up, and the next synchronize() (or check()) raises
+// Timeout on the host naming the op, group, rank and peer. After that the communicator refuses
+// further calls.
+//
+// Defined in the library symmflow_cuda, built when a CUDA compiler is found (cmake/Cuda.cmake;
+// SYMMFLOW_HAVE_CUDA is then defined for its users).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "symmflow/core/dtype.hpp"
+#include "symmflow/runtime/group.hpp"
+
+namespace symmflow::cuda {
+
+// GPUs visible to this process; 0 without a driver, without a GPU or without the cuda backend.
+int device_count();
+// Selects GPU (rank % device_count()) for the calling rank thread and enables peer access to every
+// other GPU. Returns the device index.
+int bind_device();
+
+class DeviceHeap {
+ public:
+  // Collective over `group`; zeroed memory.
+  static std::shared_ptr<DeviceHeap> allocate(std::shared_ptr<Group> group, size_t bytes,
+                                              std::string_view op = "cuda::DeviceHeap");
+  ~DeviceHeap();
+  const std::shared_ptr<Group>& group() const { return group_; }
+  size_t bytes() const { return bytes_; }
+  void* local() const;
+  void* peer(int group_rank) const;
+
+  struct Blocks;  // the members' allocations, owned jointly (src/runtime/cuda/heap.cpp)
+
+ private:
+  DeviceHeap() = default;
+  std::shared_ptr<Group> group_;
+  std::shared_ptr<Blocks> blocks_;
+  size_t bytes_ = 0;
+};
+
+// Algorithms of all_reduce (Note [cuda all-reduce] in src/kernels/cuda/all_reduce.cu).
+//   one_shot: every rank pushes its input into every peer's staging buffer, signals, and reduces
+//             all copies locally: one synchronization, W-1 copies of the data over the links.
+//   two_shot: reduce-scatter then all-gather, pushing both ways; in place on a DeviceHeap buffer.
+enum class Algo { automatic, one_shot, two_shot };
+const char* algo_name(Algo a);
+Algo parse_algo(std::string_view name);  // "auto", "one_shot", "two_shot"
+
+class Communicator {
+ public:
+  // Collective over `group`: allocates the staging buffers (2 x world x max_bytes per rank) and
+  // signal pads. `max_bytes` bounds the size of one call.
+  static std::unique_ptr<Communicator> create(std::shared_ptr<Group> group, size_t max_bytes);
+  ~Communicator();
+
+  // The algorithm for a call of `bytes` (the same on every rank: a function of the size, the world
+  // size and the tunables only). one_shot up to tunables().cuda_one_shot_max_bytes.
+  Algo choose(int64_t bytes) const;
+
+  // out = reduce over ranks of in (n elements of `dtype`; f32, bf16, f16), one_shot algorithm (or
+  // whatever `algo` says; two_shot needs a symmetric buffer: use all_reduce_inplace). `in` and
+  // `out` are device pointers of this rank's GPU and may be equal. Enqueued on `stream`
+  // (cudaStream_t, nullptr for the legacy stream); capture-safe.
+  void all_reduce(const void* in, void* out, int64_t n, DType dtype, std::string_view reduce_op,
+                  void* stream, Algo algo = Algo::one_shot);
+  // In place on n elements at `offset_bytes` of `heap` (a DeviceHeap of this group); algorithm
+  // from choose() unless given.
+  void all_reduce_inplace(const DeviceHeap& heap, size_t offset_bytes, int64_t n, DType dtype,
+                          std::string_view reduce_op, void* stream, Algo algo = Algo::automatic);
+
+  // Waits for `stream` and raises if a collective of this communicator failed on the GPU.
+  void synchronize(void* stream);
+  // Raises if a collective failed (reads the device status; the caller synchronized).
+  void check();
+  const std::shared_ptr<Group>& group() const { return group_; }
+
+  struct State;  // device workspace and launch configuration (src/runtime/cuda/communicator.cpp)
+
+ private:
+  Communicator() = default;
+  std::shared_ptr<Group> group_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace symmflow::cuda

@@ -1,0 +1,305 @@
+// All-reduce kernels of the cuda backend over a Communicator's workspace (workspace_device.hpp).
+//
+// Note [cuda all-reduce]
+// Every transfer between GPUs is a store into a peer's memory (NVLink writes are cheaper than
+// reads), and a rank learns that data arrived from a flag the writer stores after it, with release
+// order at system scope; the reader loads the flag with acquire order. Each block of the grid
+// signals and waits on its own flag, so no grid-wide barrier is needed: block b of every rank
+// handles the same elements (the launch shape depends on the size only).
+//
+// one_shot (W ranks, any input and output pointers):
+//   1. block b copies its slice of the input into staging[parity][me] of every rank (itself too);
+//   2. it stores tag = call + 1 into flags[0][me][b] of every rank;
+//   3. it waits until flags[0][src][b] >= tag on its own rank for every src;
+//   4. it reduces staging[parity][0..W-1] in rank order (in f32) into its slice of the output.
+//   One synchronization on the critical path and no trailing barrier: the staging half written by
+//   call k (parity k % 2) is written again only by call k + 2, and a rank starts call k + 2 only
+//   after its call k + 1 saw every peer's call k + 1 flags, which peers store after their call k
+//   ended (stream order), reads of staging included.
+// two_shot (in place on a buffer of a DeviceHeap: v.data[r] is every rank's address of it):
+//   1. the buffer is cut into W chunks; block b pushes its slice of chunk q into staging[parity]
+//      [me] of rank q (q != me) and signals flags[0];
+//   2. after the W-1 slices for its own chunk arrived, it reduces them with its own slice in rank
+//      order, stores the result in its buffer and in every peer's buffer, and signals flags[1];
+//   3. it waits for the W-1 results of the other chunks (flags[1]).
+//   A peer writes our chunk q only after reading its own slice of it for step 1 (its flags[0]
+//   said so), and the call ends only when every peer's results arrived, so the buffer is complete
+//   and nobody writes it afterwards.
+// The call count lives on the GPU (read by every block, advanced by the last block to finish), so
+// a captured CUDA graph replays with fresh tags. A wait gives up after timeout_ns (globaltimer)
+// and records the peer in status; the host raises (communicator.cpp).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/collectives.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Waits until *flag >= tag (wrap-safe); false when the deadline passed or another block failed.
+__device__ bool wait_tag(const uint32_t* flag, uint32_t tag, uint64_t deadline,
+                         const volatile int* status) {
+  for (int spins = 1;; ++spins) {
+    if (int32_t(load_acquire(flag) - tag) >= 0) return true;
+    if ((spins & 63) == 0 && (now_ns() > deadline || *status != 0)) return false;
+  }
+}
+
+// Threads 0..W-1 wait for src = thread's flag of `phase` (skipping `skip`, -1 for none), then the
+// block synchronizes. Returns false (for the whole block) when a wait failed.
+__device__ bool wait_all(const WorkspaceView& v, int phase, uint32_t tag, uint64_t deadline,
+                         int skip) {
+  const int src = int(threadIdx.x);
+  if (src < v.world && src != skip &&
+      !wait_tag(v.flags[v.rank] + flag_index(phase, src, int(blockIdx.x)), tag, deadline,
+                v.status)) {
+    atomicCAS(v.status, 0, 1 + src);
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(v.status) == 0;
+}
+
+// After the block's stores: thread 0 publishes them to every rank (but `skip`) with `tag`. The
+// block barrier orders every thread's stores before thread 0's release store, and release is
+// cumulative, so no separate fence is needed.
+__device__ void signal_all(const WorkspaceView& v, int phase, uint32_t tag, int skip) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < v.world; ++q) {
+      if (q != skip) store_release(v.flags[q] + flag_index(phase, v.rank, int(blockIdx.x)), tag);
+    }
+  }
+}
+
+// The last block to finish advances the call count.
+__device__ void finish(const WorkspaceView& v, uint32_t call) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(v.done, 1u) == gridDim.x - 1) {
+      *v.done = 0;
+      __threadfence();
+      *static_cast<volatile uint32_t*>(v.calls) = call + 1;
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float to_f(T x) {
+  return float(x);
+}
+template <>
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <>
+__device__ __forceinline__ float to_f(__half x) {
+  return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_f(float x) {
+  return T(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half from_f(float x) {
+  return __float2half_rn(x);
+}
+
+// Matches the cpu kernels (kernels/cpu/collectives/reduce.hpp): max keeps acc unless acc < v.
+template <ReduceKind Op>
+__device__ __forceinline__ float combine(float acc, float v) {
+  if constexpr (Op == ReduceKind::max) return acc < v ? v : acc;
+  if constexpr (Op == ReduceKind::min) return v < acc ? v : acc;
+  return acc + v;
+}
+
+// K elements moved as one unit (16 bytes when vectorized).
+template <typename T, int K>
+struct alignas(sizeof(T) * K) Pack {
+  T v[K];
+};
+
+template <typename T, int K, ReduceKind Op>
+__device__ __forceinline__ Pack<T, K> reduce_units(const Pack<T, K>* const* srcs, int world,
+                                                   int64_t i, float divisor) {
+  Pack<T, K> first = srcs[0][i];
+  float acc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) acc[k] = to_f(first.v[k]);
+  for (int s = 1; s < world; ++s) {
+    Pack<T, K> p = srcs[s][i];
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = combine<Op>(acc[k], to_f(p.v[k]));
+  }
+  Pack<T, K> out;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    out.v[k] = from_f<T>(Op == ReduceKind::avg ? acc[k] / divisor : acc[k]);
+  }
+  return out;
+}
+
+template <typename U>
+__device__ __forceinline__ U* slot(const WorkspaceView& v, int rank, int parity, int src) {
+  return reinterpret_cast<U*>(v.staging[rank] + (int64_t(parity) * v.world + src) * v.stage_bytes);
+}
+
+template <typename T, int K, ReduceKind Op>
+__global__ void __launch_bounds__(1024)
+    one_shot_kernel(WorkspaceView v, const Pack<T, K>* in, Pack<T, K>* out, int64_t units) {
+  using P = Pack<T, K>;
+  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
+  const uint32_t tag = call + 1;
+  const int parity = int(call & 1);
+  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const int64_t per = (units + gridDim.x - 1) / gridDim.x;
+  const int64_t lo = int64_t(blockIdx.x) * per;
+  const int64_t hi = lo + per < units ? lo + per : units;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    P x = in[i];
+    for (int q = 0; q < v.world; ++q) slot<P>(v, q, parity, v.rank)[i] = x;
+  }
+  signal_all(v, 0, tag, -1);
+  if (wait_all(v, 0, tag, deadline, -1)) {
+    const P* srcs[kMaxRanks];
+    for (int s = 0; s < v.world; ++s) srcs[s] = slot<P>(v, v.rank, parity, s);
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      out[i] = reduce_units<T, K, Op>(srcs, v.world, i, float(v.world));
+    }
+  }
+  finish(v, call);
+}
+
+template <typename T, int K, ReduceKind Op>
+__global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t units) {
+  using P = Pack<T, K>;
+  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
+  const uint32_t tag = call + 1;
+  const int parity = int(call & 1);
+  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const int me = v.rank;
+  const int64_t chunk = (units + v.world - 1) / v.world;
+  const int64_t per = (chunk + gridDim.x - 1) / gridDim.x;
+  const int64_t lo = int64_t(blockIdx.x) * per;
+  const int64_t hi = lo + per < chunk ? lo + per : chunk;
+  P* mine = reinterpret_cast<P*>(v.data[me]);
+  // 1. Push my slice of every other rank's chunk to that rank.
+  for (int q = 0; q < v.world; ++q) {
+    if (q == me) continue;
+    P* dst = slot<P>(v, q, parity, me);
+    const int64_t base = int64_t(q) * chunk;
+    const int64_t end = units - base < hi ? units - base : hi;
+    for (int64_t i = lo + threadIdx.x; i < end; i += blockDim.x) dst[i] = mine[base + i];
+  }
+  signal_all(v, 0, tag, me);
+  if (wait_all(v, 0, tag, deadline, me)) {
+    // 2. Reduce my chunk in rank order; store it here and in every peer's buffer.
+    const int64_t base = int64_t(me) * chunk;
+    const P* srcs[kMaxRanks];
+    for (int s = 0; s < v.world; ++s) {
+      srcs[s] = s == me ? mine + base : slot<P>(v, me, parity, s);
+    }
+    const int64_t end = units - base < hi ? units - base : hi;
+    for (int64_t i = lo + threadIdx.x; i < end; i += blockDim.x) {
+      P r = reduce_units<T, K, Op>(srcs, v.world, i, float(v.world));
+      for (int q = 0; q < v.world; ++q) reinterpret_cast<P*>(v.data[q])[base + i] = r;
+    }
+    signal_all(v, 1, tag, me);
+    // 3. Wait for the other chunks.
+    wait_all(v, 1, tag, deadline, me);
+  }
+  finish(v, call);
+}
+
+template <typename T, int K>
+void one_shot_as(const WorkspaceView& v, const void* in, void* out, int64_t n, ReduceKind op,
+                 const Launch& l, cudaStream_t s) {
+  using P = Pack<T, K>;
+  auto* i = static_cast<const P*>(in);
+  auto* o = static_cast<P*>(out);
+  const int64_t units = n / K;
+  switch (op) {
+    case ReduceKind::sum: one_shot_kernel<T, K, ReduceKind::sum><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+    case ReduceKind::avg: one_shot_kernel<T, K, ReduceKind::avg><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+    case ReduceKind::max: one_shot_kernel<T, K, ReduceKind::max><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+    case ReduceKind::min: one_shot_kernel<T, K, ReduceKind::min><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+  }
+}
+
+template <typename T, int K>
+void two_shot_as(const WorkspaceView& v, int64_t n, ReduceKind op, const Launch& l,
+                 cudaStream_t s) {
+  const int64_t units = n / K;
+  switch (op) {
+    case ReduceKind::sum: two_shot_kernel<T, K, ReduceKind::sum><<<l.blocks, l.threads, 0, s>>>(v, units); break;
+    case ReduceKind::avg: two_shot_kernel<T, K, ReduceKind::avg><<<l.blocks, l.threads, 0, s>>>(v, units); break;
+    case ReduceKind::max: two_shot_kernel<T, K, ReduceKind::max><<<l.blocks, l.threads, 0, s>>>(v, units); break;
+    case ReduceKind::min: two_shot_kernel<T, K, ReduceKind::min><<<l.blocks, l.threads, 0, s>>>(v, units); break;
+  }
+}
+
+template <typename T, int K>
+struct OneShot {
+  static void run(const WorkspaceView& v, const void* in, void* out, int64_t n, ReduceKind op,
+                  const Launch& l, cudaStream_t s) {
+    one_shot_as<T, K>(v, in, out, n, op, l, s);
+  }
+};
+template <typename T, int K>
+struct TwoShot {
+  static void run(const WorkspaceView& v, int64_t n, ReduceKind op, const Launch& l,
+                  cudaStream_t s) {
+    two_shot_as<T, K>(v, n, op, l, s);
+  }
+};
+
+// F<T, K>::run(args...) for the element type, K = 16 bytes of T when vectorized, else 1.
+template <template <typename, int> class F, typename... Args>
+void dispatch(ElemType type, bool vec, Args&&... args) {
+  switch (type) {
+    case ElemType::f32:
+      vec ? F<float, 4>::run(args...) : F<float, 1>::run(args...);
+      return;
+    case ElemType::bf16:
+      vec ? F<__nv_bfloat16, 8>::run(args...) : F<__nv_bfloat16, 1>::run(args...);
+      return;
+    case ElemType::f16:
+      vec ? F<__half, 8>::run(args...) : F<__half, 1>::run(args...);
+      return;
+  }
+}
+
+}  // namespace
+
+int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
+                    ReduceKind op, const Launch& l, void* stream) {
+  dispatch<OneShot>(type, l.vec, v, in, out, n, op, l, static_cast<cudaStream_t>(stream));
+  return int(cudaGetLastError());
+}
+
+int launch_two_shot(const WorkspaceView& v, int64_t n, ElemType type, ReduceKind op,
+                    const Launch& l, void* stream) {
+  dispatch<TwoShot>(type, l.vec, v, n, op, l, static_cast<cudaStream_t>(stream));
+  return int(cudaGetLastError());
+}
+
+}  // namespace symmflow::cuda

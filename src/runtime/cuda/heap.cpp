@@ -1,0 +1,130 @@
+// DeviceHeap: GPU symmetric memory of one process's GPUs (cuda.hpp).
+// Contract: allocate() runs the same validated rendezvous as SymmetricHeap (a mismatch of
+// allocation number or size raises on every member before anything is allocated), then each
+// member allocates its block on its own GPU and the members exchange their blocks through a
+// process-wide table; every member's heap owns all blocks jointly, so a block is freed only when
+// the last member dropped it and a late store from a peer never lands in freed memory.
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "runtime/cuda/check.hpp"
+#include "runtime/rendezvous.hpp"
+#include "symmflow/runtime/cuda.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+
+namespace {
+
+struct Block {
+  void* ptr = nullptr;
+  int device = 0;
+  ~Block() {
+    if (!ptr) return;
+    int saved = 0;
+    cudaGetDevice(&saved);
+    cudaSetDevice(device);
+    cudaFree(ptr);
+    cudaSetDevice(saved);
+  }
+};
+
+struct Table {
+  std::mutex mutex;
+  // key -> (blocks by member index, members that took their copy)
+  std::map<std::string, std::pair<std::vector<std::shared_ptr<Block>>, size_t>> slots;
+};
+Table& table() {
+  static Table t;
+  return t;
+}
+
+}  // namespace
+
+struct DeviceHeap::Blocks {
+  std::vector<std::shared_ptr<Block>> all;
+  size_t mine = 0;
+};
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int bind_device() {
+  int n = device_count();
+  SF_CHECK(n > 0, "cuda: no GPU is visible to this process");
+  Runtime* rt = Runtime::current_or_null();
+  int dev = rt ? rt->rank() % n : 0;
+  SF_CUDA_CHECK(cudaSetDevice(dev));
+  for (int p = 0; p < n; ++p) {
+    if (p == dev) continue;
+    int ok = 0;
+    SF_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, dev, p));
+    if (!ok) continue;
+    cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();
+    } else {
+      SF_CUDA_CHECK(e);
+    }
+  }
+  return dev;
+}
+
+std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
+                                                 std::string_view op) {
+  SF_CHECK(std::string_view(group->bootstrap().transport()) == "threads",
+           "{}: GPU symmetric memory needs the ranks in one process (the threads transport, one "
+           "rank thread per GPU); the {} transport is not supported by the cuda backend yet",
+           op, group->bootstrap().transport());
+  uint64_t seq = validate_symmetric_request(*group, bytes, op);
+  auto block = std::make_shared<Block>();
+  SF_CUDA_CHECK(cudaGetDevice(&block->device));
+  size_t size = std::max<size_t>(bytes, 256);
+  SF_CUDA_CHECK(cudaMalloc(&block->ptr, size));
+  SF_CUDA_CHECK(cudaMemset(block->ptr, 0, size));
+  SF_CUDA_CHECK(cudaDeviceSynchronize());
+  std::string key = fmt::format("{}:{}", group->name(), seq);
+  size_t index = size_t(group->member_index(group->rank()));
+  size_t members = group->ranks().size();
+  {
+    std::lock_guard lock(table().mutex);
+    auto& slot = table().slots[key];
+    slot.first.resize(members);
+    slot.first[index] = block;
+  }
+  group->allgather("", op);  // every member stored its block
+  auto blocks = std::make_shared<Blocks>();
+  blocks->mine = index;
+  {
+    std::lock_guard lock(table().mutex);
+    auto it = table().slots.find(key);
+    blocks->all = it->second.first;
+    if (++it->second.second == members) table().slots.erase(it);
+  }
+  auto heap = std::shared_ptr<DeviceHeap>(new DeviceHeap());
+  heap->group_ = std::move(group);
+  heap->blocks_ = std::move(blocks);
+  heap->bytes_ = bytes;
+  return heap;
+}
+
+DeviceHeap::~DeviceHeap() = default;
+
+void* DeviceHeap::local() const {
+  return blocks_->all[blocks_->mine]->ptr;
+}
+void* DeviceHeap::peer(int group_rank) const {
+  return blocks_->all.at(size_t(group_->member_index(group_rank)))->ptr;
+}
+
+}  // namespace symmflow::cuda
