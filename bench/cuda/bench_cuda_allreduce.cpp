@@ -5,8 +5,9 @@
 //   bench_cuda_allreduce [--dtype bf16] [--min 4K] [--max 256M] [--calls 10] [--replays 30]
 //                        [--json FILE]
 //
-// Rows: symmflow one_shot (out of place), symmflow two_shot (in place in a DeviceHeap buffer),
-// symmflow auto (the algorithm choose() picks, in place), nccl (ncclAllReduce, in place).
+// Rows: symmflow (in place in a DeviceHeap buffer, the algorithm choose() picks: the figure that
+// counts), symmflow_one_shot (out of place), symmflow_two_shot (in place), nccl (ncclAllReduce, in
+// place).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -70,6 +71,7 @@ struct Options {
   int64_t min_bytes = 4096, max_bytes = 256 << 20;
   int calls = 10, replays = 30;
   std::string json;
+  std::string impls;  // empty: all
 };
 
 struct Row {
@@ -153,6 +155,8 @@ void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
     const int64_t n = bytes / int64_t(es);
     auto add = [&](const std::string& impl, const std::function<void()>& call) {
+      if (!o.impls.empty() && ("," + o.impls + ",").find("," + impl + ",") == std::string::npos)
+        return;
       double us = time_graph(*group, s, o.calls, o.replays, call);
       comm->check();
       if (rt.rank() == 0) {
@@ -160,6 +164,7 @@ void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
         std::cerr << fmt::format("  {:<22} {:>6} {:>10.2f} us\n", impl, fmt_bytes(bytes), us);
       }
     };
+    add("symmflow", [&] { comm->all_reduce_inplace(*heap, 0, n, o.dtype, "sum", s); });
     add("symmflow_one_shot", [&] { comm->all_reduce(in, out, n, o.dtype, "sum", s); });
     add("symmflow_two_shot",
         [&] { comm->all_reduce_inplace(*heap, 0, n, o.dtype, "sum", s, cuda::Algo::two_shot); });
@@ -189,6 +194,7 @@ int main(int argc, char** argv) {
   app.add_option("--calls", o.calls, "Calls per captured graph");
   app.add_option("--replays", o.replays, "Timed replays per size");
   app.add_option("--json", o.json, "Write the rows to this file as JSON");
+  app.add_option("--impls", o.impls, "Comma-separated rows to measure (default: all)");
   CLI11_PARSE(app, argc, argv);
   try {
     std::optional<DType> d = parse_dtype(dtype);
@@ -215,11 +221,12 @@ int main(int argc, char** argv) {
       table[r.bytes][r.impl] = r.median_us;
     }
     if (!o.json.empty()) std::ofstream(o.json) << j.dump(1) << "\n";
-    std::cout << fmt::format("{:>8} {:>12} {:>12} {:>10}\n", "bytes", "one_shot_us", "two_shot_us",
-                             "nccl_us");
+    std::cout << fmt::format("{:>8} {:>12} {:>12} {:>12} {:>10}\n", "bytes", "symmflow_us",
+                             "one_shot_us", "two_shot_us", "nccl_us");
     for (auto& [b, m] : table) {
-      std::cout << fmt::format("{:>8} {:>12.2f} {:>12.2f} {:>10.2f}\n", fmt_bytes(b),
-                               m["symmflow_one_shot"], m["symmflow_two_shot"], m["nccl"]);
+      std::cout << fmt::format("{:>8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n", fmt_bytes(b),
+                               m["symmflow"], m["symmflow_one_shot"], m["symmflow_two_shot"],
+                               m["nccl"]);
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_cuda_allreduce: " << e.what() << "\n";

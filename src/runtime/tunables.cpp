@@ -70,6 +70,8 @@ const std::vector<Row>& rows() {
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),
       INT_ROW(cuda_one_shot_max_bytes, 0, int64_t(1) << 40,
               "The same choice on GPUs (cuda backend): one-shot up to this many bytes"),
+      INT_ROW(cuda_threads, 32, 1024, "Threads per block of the GPU collectives (multiple of 32)"),
+      INT_ROW(cuda_blocks_per_sm, 1, 4, "Most blocks per multiprocessor of the GPU two-shot"),
       Row{"debug_collectives",
           "1: every collective first checks that all ranks call the same op with the same "
           "dtype and size (costs one extra exchange)",

@@ -1,6 +1,7 @@
 """Merges the JSON rows of bench_cuda_allreduce and torch_allreduce.py (measured in the same
-device call) into one table: per size, symmflow's best algorithm beside NCCL and PyTorch, the
-ratio best peer time / symmflow time (>1: symmflow faster) and symmflow's bus bandwidth."""
+device call) into one table: per size, symmflow (the algorithm its table picks, in place) and its
+one_shot and two_shot beside NCCL and PyTorch's paths, the ratio best peer time / symmflow time
+(>1: symmflow faster) and symmflow's bus bandwidth."""
 import json
 import sys
 
@@ -25,15 +26,14 @@ def cell(v):
 
 
 print(f"all_reduce bf16 sum, {ranks} GPUs, CUDA graph replay, median us per call (slowest rank)")
-print(f"{'bytes':>6} {'sf_1shot':>9} {'sf_2shot':>9} {'nccl':>9} {'t_nccl':>9} {'t_1shot':>9} "
+print(f"{'bytes':>6} {'symmflow':>9} {'sf_1shot':>9} {'sf_2shot':>9} {'nccl':>9} {'t_nccl':>9} {'t_1shot':>9} "
       f"{'t_2shot':>9} {'best_peer':>9} {'ratio':>6} {'busbw':>7}")
 for b in sorted(by):
     m = by[b]
-    ours = [v for k, v in m.items() if k.startswith("symmflow")]
     peers = [v for k, v in m.items() if not k.startswith("symmflow")]
-    best, peer = (min(ours) if ours else None), (min(peers) if peers else None)
+    best, peer = m.get("symmflow"), (min(peers) if peers else None)
     ratio = f"{peer / best:6.2f}" if best and peer else f"{'-':>6}"
     busbw = f"{b / (best * 1e-6) / 1e9 * 2 * (ranks - 1) / ranks:7.1f}" if best else f"{'-':>7}"
-    print(f"{fmt_bytes(b):>6} {cell(m.get('symmflow_one_shot'))} {cell(m.get('symmflow_two_shot'))} "
+    print(f"{fmt_bytes(b):>6} {cell(best)} {cell(m.get('symmflow_one_shot'))} {cell(m.get('symmflow_two_shot'))} "
           f"{cell(m.get('nccl'))} {cell(m.get('torch_nccl'))} {cell(m.get('torch_one_shot'))} "
           f"{cell(m.get('torch_two_shot'))} {cell(peer)} {ratio} {busbw}")

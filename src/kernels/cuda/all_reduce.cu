@@ -25,6 +25,12 @@
 //   A peer writes our chunk q only after reading its own slice of it for step 1 (its flags[0]
 //   said so), and the call ends only when every peer's results arrived, so the buffer is complete
 //   and nobody writes it afterwards.
+// ll (one_shot up to kLLMaxBytes, sizes and addresses multiple of 8 bytes): the same exchange,
+//   but every 8 bytes of payload travel with the tag inside one 16-byte line (see
+//   one_shot_ll_kernel): the reader polls the lines themselves, so there is no flag store, no
+//   fence and no wait for acknowledgements: one link latency per call. Lines live in their own
+//   staging (ll), where only tagged lines are ever written, so a stale line never carries the
+//   tag of a later call.
 // The call count lives on the GPU (read by every block, advanced by the last block to finish), so
 // a captured CUDA graph replays with fresh tags. A wait gives up after timeout_ns (globaltimer)
 // and records the peer in status; the host raises (communicator.cpp).
@@ -189,6 +195,86 @@ __global__ void __launch_bounds__(1024)
   finish(v, call);
 }
 
+__device__ __forceinline__ void store_line(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 load_line(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// one_shot with the data carrying its own flag (Note [cuda all-reduce], "ll"): 8 bytes of payload
+// travel as one 16-byte line {d0, tag, d1, tag}; each 8-byte half is stored atomically, so a reader
+// that sees both tags equal to this call's also sees both payload words. Lines go to ll[q][parity]
+// [me]; no separate flag, no fence, no wait for the stores to be acknowledged.
+template <typename T, ReduceKind Op>
+__global__ void __launch_bounds__(1024)
+    one_shot_ll_kernel(WorkspaceView v, const uint2* in, uint2* out, int64_t units) {
+  constexpr int K = 8 / sizeof(T);
+  using P = Pack<T, K>;
+  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
+  const uint32_t tag = call + 1;
+  const int parity = int(call & 1);
+  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const int64_t per = (units + gridDim.x - 1) / gridDim.x;
+  const int64_t lo = int64_t(blockIdx.x) * per;
+  const int64_t hi = lo + per < units ? lo + per : units;
+  auto line_slot = [&](int rank, int src) {
+    return reinterpret_cast<uint4*>(v.ll[rank] + (int64_t(parity) * v.world + src) * v.ll_bytes);
+  };
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const uint2 d = in[i];
+    const uint4 line = make_uint4(d.x, tag, d.y, tag);
+    for (int q = 0; q < v.world; ++q) {
+      if (q != v.rank) store_line(line_slot(q, v.rank) + i, line);
+    }
+  }
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    P packs[kMaxRanks];
+    bool ok = true;
+    for (int s = 0; s < v.world && ok; ++s) {
+      uint2 d;
+      if (s == v.rank) {
+        d = in[i];
+      } else {
+        const uint4* src = line_slot(v.rank, s) + i;
+        uint4 line = load_line(src);
+        for (int spins = 1; line.y != tag || line.w != tag; ++spins) {
+          if ((spins & 63) == 0 && (now_ns() > deadline || *static_cast<volatile int*>(v.status))) {
+            if (now_ns() > deadline) atomicCAS(v.status, 0, 1 + s);
+            ok = false;
+            break;
+          }
+          line = load_line(src);
+        }
+        d = make_uint2(line.x, line.z);
+      }
+      packs[s] = *reinterpret_cast<const P*>(&d);
+    }
+    if (!ok) break;
+    float acc[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = to_f(packs[0].v[k]);
+    for (int s = 1; s < v.world; ++s) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc[k] = combine<Op>(acc[k], to_f(packs[s].v[k]));
+    }
+    P r;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      r.v[k] = from_f<T>(Op == ReduceKind::avg ? acc[k] / float(v.world) : acc[k]);
+    }
+    out[i] = *reinterpret_cast<const uint2*>(&r);
+  }
+  finish(v, call);
+}
+
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t units) {
   using P = Pack<T, K>;
@@ -208,7 +294,20 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
     P* dst = slot<P>(v, q, parity, me);
     const int64_t base = int64_t(q) * chunk;
     const int64_t end = units - base < hi ? units - base : hi;
-    for (int64_t i = lo + threadIdx.x; i < end; i += blockDim.x) dst[i] = mine[base + i];
+    // Four loads in flight before the stores.
+    for (int64_t i = lo + threadIdx.x; i < end; i += 4 * int64_t(blockDim.x)) {
+      P x[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = i + u * int64_t(blockDim.x);
+        if (j < end) x[u] = mine[base + j];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = i + u * int64_t(blockDim.x);
+        if (j < end) dst[j] = x[u];
+      }
+    }
   }
   signal_all(v, 0, tag, me);
   if (wait_all(v, 0, tag, deadline, me)) {
@@ -219,9 +318,19 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
       srcs[s] = s == me ? mine + base : slot<P>(v, me, parity, s);
     }
     const int64_t end = units - base < hi ? units - base : hi;
-    for (int64_t i = lo + threadIdx.x; i < end; i += blockDim.x) {
-      P r = reduce_units<T, K, Op>(srcs, v.world, i, float(v.world));
-      for (int q = 0; q < v.world; ++q) reinterpret_cast<P*>(v.data[q])[base + i] = r;
+    for (int64_t i = lo + threadIdx.x; i < end; i += 2 * int64_t(blockDim.x)) {
+      P r[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int64_t j = i + u * int64_t(blockDim.x);
+        if (j < end) r[u] = reduce_units<T, K, Op>(srcs, v.world, j, float(v.world));
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int64_t j = i + u * int64_t(blockDim.x);
+        if (j >= end) continue;
+        for (int q = 0; q < v.world; ++q) reinterpret_cast<P*>(v.data[q])[base + j] = r[u];
+      }
     }
     signal_all(v, 1, tag, me);
     // 3. Wait for the other chunks.
@@ -265,6 +374,21 @@ struct OneShot {
   }
 };
 template <typename T, int K>
+struct OneShotLL {
+  static void run(const WorkspaceView& v, const void* in, void* out, int64_t n, ReduceKind op,
+                  const Launch& l, cudaStream_t s) {
+    auto* i = static_cast<const uint2*>(in);
+    auto* o = static_cast<uint2*>(out);
+    const int64_t units = n * int64_t(sizeof(T)) / 8;
+    switch (op) {
+      case ReduceKind::sum: one_shot_ll_kernel<T, ReduceKind::sum><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+      case ReduceKind::avg: one_shot_ll_kernel<T, ReduceKind::avg><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+      case ReduceKind::max: one_shot_ll_kernel<T, ReduceKind::max><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+      case ReduceKind::min: one_shot_ll_kernel<T, ReduceKind::min><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
+    }
+  }
+};
+template <typename T, int K>
 struct TwoShot {
   static void run(const WorkspaceView& v, int64_t n, ReduceKind op, const Launch& l,
                   cudaStream_t s) {
@@ -293,6 +417,12 @@ void dispatch(ElemType type, bool vec, Args&&... args) {
 int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
                     ReduceKind op, const Launch& l, void* stream) {
   dispatch<OneShot>(type, l.vec, v, in, out, n, op, l, static_cast<cudaStream_t>(stream));
+  return int(cudaGetLastError());
+}
+
+int launch_one_shot_ll(const WorkspaceView& v, const void* in, void* out, int64_t n,
+                       ElemType type, ReduceKind op, const Launch& l, void* stream) {
+  dispatch<OneShotLL>(type, false, v, in, out, n, op, l, static_cast<cudaStream_t>(stream));
   return int(cudaGetLastError());
 }
 

@@ -22,6 +22,10 @@ struct Launch {
 // out = reduce(in of every rank); see Note [cuda all-reduce] in all_reduce.cu.
 int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
                     ReduceKind op, const Launch& l, void* stream);
+// The same with the data carrying its flag (n * size multiple of 8, in and out 8-byte aligned,
+// at most kLLMaxBytes).
+int launch_one_shot_ll(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
+                       ReduceKind op, const Launch& l, void* stream);
 // v.data[r] reduced in place (n elements); see the same note.
 int launch_two_shot(const WorkspaceView& v, int64_t n, ElemType type, ReduceKind op,
                     const Launch& l, void* stream);

@@ -38,15 +38,16 @@ ReduceKind reduce_kind(std::string_view name) {
   invalid_usage("cuda all_reduce: unknown reduce_op '{}' (valid: sum, avg, max, min)", name);
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+bool aligned(const void* p, uintptr_t to) {
+  return reinterpret_cast<uintptr_t>(p) % to == 0;
 }
 
 // Blocks for `units` units of work per rank: enough threads for every unit up to `per_thread`
-// units each, at most one block per multiprocessor so every block of both ranks is resident.
-int blocks_for(int64_t units, int threads, int per_thread, int sms) {
+// units each, at most `limit` blocks (one or two per multiprocessor: every block of every rank is
+// resident at once, so blocks waiting for their peers never starve the blocks they wait for).
+int blocks_for(int64_t units, int threads, int per_thread, int limit) {
   int64_t want = (units + int64_t(threads) * per_thread - 1) / (int64_t(threads) * per_thread);
-  return int(std::clamp<int64_t>(want, 1, std::min(sms, kMaxBlocks)));
+  return int(std::clamp<int64_t>(want, 1, std::min(limit, kMaxBlocks)));
 }
 
 }  // namespace
@@ -71,7 +72,7 @@ Algo parse_algo(std::string_view name) {
 }
 
 struct Communicator::State {
-  std::shared_ptr<DeviceHeap> staging, flags;
+  std::shared_ptr<DeviceHeap> staging, flags, ll;
   void* words = nullptr;  // calls, done, status (this rank only)
   int device = 0;
   int sms = 1;
@@ -100,6 +101,8 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   s->timeout_s = group->bootstrap().timeout_s();
   s->staging = DeviceHeap::allocate(group, 2 * size_t(w) * s->max_bytes, "cuda::Communicator");
   s->flags = DeviceHeap::allocate(group, size_t(kFlagWords) * 4, "cuda::Communicator");
+  const size_t ll_bytes = 2 * size_t(std::min<int64_t>(kLLMaxBytes, int64_t(s->max_bytes)));
+  s->ll = DeviceHeap::allocate(group, 2 * size_t(w) * ll_bytes, "cuda::Communicator");
   SF_CUDA_CHECK(cudaMalloc(&s->words, 64));
   SF_CUDA_CHECK(cudaMemset(s->words, 0, 64));
   SF_CUDA_CHECK(cudaDeviceSynchronize());
@@ -107,11 +110,13 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   for (int r = 0; r < w; ++r) {
     v.staging[r] = static_cast<char*>(s->staging->peer(r));
     v.flags[r] = static_cast<uint32_t*>(s->flags->peer(r));
+    v.ll[r] = static_cast<char*>(s->ll->peer(r));
   }
   v.calls = static_cast<uint32_t*>(s->words);
   v.done = v.calls + 1;
   v.status = reinterpret_cast<int*>(v.calls + 2);
   v.stage_bytes = int64_t(s->max_bytes);
+  v.ll_bytes = int64_t(ll_bytes);
   v.timeout_ns = uint64_t(s->timeout_s * 1e9);
   v.rank = group->rank();
   v.world = w;
@@ -145,9 +150,15 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
            s.max_bytes, group_->name());
   if (n == 0) return;
   Launch l;
-  l.vec = bytes % 16 == 0 && aligned16(in) && aligned16(out);
+  if (bytes <= kLLMaxBytes && bytes % 8 == 0 && aligned(in, 8) && aligned(out, 8)) {
+    l.threads = 512;
+    l.blocks = blocks_for(bytes / 8, l.threads, 1, s.sms);
+    SF_CUDA_CHECK(cudaError_t(launch_one_shot_ll(s.view, in, out, n, type, op, l, stream)));
+    return;
+  }
+  l.vec = bytes % 16 == 0 && aligned(in, 16) && aligned(out, 16);
   const int64_t units = l.vec ? bytes / 16 : n;
-  l.threads = 512;
+  l.threads = int(tunables().cuda_threads) / 32 * 32;
   l.blocks = blocks_for(units, l.threads, 2, s.sms);
   int err = launch_one_shot(s.view, in, out, n, type, op, l, stream);
   SF_CUDA_CHECK(cudaError_t(err));
@@ -184,10 +195,11 @@ void Communicator::all_reduce_inplace(const DeviceHeap& heap, size_t offset_byte
   WorkspaceView v = s.view;
   for (int r = 0; r < v.world; ++r) v.data[r] = static_cast<char*>(heap.peer(r)) + offset_bytes;
   Launch l;
-  l.vec = bytes % 16 == 0 && aligned16(local);
+  l.vec = bytes % 16 == 0 && aligned(local, 16);
   const int64_t units = l.vec ? bytes / 16 : n;
-  l.threads = 512;
-  l.blocks = blocks_for((units + v.world - 1) / v.world, l.threads, 4, s.sms);
+  l.threads = int(tunables().cuda_threads) / 32 * 32;
+  l.blocks = blocks_for((units + v.world - 1) / v.world, l.threads, 4,
+                        int(tunables().cuda_blocks_per_sm) * s.sms);
   int err = launch_two_shot(v, n, type, op, l, stream);
   SF_CUDA_CHECK(cudaError_t(err));
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -65,17 +66,20 @@ int bind_device() {
   Runtime* rt = Runtime::current_or_null();
   int dev = rt ? rt->rank() % n : 0;
   SF_CUDA_CHECK(cudaSetDevice(dev));
+  // Peer access is a property of the context: enabled once per (device, peer) in this process.
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>> enabled;
+  std::lock_guard lock(mutex);
   for (int p = 0; p < n; ++p) {
-    if (p == dev) continue;
+    if (p == dev || enabled.count({dev, p})) continue;
     int ok = 0;
     SF_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, dev, p));
-    if (!ok) continue;
-    cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-      cudaGetLastError();
-    } else {
-      SF_CUDA_CHECK(e);
-    }
+    SF_CHECK(ok,
+             "cuda: GPU {} cannot access GPU {} directly (no NVLink or PCIe peer access); the "
+             "cuda transport needs peer access between all GPUs of a group",
+             dev, p);
+    SF_CUDA_CHECK(cudaDeviceEnablePeerAccess(p, 0));
+    enabled.insert({dev, p});
   }
   return dev;
 }

@@ -19,15 +19,18 @@ namespace symmflow::cuda {
 constexpr int kMaxRanks = 8;
 constexpr int kMaxBlocks = 512;
 constexpr int kPhases = 2;
+constexpr int64_t kLLMaxBytes = 256 << 10;  // one_shot sends lines (2 x the payload) up to here
 
 struct WorkspaceView {
   char* staging[kMaxRanks];
   uint32_t* flags[kMaxRanks];
+  char* ll[kMaxRanks];    // staging of the one_shot "ll" lines: 2 parities x world x ll_bytes
   char* data[kMaxRanks];  // two_shot: every member's address of the buffer reduced in place
   uint32_t* calls;
   uint32_t* done;
   int* status;
   int64_t stage_bytes;
+  int64_t ll_bytes;
   uint64_t timeout_ns;
   int rank;
   int world;
