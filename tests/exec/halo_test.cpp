@@ -77,10 +77,10 @@ INSTANTIATE_TEST_SUITE_P(Examples, HaloTest,
                          ::testing::Combine(::testing::Values("halo_exchange.sf",
                                                               "halo_exchange_signal.sf"),
                                             ::testing::Values(1, 2, 3, 4)),
-                         [](const auto& info) {
-                           std::string name = std::get<0>(info.param);
+                         [](const auto& p) {
+                           std::string name = std::get<0>(p.param);
                            return name.substr(0, name.size() - 3) + "_w" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(p.param));
                          });
 
 // A rank-relative argument resolves per rank: rank r sends to r+1 and hears from r-1, for any k.
