@@ -8,6 +8,14 @@
 // receives it back (same memory), the copy is skipped. This is only offered when no step writes
 // the staging buffer, or when what it holds at the end is written back into that very input, so
 // the caller's tensor never changes in ways eager execution would not change it.
+//
+// Note [barrier before each run]: a buffer that peers write (the written symm arg of a
+// communicating op: put_signal's dst, collective_permute_out's out, ...) is kept for the whole run
+// by plan_memory (Note [peer-written buffers]), but nothing in the steps stops a fast rank from
+// finishing run i and issuing run i+1's puts into a slow peer that is still reading run i's data
+// from the same buffer (or has not consumed run i's signal yet). So run() starts with one barrier
+// in each group that has such a buffer: no rank writes into a peer's memory before every peer
+// has finished the previous run. Plans without peer-written buffers pay nothing.
 #include "symmflow/exec/executable.hpp"
 
 #include <algorithm>
@@ -30,6 +38,19 @@ struct ArgRef {
   std::vector<int> slots;
   Value literal;
 };
+
+// Whether peers write one of n's buffers: n is an op (or functional<op>) with a group that
+// writes one of its symm args (Note [barrier before each run]).
+bool writes_symm_arg(const ir::Node& n) {
+  if (!n.op() || n.group().empty()) return false;
+  const OpDef& op = *n.op();
+  for (int w : op.aliases().written_args) {
+    const std::string& name = op.schema().args[size_t(w)].name;
+    if (std::find(op.symm_args().begin(), op.symm_args().end(), name) != op.symm_args().end())
+      return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -69,8 +90,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
   for (size_t i = 0; i < plan_->pools.size(); ++i) {
     const passes::PoolPlan& p = plan_->pools[i];
     if (p.layout.pool != ir::Pool::symm) continue;
-    heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group), std::max<size_t>(p.bytes, 64),
-                                        "Executable");
+    heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group),
+                                        std::max<size_t>(p.bytes, 64), "Executable");
     symm_storage[i] = std::make_shared<SymmetricStorage>(heaps_[i]);
     pool_storages_.push_back(symm_storage[i].get());
     ++allocations_;
@@ -101,25 +122,38 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     while (plan_->buffers[size_t(b)].alias_of >= 0) b = plan_->buffers[size_t(b)].alias_of;
     written[size_t(b)] = true;
   };
+  // Note [rank-relative arguments] (ir/graph.hpp): resolved once, here, for this rank.
+  auto literal_of = [&](const ir::Node* n, const ir::Arg& a) -> Value {
+    if (a.kind != ir::Arg::Kind::rank_relative) return a.literal;
+    SF_CHECK(runtime_ && !n->group().empty(),
+             "Executable: {} has a rank-relative argument ({}) but no group", n->display_name(),
+             ir::rank_relative_text(a.rank_offset));
+    const Group& group = *runtime_->group(n->group());
+    return ir::resolve_rank_relative(a.rank_offset, group.rank(), group.size());
+  };
+  const ir::Node* current = nullptr;  // the node whose args ref() binds
   auto ref = [&](const ir::Arg& a) {
     ArgRef r;
-    r.kind = a.kind;
+    r.kind = a.kind == ir::Arg::Kind::rank_relative ? ir::Arg::Kind::literal : a.kind;
     if (a.kind == ir::Arg::Kind::value) r.slot = slot_of.at(a.value);
     for (const ir::Value* v : a.values) r.slots.push_back(slot_of.at(v));
-    if (a.kind == ir::Arg::Kind::literal) r.literal = a.literal;
+    if (r.kind == ir::Arg::Kind::literal) r.literal = literal_of(current, a);
     return r;
   };
+  std::vector<std::string> barrier_groups;  // Note [barrier before each run]
   staging_step_.assign(g.inputs().size(), -1);
   for (size_t s = 0; s < plan_->steps.size(); ++s) {
     const ir::Node* n = plan_->steps[s];
     auto step = std::make_unique<Step>();
     step->node = n;
     step->op = n->op();
+    current = n;
     for (const ir::Arg& a : n->args()) step->args.push_back(ref(a));
     for (const ir::Value* v : n->outputs()) step->out_slots.push_back(new_slot(v));
     if (n->kind() == ir::NodeKind::op) {
       const auto& aliases = n->op()->aliases();
-      for (size_t r = 0; r < n->outputs().size(); ++r) step->alias_return.push_back(aliases.returns_alias[r] >= 0);
+      for (size_t r = 0; r < n->outputs().size(); ++r)
+        step->alias_return.push_back(aliases.returns_alias[r] >= 0);
       for (int w : aliases.written_args) {
         const ir::Arg& a = n->args()[size_t(w)];
         if (a.kind == ir::Arg::Kind::value) mark_written(a.value);
@@ -149,8 +183,10 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
           if (i < 0) continue;  // defaulted below
           args[j] = ref(n->args()[size_t(i)]);
           const ir::Arg& a = n->args()[size_t(i)];
-          if (a.kind == ir::Arg::Kind::literal) known.push_back({name, a.literal});
-          else if (a.kind == ir::Arg::Kind::value) known.push_back({name, ir::meta_of(a.value->type())});
+          if (a.kind == ir::Arg::Kind::literal || a.kind == ir::Arg::Kind::rank_relative)
+            known.push_back({name, args[j].literal});
+          else if (a.kind == ir::Arg::Kind::value)
+            known.push_back({name, ir::meta_of(a.value->type())});
           else {
             std::vector<Tensor> metas;
             for (const ir::Value* v : a.values) metas.push_back(ir::meta_of(v->type()));
@@ -159,7 +195,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
         }
         std::vector<Value> defaults = bind_args(out_op, {}, known);  // fills the rest
         for (size_t j = 0; j < args.size(); ++j) {
-          if (args[j].kind == ir::Arg::Kind::literal && args[j].literal.is_none()) args[j].literal = defaults[j];
+          if (args[j].kind == ir::Arg::Kind::literal && args[j].literal.is_none())
+            args[j].literal = defaults[j];
         }
         step->op = &out_op;
         step->out_variant = true;
@@ -181,17 +218,24 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
           staging_step_[size_t(src->index())] < 0)
         staging_step_[size_t(src->index())] = int(s);
     }
+    if (writes_symm_arg(*n) &&
+        std::find(barrier_groups.begin(), barrier_groups.end(), n->group()) == barrier_groups.end())
+      barrier_groups.push_back(n->group());
     steps_.push_back(std::move(step));
   }
+  for (const std::string& name : barrier_groups)
+    entry_barriers_.push_back(runtime_->group(name).get());
   for (const ir::Value* v : g.outputs()) output_slot_.push_back(slot_of.at(v));
-  for (const auto& w : g.writebacks()) writebacks_.push_back({w.input->index(), slot_of.at(w.value)});
+  for (const auto& w : g.writebacks())
+    writebacks_.push_back({w.input->index(), slot_of.at(w.value)});
   // Zero-copy eligibility (Note [zero-copy input binding]).
   for (size_t i = 0; i < staging_step_.size(); ++i) {
     if (staging_step_[i] < 0) continue;
     const ir::Value* staged = plan_->steps[size_t(staging_step_[i])]->output();
     int b = plan_->buffer_of.at(staged);
     bool written_back = false;
-    for (const auto& w : g.writebacks()) written_back |= w.input == g.inputs()[i] && w.value == staged;
+    for (const auto& w : g.writebacks())
+      written_back |= w.input == g.inputs()[i] && w.value == staged;
     if (written[size_t(b)] && !written_back) staging_step_[i] = -1;
   }
   for (size_t s = 0; s < slots_.size(); ++s) {
@@ -209,7 +253,8 @@ Tensor Executable::input_handle(size_t i) {
   SF_CHECK(i < g.inputs().size(), "input_handle: graph '{}' has {} inputs, no input #{}", g.name(),
            g.inputs().size(), i);
   if (staging_step_[i] >= 0) return slots_[size_t(steps_[size_t(staging_step_[i])]->out_slots[0])];
-  if (!handles_[i].defined()) handles_[i] = Tensor::empty(g.inputs()[i]->type().shape, g.inputs()[i]->type().dtype);
+  if (!handles_[i].defined())
+    handles_[i] = Tensor::empty(g.inputs()[i]->type().shape, g.inputs()[i]->type().dtype);
   return handles_[i];
 }
 
@@ -231,13 +276,15 @@ void Executable::run_step(const Step& step) {
   const ir::Node& n = *step.node;
   auto arg_value = [&](const ArgRef& a) -> Value {
     switch (a.kind) {
-      case ir::Arg::Kind::value: return slots_[size_t(a.slot)];
+      case ir::Arg::Kind::value:
+        return slots_[size_t(a.slot)];
       case ir::Arg::Kind::value_list: {
         std::vector<Tensor> ts;
         for (int s : a.slots) ts.push_back(slots_[size_t(s)]);
         return ts;
       }
-      case ir::Arg::Kind::literal: return a.literal;
+      case ir::Arg::Kind::literal:
+        return a.literal;
     }
     return None{};
   };
@@ -274,7 +321,8 @@ void Executable::run_step(const Step& step) {
       }
       call_bound_into(*step.op, bound, outs);
       if (!step.out_variant) {
-        for (size_t r = 0; r < outs.size(); ++r) slots_[size_t(step.out_slots[r])] = outs[r].to_tensor();
+        for (size_t r = 0; r < outs.size(); ++r)
+          slots_[size_t(step.out_slots[r])] = outs[r].to_tensor();
       }
       return;
     }
@@ -285,6 +333,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   const ir::Graph& g = *plan_->graph;
   detail::check_inputs(g, inputs, "run");
   stats_ = {};
+  for (Group* g : entry_barriers_)
+    g->barrier(0, "Executable::run");  // Note [barrier before each run]
   for (size_t i = 0; i < inputs.size(); ++i) {
     slots_[size_t(input_slot_[i])] = inputs[i];
     if (staging_step_[i] >= 0) {
@@ -296,7 +346,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     // overwritten by the steps while still needed: read it from a snapshot instead.
     if (std::find(pool_storages_.begin(), pool_storages_.end(), inputs[i].storage().get()) !=
         pool_storages_.end()) {
-      if (!snapshots_[i].defined()) snapshots_[i] = Tensor::empty(inputs[i].shape(), inputs[i].dtype());
+      if (!snapshots_[i].defined())
+        snapshots_[i] = Tensor::empty(inputs[i].shape(), inputs[i].dtype());
       copy(snapshots_[i], inputs[i]);
       slots_[size_t(input_slot_[i])] = snapshots_[i];
     }

@@ -28,6 +28,22 @@ bool symmetric_in(const Tensor& t, const std::string& group) {
   return s && s->heap()->group()->name() == group;
 }
 
+// The group each value is a symm arg in (its first such use), so that its producer can make it
+// in symmetric memory: a buffer peers write (put_signal's dst) must be the very tensor the later
+// ops read, not a copy made per call (Note [eager symm results]).
+std::unordered_map<const ir::Value*, std::string> symm_uses(const ir::Graph& graph) {
+  std::unordered_map<const ir::Value*, std::string> out;
+  for (const ir::Node* n : graph.nodes()) {
+    if (!n->op() || n->group().empty()) continue;
+    for (const std::string& name : n->op()->symm_args()) {
+      const ir::Arg& a = n->args()[size_t(n->op()->schema().arg_index(name))];
+      if (a.kind == ir::Arg::Kind::value) out.emplace(a.value, n->group());
+      for (const ir::Value* v : a.values) out.emplace(v, n->group());
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs) {
@@ -44,10 +60,25 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
     SF_CHECK(it != env.end(), "interpret: value '{}' is used before it is defined", v->name());
     return it->second;
   };
+  // Note [eager symm results]: a value used as a symm arg of group g is made in symm[g] by its
+  // producer (op results that do not alias an argument, functional new values, copies), as the
+  // compiler places it; values made otherwise (views, graph inputs) are copied per call below.
+  const std::unordered_map<const ir::Value*, std::string> symm_group = symm_uses(graph);
+  auto fresh = [&](const ir::Value* v) -> Tensor {
+    auto it = symm_group.find(v);
+    if (it == symm_group.end()) return Tensor();
+    return empty_symmetric(v->type().shape, v->type().dtype, it->second);
+  };
+  auto clone_for = [&](const ir::Value* v, const Tensor& t) {
+    Tensor c = fresh(v);
+    if (!c.defined()) return detail::clone_tensor(t);
+    detail::copy_tensor(c, t);
+    return c;
+  };
   for (const ir::Node* n : graph.nodes()) {
     switch (n->kind()) {
       case ir::NodeKind::copy:
-        env[n->output()] = detail::clone_tensor(tensor_of(n->args()[0].value));
+        env[n->output()] = clone_for(n->output(), tensor_of(n->args()[0].value));
         break;
       case ir::NodeKind::fused: {
         std::vector<Tensor> ins;
@@ -63,6 +94,11 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
         for (const ir::Arg& a : n->args()) {
           if (a.kind == ir::Arg::Kind::literal) {
             bound.push_back(a.literal);
+          } else if (a.kind == ir::Arg::Kind::rank_relative) {  // Note [rank-relative arguments]
+            SF_CHECK(!n->group().empty(), "interpret: {} has a rank-relative argument but no group",
+                     n->display_name());
+            const Group& g = *Runtime::current().group(n->group());
+            bound.push_back(ir::resolve_rank_relative(a.rank_offset, g.rank(), g.size()));
           } else if (a.kind == ir::Arg::Kind::value) {
             bound.push_back(tensor_of(a.value));
           } else {
@@ -74,11 +110,12 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
         // functional<op>: the op writes copies; the copies are the new values.
         const bool functional = n->kind() == ir::NodeKind::functional;
         std::vector<Tensor> new_values;
+        size_t new_index = op.schema().returns.size();
         for (int w : op.aliases().written_args) {
           if (!functional) break;
           SF_CHECK(bound[size_t(w)].is_tensor(), "interpret: {} writes a tensor list (unsupported)",
                    n->display_name());
-          Tensor c = detail::clone_tensor(bound[size_t(w)].to_tensor());
+          Tensor c = clone_for(n->output(new_index++), bound[size_t(w)].to_tensor());
           bound[size_t(w)] = c;
           new_values.push_back(c);
         }
@@ -103,7 +140,11 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
             b = std::move(ts);
           }
         }
-        std::vector<Value> outs;
+        std::vector<Value> outs(op.schema().returns.size());
+        for (size_t r = 0; r < outs.size(); ++r) {
+          if (op.aliases().returns_alias[r] >= 0) continue;
+          if (Tensor t = fresh(n->output(r)); t.defined()) outs[r] = t;
+        }
         call_bound_into(op, bound, outs);
         for (auto& [original, s] : write_back) detail::copy_tensor(original, s);
         size_t r = 0;

@@ -12,30 +12,68 @@
 
 namespace symmflow::ir {
 
-std::string TensorType::str() const { return fmt::format("{}{}", dtype_name(dtype), shape_str(shape)); }
+std::string TensorType::str() const {
+  return fmt::format("{}{}", dtype_name(dtype), shape_str(shape));
+}
 
 std::string Layout::str() const {
   switch (pool) {
-    case Pool::unassigned: return "?";
-    case Pool::regular: return "regular";
-    case Pool::symm: return fmt::format("symm[{}]", group);
+    case Pool::unassigned:
+      return "?";
+    case Pool::regular:
+      return "regular";
+    case Pool::symm:
+      return fmt::format("symm[{}]", group);
   }
   return "?";
 }
 
-Tensor meta_of(const TensorType& t) { return Tensor::meta(t.shape, t.dtype); }
+Tensor meta_of(const TensorType& t) {
+  return Tensor::meta(t.shape, t.dtype);
+}
 
 symmflow::Value meta_value(const Arg& a) {
   switch (a.kind) {
-    case Arg::Kind::value: return meta_of(a.value->type());
+    case Arg::Kind::value:
+      return meta_of(a.value->type());
     case Arg::Kind::value_list: {
       std::vector<Tensor> ts;
       for (const Value* v : a.values) ts.push_back(meta_of(v->type()));
       return ts;
     }
-    case Arg::Kind::literal: return a.literal;
+    case Arg::Kind::literal:
+      return a.literal;
+    case Arg::Kind::rank_relative:
+      return a.rank_offset;  // a placeholder int (see the Note)
   }
   return None{};
+}
+
+std::string rank_relative_text(int64_t k) {
+  return k < 0 ? fmt::format("rank-{}", -k) : fmt::format("rank+{}", k);
+}
+
+std::string rank_relative_error(const OpDef& op, size_t i, int64_t k) {
+  const FunctionSchema& s = op.schema();
+  if (i >= s.args.size()) return "";  // the binder reports extra arguments
+  const Argument& arg = s.args[i];
+  if ((arg.type.kind != TypeKind::Int && arg.type.kind != TypeKind::SymInt) || arg.type.is_list)
+    return fmt::format(
+        "{}: argument '{}' is {}, but a rank-relative value ({}) can only be an "
+        "int argument",
+        op.name(), arg.name, arg.type.str(), rank_relative_text(k));
+  if (op.group_arg().empty())
+    return fmt::format(
+        "{}: argument '{}' is rank-relative ({}) but {} has no group argument to "
+        "count ranks in",
+        op.name(), arg.name, rank_relative_text(k), op.name());
+  return "";
+}
+
+int64_t resolve_rank_relative(int64_t k, int rank, int size) {
+  SF_CHECK(size > 0, "rank-relative argument {}: group of size {}", rank_relative_text(k), size);
+  int64_t r = (int64_t(rank) + k) % size;
+  return r < 0 ? r + size : r;
 }
 
 GroupSizeResolver group_sizes(const Graph& g) {
@@ -56,10 +94,14 @@ std::vector<Value*> Node::inputs() const {
 
 std::string Node::display_name() const {
   switch (kind_) {
-    case NodeKind::op: return op_->name();
-    case NodeKind::functional: return fmt::format("functional<{}>", op_->name());
-    case NodeKind::fused: return "fused";
-    case NodeKind::copy: return "copy";
+    case NodeKind::op:
+      return op_->name();
+    case NodeKind::functional:
+      return fmt::format("functional<{}>", op_->name());
+    case NodeKind::fused:
+      return "fused";
+    case NodeKind::copy:
+      return "copy";
   }
   return "?";
 }
@@ -148,7 +190,9 @@ Value* Graph::add_input(const std::string& name, TensorType type) {
   return v;
 }
 
-void Graph::set_outputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+void Graph::set_outputs(std::vector<Value*> outs) {
+  outputs_ = std::move(outs);
+}
 
 void Graph::add_writeback(Value* input, Value* value) {
   SF_CHECK(input->is_input() && input->producer() == nullptr,
@@ -187,8 +231,9 @@ Node* Graph::insert(std::unique_ptr<Node> n, Node* before) {
 namespace {
 
 // Binds IR args through the eager binder: tensors become meta tensors; returns the bound args.
-std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
-                      std::vector<symmflow::Value>* bound_values);
+std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args,
+                         const std::vector<KwArg>& kwargs,
+                         std::vector<symmflow::Value>* bound_values);
 
 }  // namespace
 
@@ -200,14 +245,22 @@ std::vector<Arg> bind_node_args(const OpDef& op, const std::vector<Arg>& args,
 
 namespace {
 
-std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
-                      std::vector<symmflow::Value>* bound_values) {
+std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args,
+                         const std::vector<KwArg>& kwargs,
+                         std::vector<symmflow::Value>* bound_values) {
   std::vector<symmflow::Value> pos;
   KwArgs kw;
   for (const Arg& a : args) pos.push_back(meta_value(a));
   for (const auto& [name, a] : kwargs) kw.emplace_back(name, meta_value(a));
-  *bound_values = bind_args(op, pos, kw);
   const FunctionSchema& s = op.schema();
+  auto check_rank = [&](const Arg& a, size_t i) {
+    if (a.kind != Arg::Kind::rank_relative) return;
+    std::string why = rank_relative_error(op, i, a.rank_offset);
+    SF_CHECK(why.empty(), "{}", why);
+  };
+  for (size_t i = 0; i < args.size(); ++i) check_rank(args[i], i);
+  for (const auto& [name, a] : kwargs) check_rank(a, size_t(s.arg_index(name)));
+  *bound_values = bind_args(op, pos, kw);
   std::vector<Arg> out(s.args.size());
   for (size_t i = 0; i < s.args.size(); ++i) {
     const Arg* given = i < args.size() ? &args[i] : nullptr;
@@ -245,7 +298,8 @@ Node* Graph::add_op(const OpDef& op, std::vector<Arg> args, std::vector<KwArg> k
   n->op_ = &op;
   n->args_ = std::move(bound_args);
   for (size_t r = 0; r < specs.size(); ++r) {
-    std::string hint = name.empty() ? "v" : (specs.size() == 1 ? name : fmt::format("{}_{}", name, r));
+    std::string hint =
+        name.empty() ? "v" : (specs.size() == 1 ? name : fmt::format("{}_{}", name, r));
     n->outputs_.push_back(new_value(hint, {specs[r].dtype, specs[r].shape}, n.get(), int(r)));
   }
   return insert(std::move(n), before);
@@ -271,7 +325,8 @@ Node* Graph::add_functional(const OpDef& op, std::vector<Arg> bound, Node* befor
   n->args_ = std::move(bound);
   for (size_t r = 0; r < types.size(); ++r) {
     size_t nret = op.schema().returns.size();
-    std::string hint = r < nret ? "v" : n->args_[size_t(op.aliases().written_args[r - nret])].value->name();
+    std::string hint =
+        r < nret ? "v" : n->args_[size_t(op.aliases().written_args[r - nret])].value->name();
     n->outputs_.push_back(new_value(hint, types[r], n.get(), int(r)));
   }
   return insert(std::move(n), before);

@@ -55,10 +55,12 @@ std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
     t.loc = {line, col};
     size_t start = i;
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (i < src.size() && (std::isalnum(static_cast<unsigned char>(src[i])) || src[i] == '_')) advance(1);
+      while (i < src.size() && (std::isalnum(static_cast<unsigned char>(src[i])) || src[i] == '_'))
+        advance(1);
       t.kind = Tok::ident;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               ((c == '-' || c == '.') && i + 1 < src.size() && std::isdigit(static_cast<unsigned char>(src[i + 1])))) {
+               ((c == '-' || c == '.') && i + 1 < src.size() &&
+                std::isdigit(static_cast<unsigned char>(src[i + 1])))) {
       advance(1);
       bool is_float = c == '.';
       while (i < src.size()) {
@@ -68,7 +70,8 @@ std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
         } else if (d == '.' || d == 'e' || d == 'E') {
           is_float = true;
           advance(1);
-          if ((d == 'e' || d == 'E') && i < src.size() && (src[i] == '-' || src[i] == '+')) advance(1);
+          if ((d == 'e' || d == 'E') && i < src.size() && (src[i] == '-' || src[i] == '+'))
+            advance(1);
         } else {
           break;
         }
@@ -99,7 +102,7 @@ std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
     } else if (c == ':' && i + 1 < src.size() && src[i + 1] == ':') {
       advance(2);
       t.kind = Tok::punct;
-    } else if (std::string_view("(){}[],=:@<>.").find(c) != std::string_view::npos) {
+    } else if (std::string_view("(){}[],=:@<>.+").find(c) != std::string_view::npos) {
       advance(1);
       t.kind = Tok::punct;
     } else {
@@ -130,20 +133,20 @@ class Parser {
   }
   bool is_ident(const char* word) const { return peek().kind == Tok::ident && peek().text == word; }
   Token take() { return toks_[std::min(pos_++, toks_.size() - 1)]; }
-  [[noreturn]] void fail(const Token& t, const std::string& msg) {
-    throw ParseFailure{t.loc, msg};
-  }
+  [[noreturn]] void fail(const Token& t, const std::string& msg) { throw ParseFailure{t.loc, msg}; }
   std::string describe(const Token& t) const {
     if (t.kind == Tok::end) return "end of input";
     if (t.kind == Tok::string) return fmt::format("\"{}\"", t.text);
     return fmt::format("'{}'", t.text);
   }
   void expect(const char* punct) {
-    if (!is(punct)) fail(peek(), fmt::format("expected '{}' but found {}", punct, describe(peek())));
+    if (!is(punct))
+      fail(peek(), fmt::format("expected '{}' but found {}", punct, describe(peek())));
     take();
   }
   std::string expect_ident(const char* what) {
-    if (peek().kind != Tok::ident) fail(peek(), fmt::format("expected {} but found {}", what, describe(peek())));
+    if (peek().kind != Tok::ident)
+      fail(peek(), fmt::format("expected {} but found {}", what, describe(peek())));
     return take().text;
   }
   void skip_statement(int line) {
@@ -188,7 +191,8 @@ TensorType Parser::parse_type() {
   Shape shape;
   while (!is("]")) {
     Token d = peek();
-    if (d.kind != Tok::integer) fail(d, fmt::format("expected a dimension but found {}", describe(d)));
+    if (d.kind != Tok::integer)
+      fail(d, fmt::format("expected a dimension but found {}", describe(d)));
     take();
     int64_t v = std::strtoll(d.text.c_str(), nullptr, 10);
     if (v < 0) fail(d, fmt::format("negative dimension {}", v));
@@ -203,7 +207,8 @@ Layout Parser::parse_layout() {
   Token t = peek();
   std::string word = expect_ident("a layout (regular or symm[group])");
   if (word == "regular") return Layout::regular();
-  if (word != "symm") fail(t, fmt::format("unknown layout '{}' (expected regular or symm[group])", word));
+  if (word != "symm")
+    fail(t, fmt::format("unknown layout '{}' (expected regular or symm[group])", word));
   expect("[");
   std::string group = expect_ident("a group name");
   expect("]");
@@ -235,7 +240,8 @@ void Parser::parse_group(Graph& g) {
   if (is("(")) {
     take();
     Token n = peek();
-    if (n.kind != Tok::integer) fail(n, fmt::format("expected a block size but found {}", describe(n)));
+    if (n.kind != Tok::integer)
+      fail(n, fmt::format("expected a block size but found {}", describe(n)));
     take();
     d.block = int(std::strtol(n.text.c_str(), nullptr, 10));
     expect(")");
@@ -287,13 +293,29 @@ symmflow::Value Parser::parse_literal_list(Graph& g, std::vector<Value*>* values
 Arg Parser::parse_arg(Graph& g) {
   Token t = peek();
   switch (t.kind) {
-    case Tok::string: take(); return Arg::of_literal(t.text);
-    case Tok::integer: take(); return Arg::of_literal(int64_t(std::strtoll(t.text.c_str(), nullptr, 10)));
-    case Tok::floating: take(); return Arg::of_literal(std::strtod(t.text.c_str(), nullptr));
+    case Tok::string:
+      take();
+      return Arg::of_literal(t.text);
+    case Tok::integer:
+      take();
+      return Arg::of_literal(int64_t(std::strtoll(t.text.c_str(), nullptr, 10)));
+    case Tok::floating:
+      take();
+      return Arg::of_literal(std::strtod(t.text.c_str(), nullptr));
     case Tok::ident: {
       take();
       if (t.text == "True" || t.text == "False") return Arg::of_literal(t.text == "True");
       if (t.text == "None") return Arg::of_literal(None{});
+      if (t.text == "rank" && (is("+") || (peek().kind == Tok::integer && peek().text[0] == '-'))) {
+        // Note [rank-relative arguments] (graph.hpp): rank+k, rank-k.
+        bool plus = is("+");
+        if (plus) take();
+        Token k = peek();
+        if (k.kind != Tok::integer)
+          fail(k, fmt::format("expected an integer after 'rank+' but found {}", describe(k)));
+        take();
+        return Arg::of_rank(int64_t(std::strtoll(k.text.c_str(), nullptr, 10)));
+      }
       if (Value* v = g.find_value(t.text)) return Arg::of(v);
       if (auto d = parse_dtype(t.text)) return Arg::of_literal(*d);
       fail(t, fmt::format("use of undefined value '{}'", t.text));
@@ -305,7 +327,8 @@ Arg Parser::parse_arg(Graph& g) {
         return values.empty() ? Arg::of_literal(lit) : Arg::of_list(values);
       }
       [[fallthrough]];
-    default: fail(t, fmt::format("expected an argument but found {}", describe(t)));
+    default:
+      fail(t, fmt::format("expected an argument but found {}", describe(t)));
   }
 }
 
@@ -314,7 +337,8 @@ void Parser::parse_statement(Graph& g) {
   std::vector<Token> targets;
   if (first.kind == Tok::ident && !is("::", 1) && !is("<", 1) && !is("(", 1)) {
     for (;;) {
-      if (peek().kind != Tok::ident) fail(peek(), fmt::format("expected a result name but found {}", describe(peek())));
+      if (peek().kind != Tok::ident)
+        fail(peek(), fmt::format("expected a result name but found {}", describe(peek())));
       targets.push_back(take());
       if (!is(",")) break;
       take();
@@ -322,7 +346,8 @@ void Parser::parse_statement(Graph& g) {
     expect("=");
   }
   for (const Token& t : targets) {
-    if (g.find_value(t.text)) fail(t, fmt::format("'{}' is already defined (values are assigned once)", t.text));
+    if (g.find_value(t.text))
+      fail(t, fmt::format("'{}' is already defined (values are assigned once)", t.text));
   }
   Token head = peek();
   Node* node = nullptr;
@@ -419,7 +444,8 @@ void Parser::parse_statement(Graph& g) {
       std::string key = expect_ident("an attribute name");
       expect("=");
       Token v = peek();
-      if (v.kind != Tok::string) fail(v, fmt::format("expected a string attribute value but found {}", describe(v)));
+      if (v.kind != Tok::string)
+        fail(v, fmt::format("expected a string attribute value but found {}", describe(v)));
       take();
       node->attrs()[key] = v.text;
       if (!is("}")) expect(",");
@@ -432,7 +458,8 @@ void Parser::parse_statement(Graph& g) {
                            targets.size(), targets.size() == 1 ? " is" : "s are"));
   }
   if (!layouts.empty() && layouts.size() != node->outputs().size())
-    fail(head, fmt::format("{} layouts given for {} results", layouts.size(), node->outputs().size()));
+    fail(head,
+         fmt::format("{} layouts given for {} results", layouts.size(), node->outputs().size()));
   for (size_t i = 0; i < targets.size(); ++i) g.rename(node->output(i), targets[i].text);
   for (size_t i = 0; i < layouts.size(); ++i) node->output(i)->set_layout(layouts[i]);
 }
@@ -511,7 +538,8 @@ std::unique_ptr<Graph> Parser::parse_file() {
         skip_statement(line);
       }
     }
-    if (!is_ident("graph")) fail(peek(), fmt::format("expected 'graph' but found {}", describe(peek())));
+    if (!is_ident("graph"))
+      fail(peek(), fmt::format("expected 'graph' but found {}", describe(peek())));
     take();
     auto named = std::make_unique<Graph>(expect_ident("a graph name"), opts_.world_size);
     for (const GroupDecl& d : g->groups()) {
@@ -524,7 +552,8 @@ std::unique_ptr<Graph> Parser::parse_file() {
       expect_ident("an input name");
       expect(":");
       TensorType type = parse_type();
-      if (g->find_value(name.text)) fail(name, fmt::format("input '{}' is defined twice", name.text));
+      if (g->find_value(name.text))
+        fail(name, fmt::format("input '{}' is defined twice", name.text));
       Value* v = g->add_input(name.text, type);
       std::vector<Layout> layouts = parse_layouts();
       if (!layouts.empty()) v->set_layout(layouts[0]);
@@ -533,7 +562,8 @@ std::unique_ptr<Graph> Parser::parse_file() {
     take();
     expect("{");
     parse_body(*g, false);
-    if (peek().kind != Tok::end) fail(peek(), fmt::format("unexpected {} after the graph", describe(peek())));
+    if (peek().kind != Tok::end)
+      fail(peek(), fmt::format("unexpected {} after the graph", describe(peek())));
   } catch (const ParseFailure& f) {
     report(f);
   }

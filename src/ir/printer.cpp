@@ -42,13 +42,17 @@ std::string layouts_of(const std::vector<Value*>& values) {
 
 std::string arg_text(const Arg& a) {
   switch (a.kind) {
-    case Arg::Kind::value: return a.value->name();
+    case Arg::Kind::value:
+      return a.value->name();
     case Arg::Kind::value_list: {
       std::vector<std::string> names;
       for (const Value* v : a.values) names.push_back(v->name());
       return fmt::format("[{}]", fmt::join(names, ", "));
     }
-    case Arg::Kind::literal: return print_literal(a.literal);
+    case Arg::Kind::literal:
+      return print_literal(a.literal);
+    case Arg::Kind::rank_relative:
+      return rank_relative_text(a.rank_offset);
   }
   return "";
 }
@@ -91,7 +95,8 @@ void print_node(const Node& n, int indent, std::string& out) {
 void print_nodes(const Graph& g, int indent, std::string& out) {
   for (const Node* n : g.nodes()) print_node(*n, indent, out);
   for (const Graph::Writeback& w : g.writebacks())
-    out += fmt::format("{}writeback {} = {}\n", std::string(size_t(indent), ' '), w.input->name(), w.value->name());
+    out += fmt::format("{}writeback {} = {}\n", std::string(size_t(indent), ' '), w.input->name(),
+                       w.value->name());
   std::vector<std::string> names;
   for (const Value* v : g.outputs()) names.push_back(v->name());
   out += fmt::format("{}return {}\n", std::string(size_t(indent), ' '),
@@ -115,7 +120,8 @@ std::string print_graph(const Graph& g) {
   std::string out;
   for (const GroupDecl& d : g.groups()) {
     if (d.name == "world") continue;
-    out += d.block > 0 ? fmt::format("group {}({})\n", d.name, d.block) : fmt::format("group {}\n", d.name);
+    out += d.block > 0 ? fmt::format("group {}({})\n", d.name, d.block)
+                       : fmt::format("group {}\n", d.name);
   }
   std::vector<std::string> params;
   for (const Value* v : g.inputs()) {

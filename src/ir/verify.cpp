@@ -16,9 +16,12 @@ namespace {
 void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
   std::set<const Value*> defined(g.inputs().begin(), g.inputs().end());
   std::set<std::string> names;
-  auto note = [&](const Node* n, std::string msg) { out.push_back({n ? n->loc() : SourceLoc{}, std::move(msg)}); };
+  auto note = [&](const Node* n, std::string msg) {
+    out.push_back({n ? n->loc() : SourceLoc{}, std::move(msg)});
+  };
   for (const Value* v : g.inputs()) {
-    if (!names.insert(v->name()).second) note(nullptr, fmt::format("'{}' is defined twice", v->name()));
+    if (!names.insert(v->name()).second)
+      note(nullptr, fmt::format("'{}' is defined twice", v->name()));
     if (v->layout().pool == Pool::symm && !g.find_group(v->layout().group))
       note(nullptr, fmt::format("input '{}' is in {} but group '{}' is not declared", v->name(),
                                 v->layout().str(), v->layout().group));
@@ -27,9 +30,20 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
   for (const Node* n : g.nodes()) {
     std::string what = n->display_name();
     for (const Value* v : n->inputs()) {
-      if (!defined.count(v)) note(n, fmt::format("{} uses '{}' before it is defined", what, v->name()));
+      if (!defined.count(v))
+        note(n, fmt::format("{} uses '{}' before it is defined", what, v->name()));
       if (std::count(v->uses().begin(), v->uses().end(), n) == 0)
         note(n, fmt::format("internal: use list of '{}' misses {}", v->name(), what));
+    }
+    for (size_t i = 0; i < n->args().size(); ++i) {
+      const Arg& a = n->args()[i];
+      if (a.kind != Arg::Kind::rank_relative) continue;
+      std::string why = n->op() ? rank_relative_error(*n->op(), i, a.rank_offset)
+                                : fmt::format(
+                                      "{}: argument {} is rank-relative ({}); only int "
+                                      "arguments of ops with a group argument can be",
+                                      what, i, rank_relative_text(a.rank_offset));
+      if (!why.empty()) note(n, why);
     }
     if (n->op()) {
       std::string group = n->group();
@@ -44,11 +58,12 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
       }
       for (const std::string& sa : n->op()->symm_args()) {
         const Arg& a = n->args()[size_t(n->op()->schema().arg_index(sa))];
-        std::vector<Value*> vs = a.kind == Arg::Kind::value ? std::vector<Value*>{a.value} : a.values;
+        std::vector<Value*> vs =
+            a.kind == Arg::Kind::value ? std::vector<Value*>{a.value} : a.values;
         for (const Value* v : vs) {
           if (v->layout().pool != Pool::unassigned && !(v->layout() == Layout::symm(group)))
-            note(n, fmt::format("{}: symm argument '{}' must be in symm[{}] but '{}' is in {}", what,
-                                sa, group, v->name(), v->layout().str()));
+            note(n, fmt::format("{}: symm argument '{}' must be in symm[{}] but '{}' is in {}",
+                                what, sa, group, v->name(), v->layout().str()));
         }
       }
       if (n->kind() == NodeKind::op && !n->op()->schema().returns.empty()) {
@@ -77,12 +92,14 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
     }
   }
   for (const Value* v : g.outputs()) {
-    if (!defined.count(v)) out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
+    if (!defined.count(v))
+      out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
   }
   for (const Graph::Writeback& w : g.writebacks()) {
     if (!defined.count(w.value))
-      out.push_back({{}, fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
-                                     w.value->name(), w.value->name())});
+      out.push_back({{},
+                     fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
+                                 w.value->name(), w.value->name())});
   }
 }
 

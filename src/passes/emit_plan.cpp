@@ -62,7 +62,8 @@ std::shared_ptr<const Plan> emit_plan(std::shared_ptr<ir::Graph> graph, MemoryPl
       std::vector<std::string> written;
       for (int w : n->op()->aliases().written_args) {
         const ir::Arg& a = n->args()[size_t(w)];
-        for (const ir::Value* v : a.kind == ir::Arg::Kind::value ? std::vector<ir::Value*>{a.value} : a.values) {
+        for (const ir::Value* v :
+             a.kind == ir::Arg::Kind::value ? std::vector<ir::Value*>{a.value} : a.values) {
           c.bytes += v->type().bytes();
           written.push_back(v->name());
         }
@@ -70,17 +71,18 @@ std::shared_ptr<const Plan> emit_plan(std::shared_ptr<ir::Graph> graph, MemoryPl
       auto reason = n->attrs().find("reason");
       c.reason = reason != n->attrs().end()
                      ? reason->second
-                     : fmt::format("{} writes {} whose old value is still needed", n->display_name(),
-                                   fmt::join(written, ", "));
+                     : fmt::format("{} writes {} whose old value is still needed",
+                                   n->display_name(), fmt::join(written, ", "));
       plan->copies.push_back(std::move(c));
     }
   }
   for (const auto& w : graph->writebacks()) {
     if (w.value == w.input) continue;
-    plan->copies.push_back({int(plan->steps.size()), "writeback",
-                            fmt::format("graph input '{}' is mutated: its final value '{}' is written back",
-                                        w.input->name(), w.value->name()),
-                            w.input->type().bytes()});
+    plan->copies.push_back(
+        {int(plan->steps.size()), "writeback",
+         fmt::format("graph input '{}' is mutated: its final value '{}' is written back",
+                     w.input->name(), w.value->name()),
+         w.input->type().bytes()});
   }
   plan->pools = std::move(memory.pools);
   plan->buffers = std::move(memory.buffers);
@@ -94,13 +96,17 @@ namespace {
 
 std::string arg_text(const ir::Arg& a) {
   switch (a.kind) {
-    case ir::Arg::Kind::value: return a.value->name();
+    case ir::Arg::Kind::value:
+      return a.value->name();
     case ir::Arg::Kind::value_list: {
       std::vector<std::string> names;
       for (const ir::Value* v : a.values) names.push_back(v->name());
       return fmt::format("[{}]", fmt::join(names, ", "));
     }
-    case ir::Arg::Kind::literal: return ir::print_literal(a.literal);
+    case ir::Arg::Kind::literal:
+      return ir::print_literal(a.literal);
+    case ir::Arg::Kind::rank_relative:
+      return ir::rank_relative_text(a.rank_offset);
   }
   return "";
 }
@@ -133,7 +139,8 @@ std::string Plan::str() const {
     auto it = buffer_of.find(v);
     if (it == buffer_of.end()) return fmt::format("caller memory {}", v->type().str());
     const BufferPlan& b = buffers[size_t(it->second)];
-    if (b.pool < 0) return fmt::format("view of {} {}", buffers[size_t(b.alias_of)].name, b.type.str());
+    if (b.pool < 0)
+      return fmt::format("view of {} {}", buffers[size_t(b.alias_of)].name, b.type.str());
     return fmt::format("{}+{:#x} {}", pools[size_t(b.pool)].name, b.offset, b.type.str());
   };
   std::vector<std::string> copy_note(steps.size());
@@ -166,8 +173,9 @@ std::string Plan::str() const {
   for (const auto& w : graph->writebacks()) {
     out += fmt::format("  writeback {} = {}", w.input->name(), w.value->name());
     if (w.value != w.input)
-      out += fmt::format(" # copy: graph input '{}' is mutated: its final value '{}' is written back",
-                         w.input->name(), w.value->name());
+      out +=
+          fmt::format(" # copy: graph input '{}' is mutated: its final value '{}' is written back",
+                      w.input->name(), w.value->name());
     out += "\n";
   }
   std::vector<std::string> outs;

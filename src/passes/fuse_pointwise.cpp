@@ -48,7 +48,7 @@ bool fusible_node(const Node* n) {
     return false;
   const ir::TensorType& t = n->output()->type();
   for (const Arg& a : n->args()) {
-    if (a.kind == Arg::Kind::value_list) return false;
+    if (a.kind == Arg::Kind::value_list || a.kind == Arg::Kind::rank_relative) return false;
     if (a.kind == Arg::Kind::value && !(a.value->type() == t)) return false;
   }
   return true;
@@ -89,7 +89,8 @@ void fuse_pointwise(ir::Graph& graph) {
       auto it = index.find(p);
       if (it == index.end() || !fusible[it->second] || pinned.count(v)) continue;
       if (!(v->type() == c->output()->type())) continue;
-      bool only_c = std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
+      bool only_c =
+          std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
       if (!only_c) continue;
       size_t a = uf.find(it->second), b = uf.find(i);
       if (a != b) uf.parent[a] = b;  // the consumer's set stays the representative
@@ -135,7 +136,8 @@ void fuse_pointwise(ir::Graph& graph) {
     std::unordered_map<const ir::Value*, ir::Value*> inner;
     for (ir::Value* v : inputs) {
       auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
-      inner[v] = body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
+      inner[v] =
+          body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
     }
     for (size_t m : region) {
       const Node* src = nodes[m];

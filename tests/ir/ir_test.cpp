@@ -90,7 +90,8 @@ TEST(Text, ErrorsPointAtLineAndColumn) {
   EXPECT_EQ(error_of("graph g(x: f32[4]) {\n  y = aten::relu(x) @ symm\n  return y\n}\n"),
             "g.sf:3:3: error: expected '[' but found 'return'\n    return y\n    ^");
   EXPECT_EQ(error_of("graph g(x: f32[4]) {\n  y = aten::relu(x) $\n  return y\n}\n"),
-            "g.sf:2:21: error: unexpected character '$'\n    y = aten::relu(x) $\n                      ^");
+            "g.sf:2:21: error: unexpected character '$'\n    y = aten::relu(x) $\n                 "
+            "     ^");
 }
 
 TEST(Builder, AddOpBindsTypesAndKeepsUseLists) {
@@ -121,8 +122,9 @@ TEST(Builder, AddOpBindsTypesAndKeepsUseLists) {
     g.add_op("aten::mm", {Arg::of(x), Arg::of(x)});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "aten::mm: self has shape [4, 8] and mat2 has shape [4, 8]; inner "
-                           "dimensions 8 and 4 differ");
+    EXPECT_STREQ(e.what(),
+                 "aten::mm: self has shape [4, 8] and mat2 has shape [4, 8]; inner "
+                 "dimensions 8 and 4 differ");
   }
   EXPECT_EQ(print_graph(g),
             "graph b(x: f32[4, 8], w: f32[8, 3]) {\n  h = aten::mm(x, w)\n  n = aten::neg(h)\n"
@@ -130,9 +132,10 @@ TEST(Builder, AddOpBindsTypesAndKeepsUseLists) {
 }
 
 TEST(Verify, CatchesWrongTypesUndeclaredLayoutsAndOrder) {
-  auto g = parse_graph("group tp\ngraph g(x: f32[4, 4]) {\n  y = aten::mm(x, x)\n"
-                       "  r = symm_mem::one_shot_all_reduce(y, \"sum\", \"tp\")\n  return r\n}\n",
-                       {"g.sf", 2});
+  auto g = parse_graph(
+      "group tp\ngraph g(x: f32[4, 4]) {\n  y = aten::mm(x, x)\n"
+      "  r = symm_mem::one_shot_all_reduce(y, \"sum\", \"tp\")\n  return r\n}\n",
+      {"g.sf", 2});
   g->find_value("y")->set_type({DType::f32, {4, 5}});
   g->find_value("y")->set_layout(Layout::regular());
   g->find_value("r")->set_layout(Layout::symm("dp"));
@@ -141,14 +144,47 @@ TEST(Verify, CatchesWrongTypesUndeclaredLayoutsAndOrder) {
   EXPECT_EQ(d[0].message, "type of 'y' is f32[4, 5] but aten::mm gives f32[4, 4]");
   EXPECT_EQ(d[0].loc.line, 3);
   EXPECT_EQ(d[1].message,
-            "symm_mem::one_shot_all_reduce: symm argument 'input' must be in symm[tp] but 'y' is in regular");
-  EXPECT_EQ(d[2].message, "type of 'r' is f32[4, 4] but symm_mem::one_shot_all_reduce gives f32[4, 5]");
+            "symm_mem::one_shot_all_reduce: symm argument 'input' must be in symm[tp] but 'y' is "
+            "in regular");
+  EXPECT_EQ(d[2].message,
+            "type of 'r' is f32[4, 4] but symm_mem::one_shot_all_reduce gives f32[4, 5]");
   EXPECT_EQ(d[3].message, "'r' is in symm[dp] but group 'dp' is not declared");
   Node* mm = g->find_value("y")->producer();
   Node* ar = g->find_value("r")->producer();
   g->reorder({ar, mm});
   d = verify_graph(*g);
   EXPECT_EQ(d[0].message, "symm_mem::one_shot_all_reduce uses 'y' before it is defined");
+}
+
+// Note [rank-relative arguments]: printed as written, a fixed point; the verifier refuses one that
+// a pass (not the builder, which checks too) puts where an int is not expected.
+TEST(RankRelative, RoundTripsAndIsVerified) {
+  const char* text =
+      "group ring\ngraph g(x: f32[4, 4], buf: f32[4, 4]) {\n"
+      "  symm_mem::put_signal(x, buf, rank+1, 0, \"ring\")\n"
+      "  symm_mem::wait_signal(buf, rank-1, 0, \"ring\")\n"
+      "  p = symm_mem::collective_permute(x, rank-0, \"ring\")\n  return p\n}\n";
+  auto g = parse_graph(text, {"g.sf", 4});
+  std::string printed = print_graph(*g);
+  EXPECT_NE(printed.find("put_signal(x, buf, rank+1, 0, \"ring\")"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("wait_signal(buf, rank-1, 0, \"ring\")"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("collective_permute(x, rank+0, \"ring\")"), std::string::npos) << printed;
+  EXPECT_EQ(print_graph(*parse_graph(printed, {"printed.sf", 4})), printed);
+  EXPECT_TRUE(verify_graph(*g).empty());
+  Node* put = g->nodes()[0];
+  put->set_arg(4, Arg::of_rank(2));  // group_name: a str
+  std::vector<Diagnostic> d = verify_graph(*g);
+  ASSERT_EQ(d.size(), 2u);  // the argument, and the group that is no longer a literal
+  EXPECT_EQ(
+      d[0].message,
+      "symm_mem::put_signal: argument 'group_name' is str, but a rank-relative value (rank+2) "
+      "can only be an int argument");
+  EXPECT_EQ(d[0].loc.line, 3);
+  EXPECT_NE(
+      error_of("graph g(x: f32[4]) {\n  y = aten::mul.Scalar(x, rank+1)\n  return y\n}\n")
+          .find("argument 'other' is Scalar, but a rank-relative value (rank+1) can only be an "
+                "int argument"),
+      std::string::npos);
 }
 
 }  // namespace

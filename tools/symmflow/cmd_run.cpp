@@ -2,11 +2,13 @@
 // [--trace out.json] [--plugin P]`: compiles the graph once and runs it on N ranks (one thread
 // each, run_threads). Every rank builds its exec::Executable and random inputs from seed + rank
 // (so ranks differ), runs K iterations and rank 0's median time per iteration is printed.
-// --check compares every output element of the first iteration with exec::interpret of the
-// source graph on the same inputs: relative tolerance 1e-5 (f32), 2e-2 (bf16, f16), 1e-12 (f64),
-// exact for integers, relative to max(|expected|, rms of the expected output). It prints
-// "check: OK (N outputs, M elements)" (elements summed over ranks) or exits 1 naming the output,
-// rank and first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
+// --check draws new random inputs for every iteration, runs the K iterations back to back (so
+// that a fast rank may run ahead, as in production), then compares every output element of every
+// iteration with exec::interpret of the source graph on that iteration's inputs: relative
+// tolerance 1e-5 (f32), 2e-2 (bf16, f16), 1e-12 (f64), exact for integers, relative to
+// max(|expected|, rms of the expected output). It prints "check: OK (N outputs, M elements)"
+// (elements summed over ranks and iterations) or exits 1 naming the output, iteration, rank and
+// first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
 // step (pid 0, tid = rank, name = the step's op, cat "comm" for ops with a group argument else
 // "compute", ts/dur in microseconds from the start) and "M" thread_name events "rank N".
 #include <algorithm>
@@ -177,10 +179,12 @@ int run_run(const RunCmdOptions& o) {
     const ir::Graph& g = *plan->graph;
     uint64_t state = o.seed + uint64_t(rt.rank());
     next_random(state);
-    std::vector<Tensor> inputs;
-    for (const ir::Value* v : g.inputs()) inputs.push_back(random_input(v->type(), state));
-    std::vector<Tensor> exe_inputs;
-    for (const Tensor& t : inputs) exe_inputs.push_back(clone(t));  // writebacks may change them
+    auto draw = [&] {
+      std::vector<Tensor> inputs;
+      for (const ir::Value* v : g.inputs()) inputs.push_back(random_input(v->type(), state));
+      return inputs;
+    };
+    std::vector<std::vector<Tensor>> inputs{draw()};  // per iteration with --check, else one
     exec::Executable exe(plan);
     exec::RunOptions run_options;
     int iter = 0;
@@ -189,21 +193,27 @@ int run_run(const RunCmdOptions& o) {
         res.events.push_back({int(step), iter, us(begin), us(end) - us(begin)});
       };
     }
-    std::vector<Tensor> first;
+    std::vector<std::vector<Tensor>> got;  // per iteration with --check
     for (iter = 0; iter < o.iters; ++iter) {
+      if (o.check && iter > 0) inputs.push_back(draw());
+      std::vector<Tensor> exe_inputs;  // writebacks may change them
+      for (const Tensor& t : inputs.back()) exe_inputs.push_back(clone(t));
       Clock::time_point begin = Clock::now();
       std::vector<Tensor> out = exe.run(exe_inputs, run_options);
       res.iter_us.push_back(us(Clock::now()) - us(begin));
-      if (iter == 0) first = std::move(out);
+      if (o.check) got.push_back(std::move(out));
     }
     if (!o.check) return;
-    std::vector<Tensor> want = exec::interpret(*source, inputs);  // collective: every rank calls
-    res.outputs = want.size();
-    for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
-      res.elements += size_t(want[i].numel());
-      res.mismatch =
-          compare(first.at(i), want[i],
-                  fmt::format("output {} ('{}') on rank {}", i, g.outputs()[i]->name(), rt.rank()));
+    for (size_t it = 0; it < got.size(); ++it) {
+      // Collective: every rank interprets every iteration, even after a mismatch.
+      std::vector<Tensor> want = exec::interpret(*source, inputs[it]);
+      res.outputs = want.size();
+      for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
+        res.elements += size_t(want[i].numel());
+        res.mismatch = compare(got[it].at(i), want[i],
+                               fmt::format("output {} ('{}') of iteration {} on rank {}", i,
+                                           g.outputs()[i]->name(), it, rt.rank()));
+      }
     }
   });
   std::vector<double> t = results[0].iter_us;

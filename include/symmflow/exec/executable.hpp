@@ -100,7 +100,8 @@ class Executable {
   std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
   std::vector<const Storage*> pool_storages_;          // the storages of the pools
   std::vector<std::unique_ptr<Step>> steps_;
-  std::vector<bool> skip_copy_;                        // per step, this run
+  std::vector<bool> skip_copy_;         // per step, this run
+  std::vector<Group*> entry_barriers_;  // Note [barrier before each run] (executable.cpp)
   RunStats stats_;
   size_t allocations_ = 0;
 };

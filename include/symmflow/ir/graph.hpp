@@ -52,7 +52,7 @@ class Value {
   const Layout& layout() const { return layout_; }
   void set_layout(Layout l) { layout_ = std::move(l); }
   Node* producer() const { return producer_; }  // null for graph inputs
-  int index() const { return index_; }           // output index, or input index
+  int index() const { return index_; }          // output index, or input index
   bool is_input() const { return producer_ == nullptr; }
   const std::vector<Node*>& uses() const { return uses_; }  // one entry per use
 
@@ -68,18 +68,39 @@ class Value {
 };
 
 // One argument of a node, in schema order.
+//
+// Note [rank-relative arguments]: `rank+k` / `rank-k` (Kind::rank_relative, `rank_offset` = k)
+// stands for the int (r + k) mod W, where r is this rank's index in the node's group and W the
+// group's size: a ring's peers (`put_signal(x, buf, rank+1, ...)`) in one SPMD program. Only int
+// arguments of ops with a group argument take one (the builder and the verifier refuse others).
+// The executor resolves it once per rank when it binds the plan; the eager interpreter per call.
+// Shape functions see the placeholder int k (it must not change output types).
 struct Arg {
-  enum class Kind { value, value_list, literal };
+  enum class Kind { value, value_list, literal, rank_relative };
   Kind kind = Kind::literal;
   Value* value = nullptr;
   std::vector<Value*> values;
   symmflow::Value literal;
-  bool defaulted = false;  // filled from the schema default; not printed
+  bool defaulted = false;   // filled from the schema default; not printed
+  int64_t rank_offset = 0;  // rank_relative: k
 
   static Arg of(Value* v) { return Arg{Kind::value, v, {}, {}, false}; }
-  static Arg of_list(std::vector<Value*> vs) { return Arg{Kind::value_list, nullptr, std::move(vs), {}, false}; }
-  static Arg of_literal(symmflow::Value v) { return Arg{Kind::literal, nullptr, {}, std::move(v), false}; }
+  static Arg of_list(std::vector<Value*> vs) {
+    return Arg{Kind::value_list, nullptr, std::move(vs), {}, false};
+  }
+  static Arg of_literal(symmflow::Value v) {
+    return Arg{Kind::literal, nullptr, {}, std::move(v), false};
+  }
+  static Arg of_rank(int64_t k) { return Arg{Kind::rank_relative, nullptr, {}, {}, false, k}; }
 };
+
+// "rank+1", "rank-1", "rank+0": a rank-relative argument as the text format writes it.
+std::string rank_relative_text(int64_t k);
+// Why argument i of `op` cannot be the rank-relative value k, or "" when it can (an int argument
+// of an op with a group argument).
+std::string rank_relative_error(const OpDef& op, size_t i, int64_t k);
+// (rank + k) mod size, in [0, size).
+int64_t resolve_rank_relative(int64_t k, int rank, int size);
 
 enum class NodeKind {
   op,          // a call of `op`

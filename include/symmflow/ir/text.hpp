@@ -21,7 +21,8 @@
 // Values may carry their layout: `h0 = aten::mm(x, w0) @ symm[tp]`, `x: f32[8] @ regular`, and
 // `@ (regular, symm[tp])` for several results. An op name without overload picks the first
 // overload whose schema accepts the arguments. Literals: ints, floats, "strings", True, False,
-// None, lists `[1, 2]`, dtypes (`f32`, `bf16`, ...) where a ScalarType is expected.
+// None, lists `[1, 2]`, dtypes (`f32`, `bf16`, ...) where a ScalarType is expected; `rank+1`,
+// `rank-1` for rank-relative ints (Note [rank-relative arguments] in graph.hpp).
 #pragma once
 
 #include <memory>
