@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU work of symmflow in one call of the device tool (nvidia-h200-x2):
-#   device run: bash tools/device/run.sh [quick]
+#   device run: bash tools/device/run.sh [full|quick|sweep]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), the all-reduce bench beside NCCL, and PyTorch's
 # paths on the same GPUs, and prints the merged table last. Logs go to $OUT.
@@ -32,6 +32,16 @@ if [[ "$mode" == full ]]; then
   done
 fi
 
+if [[ "$mode" == sweep ]]; then
+  # Launch shapes of the two-shot at large sizes (tunables SYMMFLOW_CUDA_THREADS, _BLOCKS_PER_SM).
+  for threads in 256 512 1024; do
+    for per_sm in 1 2 4; do
+      r=$(SYMMFLOW_CUDA_THREADS=$threads SYMMFLOW_CUDA_BLOCKS_PER_SM=$per_sm timeout 120 \
+        build/device/bin/bench_cuda_allreduce --min 64M --max 256M --impls symmflow_two_shot 2>/dev/null | tail -2 | awk '{print $4}' | xargs)
+      echo "two_shot threads=$threads blocks_per_sm=$per_sm: 64M 256M us = $r"
+    done
+  done
+fi
 step "bench symmflow + nccl"
 timeout 300 build/device/bin/bench_cuda_allreduce --json "$OUT/symmflow.json" 2>"$OUT/bench.err" \
   | tee "$OUT/bench.txt"
