@@ -284,6 +284,7 @@ void Executable::run_step(const Step& step) {
         return ts;
       }
       case ir::Arg::Kind::literal:
+      case ir::Arg::Kind::rank_relative:  // resolved to a literal when the step was bound
         return a.literal;
     }
     return None{};
@@ -333,8 +334,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   const ir::Graph& g = *plan_->graph;
   detail::check_inputs(g, inputs, "run");
   stats_ = {};
-  for (Group* g : entry_barriers_)
-    g->barrier(0, "Executable::run");  // Note [barrier before each run]
+  for (Group* group : entry_barriers_)
+    group->barrier(0, "Executable::run");  // Note [barrier before each run]
   for (size_t i = 0; i < inputs.size(); ++i) {
     slots_[size_t(input_slot_[i])] = inputs[i];
     if (staging_step_[i] >= 0) {

@@ -151,7 +151,10 @@ __device__ __forceinline__ Pack<T, K> reduce_units(const Pack<T, K>* const* srcs
   float acc[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) acc[k] = to_f(first.v[k]);
-  for (int s = 1; s < world; ++s) {
+  // Unrolled over kMaxRanks so that srcs stays in registers.
+#pragma unroll
+  for (int s = 1; s < kMaxRanks; ++s) {
+    if (s >= world) break;
     Pack<T, K> p = srcs[s][i];
 #pragma unroll
     for (int k = 0; k < K; ++k) acc[k] = combine<Op>(acc[k], to_f(p.v[k]));
@@ -187,7 +190,8 @@ __global__ void __launch_bounds__(1024)
   signal_all(v, 0, tag, -1);
   if (wait_all(v, 0, tag, deadline, -1)) {
     const P* srcs[kMaxRanks];
-    for (int s = 0; s < v.world; ++s) srcs[s] = slot<P>(v, v.rank, parity, s);
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) srcs[s] = slot<P>(v, v.rank, parity, s < v.world ? s : 0);
     for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
       out[i] = reduce_units<T, K, Op>(srcs, v.world, i, float(v.world));
     }
@@ -294,16 +298,16 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
     P* dst = slot<P>(v, q, parity, me);
     const int64_t base = int64_t(q) * chunk;
     const int64_t end = units - base < hi ? units - base : hi;
-    // Four loads in flight before the stores.
-    for (int64_t i = lo + threadIdx.x; i < end; i += 4 * int64_t(blockDim.x)) {
-      P x[4];
+    // Eight loads in flight before the stores.
+    for (int64_t i = lo + threadIdx.x; i < end; i += 8 * int64_t(blockDim.x)) {
+      P x[8];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 8; ++u) {
         const int64_t j = i + u * int64_t(blockDim.x);
         if (j < end) x[u] = mine[base + j];
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 8; ++u) {
         const int64_t j = i + u * int64_t(blockDim.x);
         if (j < end) dst[j] = x[u];
       }
@@ -314,8 +318,9 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
     // 2. Reduce my chunk in rank order; store it here and in every peer's buffer.
     const int64_t base = int64_t(me) * chunk;
     const P* srcs[kMaxRanks];
-    for (int s = 0; s < v.world; ++s) {
-      srcs[s] = s == me ? mine + base : slot<P>(v, me, parity, s);
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      srcs[s] = s == me ? mine + base : slot<P>(v, me, parity, s < v.world ? s : 0);
     }
     const int64_t end = units - base < hi ? units - base : hi;
     for (int64_t i = lo + threadIdx.x; i < end; i += 2 * int64_t(blockDim.x)) {
