@@ -1,0 +1,131 @@
+// Compiler speed on generated model graphs (bench/model_graph.hpp) of 1k, 10k and 100k nodes:
+//  - BM_compile: passes::compile (verify, every graph pass, plan_memory, emit_plan) with the
+//    complexity fit (expected O(n log n)); its peer, measured in the same run, is parsing the same
+//    graph from text (counter parse_s) and the counter per_parse is compile time / parse time.
+//  - BM_parse: ir::parse_graph of the printed graph.
+//  - BM_passes: the pipeline run pass by pass, each pass's mean seconds as a counter (verify_in is
+//    the verifier on the input; verify_each the verifier after every pass, as debug builds run it).
+// Each iteration compiles a fresh graph parsed from the text with the timer paused.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "bench/model_graph.hpp"
+#include "symmflow/ir/text.hpp"
+#include "symmflow/ir/verify.hpp"
+#include "symmflow/passes/pipeline.hpp"
+#include "symmflow/passes/plan_memory.hpp"
+
+namespace {
+
+using namespace symmflow;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+const std::string& model_text(size_t nodes) {
+  static std::map<size_t, std::string> cache;
+  auto it = cache.find(nodes);
+  if (it == cache.end()) {
+    bench::ModelGraphOptions o;
+    o.nodes = nodes;
+    it = cache.emplace(nodes, ir::print_graph(*bench::model_graph(o))).first;
+  }
+  return it->second;
+}
+
+std::unique_ptr<ir::Graph> parse_model(size_t nodes) {
+  ir::ParseOptions o;
+  o.world_size = 4;
+  return ir::parse_graph(model_text(nodes), o);
+}
+
+void BM_compile(benchmark::State& state) {
+  size_t n = size_t(state.range(0));
+  double parse_s = 0, compile_s = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto t0 = Clock::now();
+    auto g = parse_model(n);
+    parse_s += seconds_since(t0);
+    state.ResumeTiming();
+    t0 = Clock::now();
+    auto plan = passes::compile(std::move(g));
+    compile_s += seconds_since(t0);
+    benchmark::DoNotOptimize(plan.get());
+    state.PauseTiming();
+    plan.reset();  // freeing the graph is not compile time
+    state.ResumeTiming();
+  }
+  state.SetComplexityN(state.range(0));
+  state.counters["parse_s"] = benchmark::Counter(parse_s, benchmark::Counter::kAvgIterations);
+  state.counters["per_parse"] = compile_s / parse_s;
+}
+
+void BM_parse(benchmark::State& state) {
+  size_t n = size_t(state.range(0));
+  const std::string& text = model_text(n);
+  for (auto _ : state) {
+    auto g = parse_model(n);
+    benchmark::DoNotOptimize(g.get());
+    state.PauseTiming();
+    g.reset();
+    state.ResumeTiming();
+  }
+  state.SetComplexityN(state.range(0));
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(text.size()));
+}
+
+void BM_passes(benchmark::State& state) {
+  size_t n = size_t(state.range(0));
+  std::map<std::string, double> spent;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::shared_ptr<ir::Graph> g = parse_model(n);
+    state.ResumeTiming();
+    auto t0 = Clock::now();
+    ir::verify_or_throw(*g);
+    spent["verify_in"] += seconds_since(t0);
+    for (const passes::PassInfo& p : passes::graph_passes()) {
+      if (p.name == "verify") continue;
+      t0 = Clock::now();
+      p.run(*g);
+      spent[p.name] += seconds_since(t0);
+      t0 = Clock::now();
+      ir::verify_or_throw(*g);
+      spent["verify_each"] += seconds_since(t0);
+    }
+    t0 = Clock::now();
+    passes::MemoryPlan memory = passes::plan_memory(*g);
+    spent["plan_memory"] += seconds_since(t0);
+    t0 = Clock::now();
+    auto plan = passes::emit_plan(g, std::move(memory));
+    spent["emit_plan"] += seconds_since(t0);
+    state.PauseTiming();
+    plan.reset();
+    g.reset();
+    state.ResumeTiming();
+  }
+  for (const auto& [name, s] : spent)
+    state.counters[name] = benchmark::Counter(s, benchmark::Counter::kAvgIterations);
+}
+
+}  // namespace
+
+BENCHMARK(BM_compile)
+    ->RangeMultiplier(10)
+    ->Range(1000, 100000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oNLogN);
+BENCHMARK(BM_parse)
+    ->RangeMultiplier(10)
+    ->Range(1000, 100000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oNLogN);
+BENCHMARK(BM_passes)->RangeMultiplier(10)->Range(1000, 100000)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
