@@ -1,9 +1,11 @@
 // Graph verifier (see verify.hpp for what it checks). Runs in time linear in the graph size
-// (one shape-function call per node).
+// (one shape-function call per node); use lists are checked through a hash set of (value, user)
+// pairs, so a value with k uses costs O(k), not O(k^2).
 #include "symmflow/ir/verify.hpp"
 
 #include <algorithm>
 #include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -13,12 +15,30 @@ namespace symmflow::ir {
 
 namespace {
 
+struct UseHash {
+  size_t operator()(const std::pair<const Value*, const Node*>& u) const {
+    return std::hash<const void*>()(u.first) * 31 + std::hash<const void*>()(u.second);
+  }
+};
+
 void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
+  // (value, user) for every use list entry of the values seen so far, filled on first sight.
+  std::unordered_set<std::pair<const Value*, const Node*>, UseHash> uses;
+  std::unordered_set<const Value*> indexed;
+  auto listed = [&](const Value* v, const Node* n) {
+    if (indexed.insert(v).second) {
+      for (const Node* u : v->uses()) uses.insert({v, u});
+    }
+    return uses.count({v, n}) > 0;
+  };
   std::set<const Value*> defined(g.inputs().begin(), g.inputs().end());
   std::set<std::string> names;
-  auto note = [&](const Node* n, std::string msg) { out.push_back({n ? n->loc() : SourceLoc{}, std::move(msg)}); };
+  auto note = [&](const Node* n, std::string msg) {
+    out.push_back({n ? n->loc() : SourceLoc{}, std::move(msg)});
+  };
   for (const Value* v : g.inputs()) {
-    if (!names.insert(v->name()).second) note(nullptr, fmt::format("'{}' is defined twice", v->name()));
+    if (!names.insert(v->name()).second)
+      note(nullptr, fmt::format("'{}' is defined twice", v->name()));
     if (v->layout().pool == Pool::symm && !g.find_group(v->layout().group))
       note(nullptr, fmt::format("input '{}' is in {} but group '{}' is not declared", v->name(),
                                 v->layout().str(), v->layout().group));
@@ -27,8 +47,9 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
   for (const Node* n : g.nodes()) {
     std::string what = n->display_name();
     for (const Value* v : n->inputs()) {
-      if (!defined.count(v)) note(n, fmt::format("{} uses '{}' before it is defined", what, v->name()));
-      if (std::count(v->uses().begin(), v->uses().end(), n) == 0)
+      if (!defined.count(v))
+        note(n, fmt::format("{} uses '{}' before it is defined", what, v->name()));
+      if (!listed(v, n))
         note(n, fmt::format("internal: use list of '{}' misses {}", v->name(), what));
     }
     if (n->op()) {
@@ -44,11 +65,12 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
       }
       for (const std::string& sa : n->op()->symm_args()) {
         const Arg& a = n->args()[size_t(n->op()->schema().arg_index(sa))];
-        std::vector<Value*> vs = a.kind == Arg::Kind::value ? std::vector<Value*>{a.value} : a.values;
+        std::vector<Value*> vs =
+            a.kind == Arg::Kind::value ? std::vector<Value*>{a.value} : a.values;
         for (const Value* v : vs) {
           if (v->layout().pool != Pool::unassigned && !(v->layout() == Layout::symm(group)))
-            note(n, fmt::format("{}: symm argument '{}' must be in symm[{}] but '{}' is in {}", what,
-                                sa, group, v->name(), v->layout().str()));
+            note(n, fmt::format("{}: symm argument '{}' must be in symm[{}] but '{}' is in {}",
+                                what, sa, group, v->name(), v->layout().str()));
         }
       }
       if (n->kind() == NodeKind::op && !n->op()->schema().returns.empty()) {
@@ -77,12 +99,14 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
     }
   }
   for (const Value* v : g.outputs()) {
-    if (!defined.count(v)) out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
+    if (!defined.count(v))
+      out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
   }
   for (const Graph::Writeback& w : g.writebacks()) {
     if (!defined.count(w.value))
-      out.push_back({{}, fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
-                                     w.value->name(), w.value->name())});
+      out.push_back({{},
+                     fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
+                                 w.value->name(), w.value->name())});
   }
 }
 
