@@ -12,6 +12,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -50,7 +51,7 @@ std::unique_ptr<ir::Graph> parse_model(size_t nodes) {
 
 void BM_compile(benchmark::State& state) {
   size_t n = size_t(state.range(0));
-  double parse_s = 0, compile_s = 0;
+  double parse_s = 0, compile_s = 0, worst = 0;
   for (auto _ : state) {
     state.PauseTiming();
     double t0 = thread_cpu_seconds();
@@ -62,12 +63,15 @@ void BM_compile(benchmark::State& state) {
     compile_s += (thread_cpu_seconds() - t0);
     benchmark::DoNotOptimize(plan.get());
     state.PauseTiming();
+    for (const passes::PoolPlan& p : plan->pools)
+      worst = std::max(worst, double(p.bytes) / double(std::max<size_t>(p.lower_bound, 1)));
     plan.reset();  // freeing the graph is not compile time
     state.ResumeTiming();
   }
   state.SetComplexityN(state.range(0));
   state.counters["parse_s"] = benchmark::Counter(parse_s, benchmark::Counter::kAvgIterations);
   state.counters["per_parse"] = compile_s / parse_s;
+  state.counters["peak_over_lb"] = worst;  // the worst pool's planned peak / its lower bound
 }
 
 void BM_parse(benchmark::State& state) {
