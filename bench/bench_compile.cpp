@@ -4,6 +4,8 @@
 //    graph from text (counter parse_s, CPU seconds) and the counter per_parse is compile time /
 //    parse time.
 //  - BM_parse: ir::parse_graph of the printed graph.
+//  - BM_walk: a linear walk over the graph, the peer for how much time per node grows with n
+//    from the memory hierarchy alone.
 //  - BM_passes: the pipeline run pass by pass, each pass's mean CPU seconds (this thread's, so
 //    other work on the machine does not count) as a counter (verify_in is the verifier on the
 //    input; verify_each the verifier after every pass, as debug builds run it).
@@ -88,6 +90,24 @@ void BM_parse(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(text.size()));
 }
 
+// A peer for the growth: one walk over every node, its arguments' types and use lists, and its
+// outputs (linear by construction). Its time per node grows with n as the graph outgrows the
+// caches, as every pass's does.
+void BM_walk(benchmark::State& state) {
+  auto g = parse_model(size_t(state.range(0)));
+  for (auto _ : state) {
+    size_t sum = 0;
+    for (const ir::Node* n : g->nodes()) {
+      for (const ir::Arg& a : n->args()) {
+        if (a.kind == ir::Arg::Kind::value) sum += a.value->type().bytes() + a.value->uses().size();
+      }
+      for (const ir::Value* v : n->outputs()) sum += v->name().size() + v->type().shape.size();
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetComplexityN(state.range(0));
+}
+
 void BM_passes(benchmark::State& state) {
   size_t n = size_t(state.range(0));
   std::map<std::string, double> spent;
@@ -134,6 +154,11 @@ BENCHMARK(BM_parse)
     ->Range(1000, 100000)
     ->Unit(benchmark::kMillisecond)
     ->Complexity(benchmark::oNLogN);
+BENCHMARK(BM_walk)
+    ->RangeMultiplier(10)
+    ->Range(1000, 100000)
+    ->Unit(benchmark::kMicrosecond)
+    ->Complexity(benchmark::oN);
 BENCHMARK(BM_passes)->RangeMultiplier(10)->Range(1000, 100000)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
