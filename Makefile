@@ -1,14 +1,14 @@
 # Two commands for a newcomer on a fresh Debian machine:
 #   make demo   installs missing Debian packages, builds, runs the demo
 #   make test   the same set-up, then every test
-# Other targets: build, test-asan, test-tsan, fuzz, bench, format, clean.
+# Other targets: build, test-asan, test-tsan, fuzz, bench, bench-compile, format, clean.
 PRESET ?= release
 JOBS ?= $(shell nproc)
 BUILD_DIR = build/$(PRESET)
 BIN = $(BUILD_DIR)/bin
 CTEST_ARGS ?= --output-on-failure --timeout 300
 
-.PHONY: deps build demo test test-asan test-tsan fuzz bench format clean
+.PHONY: deps build demo test test-asan test-tsan fuzz bench bench-compile format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -38,6 +38,13 @@ fuzz:
 
 bench: build
 	@$(BIN)/bench_compute --benchmark_min_time=0.2
+
+# Compiler speed on generated model graphs of 1k, 10k and 100k nodes (complexity fit, parse, and
+# per-pass timings); builds only what it needs.
+bench-compile: deps
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target bench_compile
+	@$(BIN)/bench_compile --benchmark_min_time=0.3
 
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

@@ -1,9 +1,15 @@
 // Graph verifier (see verify.hpp for what it checks). Runs in time linear in the graph size
-// (one shape-function call per node).
+// (one shape-function call per node). Membership tests use a flat open-addressing set of
+// pointers (node-based sets made the verifier memory-bound on large graphs); a use list is
+// scanned when short and indexed in a hash set of (value, user) pairs once when long, so a value
+// with k uses costs O(k), not O(k^2).
 #include "symmflow/ir/verify.hpp"
 
 #include <algorithm>
-#include <set>
+#include <cstdint>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,9 +19,67 @@ namespace symmflow::ir {
 
 namespace {
 
+// A set of pointers in one array, linear probing, grown at half full.
+class PointerSet {
+ public:
+  explicit PointerSet(size_t expected) {
+    size_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    slots_.assign(cap, nullptr);
+  }
+  bool insert(const void* p) {  // true when p was not there
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    const void*& slot = find(p);
+    if (slot) return false;
+    slot = p;
+    ++size_;
+    return true;
+  }
+  bool contains(const void* p) const { return find(p) != nullptr; }
+
+ private:
+  const void*& find(const void* p) const {
+    size_t mask = slots_.size() - 1;
+    size_t i = (reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
+    while (slots_[i] && slots_[i] != p) i = (i + 1) & mask;
+    return slots_[i];
+  }
+  void grow() {
+    std::vector<const void*> old(slots_.size() * 2, nullptr);
+    old.swap(slots_);
+    size_ = 0;
+    for (const void* p : old) {
+      if (p) insert(p);
+    }
+  }
+  mutable std::vector<const void*> slots_;
+  size_t size_ = 0;
+};
+
+struct UseHash {
+  size_t operator()(const std::pair<const Value*, const Node*>& u) const {
+    return std::hash<const void*>()(u.first) * 31 + std::hash<const void*>()(u.second);
+  }
+};
+
+constexpr size_t kScanUses = 16;  // use lists up to this long are scanned
+
 void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
-  std::set<const Value*> defined(g.inputs().begin(), g.inputs().end());
-  std::set<std::string> names;
+  // (value, user) for every use list entry of the long-listed values seen so far.
+  std::unordered_set<std::pair<const Value*, const Node*>, UseHash> uses;
+  std::unordered_set<const Value*> indexed;
+  auto listed = [&](const Value* v, const Node* n) {
+    const std::vector<Node*>& list = v->uses();
+    if (list.size() <= kScanUses) return std::find(list.begin(), list.end(), n) != list.end();
+    if (indexed.insert(v).second) {
+      for (const Node* u : list) uses.insert({v, u});
+    }
+    return uses.count({v, n}) > 0;
+  };
+  PointerSet defined(g.inputs().size() + g.nodes().size());
+  for (const Value* v : g.inputs()) defined.insert(v);
+  std::unordered_set<std::string_view> names;  // views of the values' names, alive throughout
+  names.reserve(g.inputs().size() + g.nodes().size());
   auto note = [&](const Node* n, std::string msg) {
     out.push_back({n ? n->loc() : SourceLoc{}, std::move(msg)});
   };
@@ -30,9 +94,9 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
   for (const Node* n : g.nodes()) {
     std::string what = n->display_name();
     for (const Value* v : n->inputs()) {
-      if (!defined.count(v))
+      if (!defined.contains(v))
         note(n, fmt::format("{} uses '{}' before it is defined", what, v->name()));
-      if (std::count(v->uses().begin(), v->uses().end(), n) == 0)
+      if (!listed(v, n))
         note(n, fmt::format("internal: use list of '{}' misses {}", v->name(), what));
     }
     for (size_t i = 0; i < n->args().size(); ++i) {
@@ -92,11 +156,11 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
     }
   }
   for (const Value* v : g.outputs()) {
-    if (!defined.count(v))
+    if (!defined.contains(v))
       out.push_back({{}, fmt::format("graph returns '{}', which is not defined", v->name())});
   }
   for (const Graph::Writeback& w : g.writebacks()) {
-    if (!defined.count(w.value))
+    if (!defined.contains(w.value))
       out.push_back({{},
                      fmt::format("writeback {} = {}: '{}' is not defined", w.input->name(),
                                  w.value->name(), w.value->name())});

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 
@@ -67,8 +68,6 @@ struct UnionFind {
 
 void fuse_pointwise(ir::Graph& graph) {
   const std::vector<Node*> nodes = graph.nodes();
-  std::unordered_map<const Node*, size_t> index;
-  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
   std::unordered_map<const ir::Value*, int> pinned;  // graph outputs and writeback values
   for (const ir::Value* v : graph.outputs()) pinned[v] = 1;
   for (const Graph::Writeback& w : graph.writebacks()) pinned[w.value] = 1;
@@ -86,19 +85,27 @@ void fuse_pointwise(ir::Graph& graph) {
     for (const ir::Value* v : c->inputs()) {
       const Node* p = v->producer();
       if (!p) continue;
-      auto it = index.find(p);
-      if (it == index.end() || !fusible[it->second] || pinned.count(v)) continue;
+      if (&p->owner() != &graph) continue;
+      size_t at = graph.position(p);  // nodes[] is the graph's order
+      if (!fusible[at] || pinned.count(v)) continue;
       if (!(v->type() == c->output()->type())) continue;
       bool only_c =
           std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
       if (!only_c) continue;
-      size_t a = uf.find(it->second), b = uf.find(i);
+      size_t a = uf.find(at), b = uf.find(i);
       if (a != b) uf.parent[a] = b;  // the consumer's set stays the representative
     }
   }
-  std::unordered_map<size_t, std::vector<size_t>> members;  // root -> member indices, in order
+  // Members of each region, in order: member[first[r], first[r + 1]) for root r.
+  std::vector<size_t> first(nodes.size() + 1, 0), member;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fusible[i]) members[uf.find(i)].push_back(i);
+    if (fusible[i]) ++first[uf.find(i) + 1];
+  }
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  member.resize(first.back());
+  std::vector<size_t> fill(first.begin(), first.end() - 1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (fusible[i]) member[fill[uf.find(i)]++] = i;
   }
 
   std::vector<Node*> order, dead;
@@ -112,7 +119,8 @@ void fuse_pointwise(ir::Graph& graph) {
       continue;
     }
     size_t root = uf.find(i);
-    const std::vector<size_t>& region = members[root];
+    const std::span<const size_t> region(member.data() + first[root],
+                                         first[root + 1] - first[root]);
     if (region.size() < 2) {
       order.push_back(n);
       continue;

@@ -1,5 +1,6 @@
 // The pass pipeline (DESIGN.md order) and compile(). Contract: compile verifies the input graph,
-// runs each graph pass (verifying after each when options.verify_each), then plans memory.
+// runs each graph pass (verifying after each when options.verify_each, by default in debug builds
+// only), then plans memory.
 #include "symmflow/passes/pipeline.hpp"
 
 #include <fmt/format.h>
@@ -14,10 +15,13 @@ namespace symmflow::passes {
 const std::vector<PassInfo>& graph_passes() {
   static const std::vector<PassInfo> kPasses = {
       {"verify", [](ir::Graph& g) { ir::verify_or_throw(g); }, "check SSA, types, groups, layouts"},
-      {"functionalize", functionalize, "in-place and out calls become functional; input mutations become writebacks"},
+      {"functionalize", functionalize,
+       "in-place and out calls become functional; input mutations become writebacks"},
       {"fuse_pointwise", fuse_pointwise, "chains of elementwise ops become one fused node"},
-      {"realize_symm_mem", realize_symm_mem, "place symm args in symmetric memory, copies only where needed"},
-      {"lower_out_variants", lower_out_variants, "run ops through their out variants into planned buffers"},
+      {"realize_symm_mem", realize_symm_mem,
+       "place symm args in symmetric memory, copies only where needed"},
+      {"lower_out_variants", lower_out_variants,
+       "run ops through their out variants into planned buffers"},
       {"schedule", schedule, "order nodes: data, mutation and per-group communication order"},
       {"reinplace", reinplace, "restore in-place updates where the old value is dead"},
   };
@@ -36,12 +40,23 @@ void run_pass(const std::string& name, ir::Graph& graph) {
   invalid_usage("unknown pass '{}' (passes: {})", name, fmt::join(names, ", "));
 }
 
-std::shared_ptr<const Plan> compile(std::unique_ptr<ir::Graph> graph, const CompileOptions& options) {
+namespace {
+// Debug and sanitizer builds check every pass's output; release builds check the input only.
+#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kVerifyEachByDefault = true;
+#else
+constexpr bool kVerifyEachByDefault = false;
+#endif
+}  // namespace
+
+std::shared_ptr<const Plan> compile(std::unique_ptr<ir::Graph> graph,
+                                    const CompileOptions& options) {
+  const bool verify_each = options.verify_each.value_or(kVerifyEachByDefault);
   ir::verify_or_throw(*graph);
   for (const PassInfo& p : graph_passes()) {
     if (p.name == "verify") continue;
     p.run(*graph);
-    if (options.verify_each) ir::verify_or_throw(*graph, "<after " + p.name + ">");
+    if (verify_each) ir::verify_or_throw(*graph, "<after " + p.name + ">");
     if (options.after_pass) options.after_pass(p.name, *graph);
   }
   std::shared_ptr<ir::Graph> shared(std::move(graph));

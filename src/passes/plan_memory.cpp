@@ -13,7 +13,8 @@
 //     caller may write its input into that staging buffer before the run (zero-copy binding);
 //     a symm buffer that peers write (a written symm arg of a communicating op) lives for the whole
 //     run (Note [peer-written buffers]).
-//   - per colour (regular, symm[g] per group), sizes rounded up to 64 bytes, best-fit packing in
+//   - per colour (regular, symm[g] per group), sizes rounded up to 64 bytes; buffers live at every
+//     step are stacked at the bottom (Note [always-live buffers]), the others best-fit packed in
 //     several orders — "start" (sweep in schedule order, ties by size desc), "size" (global
 //     decreasing-size best-fit over the buffers live at the same time), "end" (the sweep run
 //     backwards in time) — the smallest peak kept (ties: the first). Each order is O(n log n);
@@ -41,10 +42,12 @@ namespace symmflow::passes {
 namespace {
 
 constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 struct Item {
-  size_t bytes;  // aligned
+  size_t bytes;    // aligned
   int start, end;  // inclusive steps
 };
 
@@ -155,9 +158,10 @@ std::optional<Packing> size_best_fit(const std::vector<Item>& items, size_t budg
     const Item& it = items[size_t(i)];
     if (it.bytes == 0) continue;
     // Placed buffers with start <= it.end (a prefix of by_start) and end >= it.start.
-    size_t hi = size_t(std::upper_bound(by_start.begin(), by_start.end(), it.end,
-                                        [&](int end, int b) { return end < items[size_t(b)].start; }) -
-                       by_start.begin());
+    size_t hi =
+        size_t(std::upper_bound(by_start.begin(), by_start.end(), it.end,
+                                [&](int end, int b) { return end < items[size_t(b)].start; }) -
+               by_start.begin());
     overlap.clear();
     std::vector<std::pair<size_t, std::pair<size_t, size_t>>> stack{{1, {0, leaves}}};
     while (!stack.empty()) {
@@ -239,7 +243,8 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
       int c = 0;
       if (v->layout().pool == ir::Pool::symm) {
         const std::string& g = v->layout().group;
-        SF_CHECK(graph.find_group(g), "plan_memory: value '{}' is placed in symm[{}] but group '{}' is not declared",
+        SF_CHECK(graph.find_group(g),
+                 "plan_memory: value '{}' is placed in symm[{}] but group '{}' is not declared",
                  v->name(), g, g);
         auto [it, fresh] = symm_colour.try_emplace(g, int(colours.size()));
         if (fresh) colours.push_back({v->layout(), {}});
@@ -311,7 +316,8 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     size_t new_value = op.schema().returns.size();  // functional: new values follow the returns
     for (int w : written) {
       const std::string& name = op.schema().args[size_t(w)].name;
-      bool symm = std::find(op.symm_args().begin(), op.symm_args().end(), name) != op.symm_args().end();
+      bool symm =
+          std::find(op.symm_args().begin(), op.symm_args().end(), name) != op.symm_args().end();
       std::vector<const ir::Value*> targets;
       if (n->kind() == ir::NodeKind::functional) {
         targets.push_back(n->output(new_value++));
@@ -331,18 +337,30 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     }
   }
 
-  // Packing per colour.
+  // Packing per colour. Note [always-live buffers]: buffers live at every step (peer-written
+  // ones, outputs that are copy-ins, ...) overlap everything, so they are stacked at the bottom of
+  // the pool, in buffer order, and only the others are packed above them. Any packing pays their
+  // sum at every step, so this loses nothing, and the orders no longer see O(n) overlaps per
+  // buffer (which made "size" give up on graphs with many of them).
   for (const Colour& c : colours) {
     if (c.buffers.empty()) continue;
-    std::vector<Item> items;
-    for (int b : c.buffers) {
-      const BufferPlan& bp = plan.buffers[size_t(b)];
-      items.push_back({align_up(bp.bytes), bp.first_step, bp.last_step});
+    std::vector<Item> all, items;
+    std::vector<size_t> pinned_offset(c.buffers.size(), SIZE_MAX);
+    size_t base = 0;
+    for (size_t k = 0; k < c.buffers.size(); ++k) {
+      const BufferPlan& bp = plan.buffers[size_t(c.buffers[k])];
+      all.push_back({align_up(bp.bytes), bp.first_step, bp.last_step});
+      if (bp.first_step == 0 && bp.last_step >= end_step) {
+        pinned_offset[k] = base;
+        base += all.back().bytes;
+      } else {
+        items.push_back(all.back());
+      }
     }
     PoolPlan pool;
     pool.layout = c.layout;
     pool.name = c.layout.str();
-    pool.lower_bound = lower_bound_of(items, end_step);
+    pool.lower_bound = lower_bound_of(all, end_step);
     std::vector<std::pair<std::string, std::optional<Packing>>> tried;
     tried.push_back({"start", sweep_best_fit(items)});
     size_t n = items.size();
@@ -354,16 +372,17 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     tried.push_back({"end", sweep_best_fit(mirrored)});
     size_t best = 0;
     for (size_t i = 0; i < tried.size(); ++i) {
-      pool.tried.push_back({tried[i].first, tried[i].second ? tried[i].second->peak : 0});
+      pool.tried.push_back({tried[i].first, tried[i].second ? base + tried[i].second->peak : 0});
       if (tried[i].second && tried[i].second->peak < tried[best].second->peak) best = i;
     }
     pool.order = tried[best].first;
-    pool.bytes = tried[best].second->peak;
+    pool.bytes = base + tried[best].second->peak;
     int pool_index = int(plan.pools.size());
-    for (size_t k = 0; k < c.buffers.size(); ++k) {
+    for (size_t k = 0, packed = 0; k < c.buffers.size(); ++k) {
       BufferPlan& bp = plan.buffers[size_t(c.buffers[k])];
       bp.pool = pool_index;
-      bp.offset = tried[best].second->offsets[k];
+      bp.offset = pinned_offset[k] != SIZE_MAX ? pinned_offset[k]
+                                               : base + tried[best].second->offsets[packed++];
     }
     plan.pools.push_back(std::move(pool));
   }
@@ -373,13 +392,16 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const BufferPlan& bp = plan.buffers[b];
     if (bp.pool < 0) continue;
-    plan.events.push_back({bp.first_step, HeapEvent::Kind::alloc, int(b), bp.pool, bp.offset, bp.bytes});
-    plan.events.push_back({bp.last_step + 1, HeapEvent::Kind::free, int(b), bp.pool, bp.offset, bp.bytes});
+    plan.events.push_back(
+        {bp.first_step, HeapEvent::Kind::alloc, int(b), bp.pool, bp.offset, bp.bytes});
+    plan.events.push_back(
+        {bp.last_step + 1, HeapEvent::Kind::free, int(b), bp.pool, bp.offset, bp.bytes});
   }
-  std::stable_sort(plan.events.begin(), plan.events.end(), [](const HeapEvent& a, const HeapEvent& b) {
-    if (a.step != b.step) return a.step < b.step;
-    return a.kind == HeapEvent::Kind::free && b.kind == HeapEvent::Kind::alloc;
-  });
+  std::stable_sort(plan.events.begin(), plan.events.end(),
+                   [](const HeapEvent& a, const HeapEvent& b) {
+                     if (a.step != b.step) return a.step < b.step;
+                     return a.kind == HeapEvent::Kind::free && b.kind == HeapEvent::Kind::alloc;
+                   });
   return plan;
 }
 

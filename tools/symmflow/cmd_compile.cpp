@@ -1,4 +1,5 @@
-// `symmflow compile file.sf [--ranks N] [--emit ir|plan] [--print-after PASS] [--plugin P]`:
+// `symmflow compile file.sf [--ranks N] [--emit ir|plan] [--print-after PASS] [--verify-each]
+// [--plugin P]`:
 // runs the whole pipeline (passes::compile) and prints the plan (Plan::str(), the default) or the
 // optimised graph. --print-after PASS (repeatable, or "all") prints the IR after that pass, as
 // "// after PASS" and the graph, before the final output. Unknown pass names are refused with the
@@ -25,6 +26,7 @@ struct CompileCmdOptions {
   std::vector<std::string> print_after;
   std::vector<std::string> plugins;
   int ranks = 4;
+  bool verify_each = false;
 };
 
 int run_compile(const CompileCmdOptions& o) {
@@ -40,6 +42,7 @@ int run_compile(const CompileCmdOptions& o) {
            std::find(o.print_after.begin(), o.print_after.end(), "all") != o.print_after.end();
   };
   passes::CompileOptions options;
+  if (o.verify_each) options.verify_each = true;
   if (!o.print_after.empty()) {
     options.after_pass = [&](const std::string& pass, const ir::Graph& g) {
       if (wanted(pass)) fmt::print("// after {}\n{}\n", pass, ir::print_graph(g));
@@ -64,6 +67,8 @@ Command add_compile_command(CLI::App& app) {
       ->check(CLI::IsMember({"ir", "plan"}));
   sub->add_option("--print-after", o->print_after,
                   "Print the IR after this pass (repeatable; all)");
+  sub->add_flag("--verify-each", o->verify_each,
+                "Run the verifier after every pass (the default in debug builds only)");
   sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
   return {sub, [o] { return run_compile(*o); }};
 }

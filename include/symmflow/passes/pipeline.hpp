@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace symmflow::passes {
 struct PassInfo {
   std::string name;  // "functionalize"
   std::function<void(ir::Graph&)> run;
-  std::string doc;   // one line
+  std::string doc;  // one line
 };
 
 // Graph-to-graph passes in pipeline order (plan_memory and emit_plan produce the Plan).
@@ -24,7 +25,10 @@ const std::vector<PassInfo>& graph_passes();
 void run_pass(const std::string& name, ir::Graph& graph);
 
 struct CompileOptions {
-  bool verify_each = true;  // run the verifier after every pass
+  // Run the verifier after every pass as well as on the input. Unset: on in debug and sanitizer
+  // builds of the library, off in release builds (DESIGN: "The verifier runs between passes in
+  // debug builds"), where it would cost more than all the passes together.
+  std::optional<bool> verify_each;
   // Called after each pass (graph passes, then "plan_memory"), e.g. for --print-after.
   std::function<void(const std::string& pass, const ir::Graph& graph)> after_pass;
 };

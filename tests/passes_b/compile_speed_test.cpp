@@ -1,0 +1,74 @@
+// Speed of the whole compiler (passes::compile) on generated model graphs (bench/model_graph.hpp):
+// a 10k-node graph compiles in under a second, and 10x the nodes costs at most 25x the time
+// (n log n gives about 12.5x). Times are this thread's CPU time (the compiler is single-threaded,
+// so on an idle machine it equals wall time) and the best of a few runs, so other work on the
+// machine does not make the test flaky. Unoptimised and sanitizer builds only check that it
+// compiles.
+#include <time.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "bench/model_graph.hpp"
+#include "symmflow/passes/pipeline.hpp"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || !defined(NDEBUG)
+#define SYMMFLOW_SLOW_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SYMMFLOW_SLOW_BUILD 1
+#endif
+#endif
+
+namespace symmflow {
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Best of `runs` compiles of a fresh `nodes`-node model graph, in seconds (building the graph and
+// freeing the plan are not timed).
+double compile_seconds(size_t nodes, int runs) {
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    bench::ModelGraphOptions o;
+    o.nodes = nodes;
+    auto g = bench::model_graph(o);
+    double t0 = thread_cpu_seconds();
+    auto plan = passes::compile(std::move(g));
+    best = std::min(best, thread_cpu_seconds() - t0);
+    EXPECT_GT(plan->steps.size(), nodes / 2);  // pointwise chains are fused
+  }
+  return best;
+}
+
+TEST(CompileSpeed, TenThousandNodesUnderOneSecond) {
+#ifdef SYMMFLOW_SLOW_BUILD
+  fmt::print("10k nodes: {:.3f} s (unoptimised or sanitizer build: not checked)\n",
+             compile_seconds(10000, 1));
+#else
+  double s = compile_seconds(10000, 3);
+  fmt::print("10k nodes: {:.3f} s\n", s);
+  EXPECT_LT(s, 1.0);
+#endif
+}
+
+TEST(CompileSpeed, GrowsNoWorseThanNLogN) {
+#ifdef SYMMFLOW_SLOW_BUILD
+  GTEST_SKIP() << "timing ratio checked in optimised builds only";
+#else
+  double t10k = compile_seconds(10000, 3);
+  double t100k = compile_seconds(100000, 3);
+  fmt::print("10k nodes: {:.3f} s, 100k nodes: {:.3f} s, ratio {:.1f} (n log n: 12.5)\n", t10k,
+             t100k, t100k / t10k);
+  EXPECT_LE(t100k / t10k, 25.0);
+#endif
+}
+
+}  // namespace
+}  // namespace symmflow
