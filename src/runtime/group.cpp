@@ -31,11 +31,19 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
   std::sort(sorted.begin(), sorted.end());
   size_t pad_bytes = size_t(kKinds) * size_t(channels_) * ranks_.size() * sizeof(uint32_t);
   pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_, pad_bytes, "new_group");
+  staging_half_ = size_t(tunables().one_shot_max_bytes + 63) / 64 * 64;
+  staging_ = bootstrap_->allocate_shared(sorted, "staging:" + name_,
+                                         std::max<size_t>(2 * staging_half_, 64), "new_group");
   // allocate_shared indexes members in sorted order; keep a group-order view in flag().
   sorted_ = std::move(sorted);
 }
 
 Group::~Group() = default;
+
+void* Group::staging(int group_rank, int half) const {
+  return static_cast<char*>(staging_->peer(member_index(group_rank))) +
+         size_t(half) * staging_half_;
+}
 
 int Group::member_index(int group_rank) const {
   int global = ranks_[size_t(group_rank)];

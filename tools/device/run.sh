@@ -17,7 +17,7 @@ step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda bench_cuda_allreduce \
+cmake --build build/device -j "$(nproc)" --target test_cuda bench_cuda_allreduce bench_cuda_mlp \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
 step tests
@@ -50,5 +50,9 @@ step "bench pytorch"
 PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" \
   tools/device/torch_allreduce.py --json "$OUT/torch.json" >"$OUT/torch.log" 2>&1
 grep -vE "^\s+torch_" "$OUT/torch.log" | grep -v "^W1\|^$" | tail -8
+step "mlp: symmflow (cuBLAS + all-reduce by hand) and pytorch"
+timeout 120 build/device/bin/bench_cuda_mlp --json "$OUT/mlp.json" 2>&1 | tail -3
+PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" \
+  tools/device/torch_mlp.py --json "$OUT/torch_mlp.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
 step done
 python3 tools/device/table.py "$OUT/symmflow.json" "$OUT/torch.json" | tee "$OUT/table.txt"

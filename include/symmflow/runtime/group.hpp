@@ -64,6 +64,14 @@ class Group {
   void transition(std::atomic<uint32_t>* f, uint32_t from, uint32_t to, std::memory_order order,
                   int peer, std::string_view op);
 
+  // Double-buffered staging of the cpu one-shot collectives (Note [one-shot staging] in
+  // kernels/cpu/collectives/all_reduce.cpp): two halves of staging_half_bytes() on every member,
+  // allocated with the group (tunables().one_shot_max_bytes each). next_staging_half() alternates
+  // 0, 1; every rank calls it once per one-shot, so the ranks agree.
+  void* staging(int group_rank, int half) const;
+  size_t staging_half_bytes() const { return staging_half_; }
+  int next_staging_half() { return int(staging_calls_++ & 1); }
+
   // All-gather of small strings among the members (for validation).
   std::vector<std::string> allgather(std::string data, std::string_view op);
 
@@ -84,6 +92,9 @@ class Group {
   uint64_t allocation_seq_ = 0;
   uint64_t exchange_seq_ = 0;
   std::shared_ptr<SharedRegion> pads_;
+  std::shared_ptr<SharedRegion> staging_;
+  size_t staging_half_ = 0;
+  uint64_t staging_calls_ = 0;
   std::atomic<bool> destroyed_{false};
 };
 

@@ -2,8 +2,10 @@
 //
 // Contract (OPS.md, PyTorch's semantics, every mutating op returns ()):
 //   one-shot: barrier; every rank reduces every peer's `input` in rank order into its output;
-//     barrier (inputs reusable after it). _copy variants first copy `local_input` into
-//     `symm_buffer` (which must hold at least as many elements) and reduce its first numel.
+//     barrier (inputs reusable after it). Up to one_shot_max_bytes: copy into the group's staging,
+//     one barrier, reduce the staged copies (Note [one-shot staging]). _copy variants first copy
+//     `local_input` into `symm_buffer` (which must hold at least as many elements) and reduce its
+//     first numel.
 //   two-shot (in place): barrier; rank r reduces slice r (numel split into W near-equal contiguous
 //     slices) from every peer in rank order, writes it into every peer's slice r; barrier. Each
 //     element is reduced by exactly one rank. _out: the same, then input copied to `output`.
@@ -44,11 +46,26 @@ Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_v
   return {&g, r, reduce_fn_checked(op, dtype, r)};
 }
 
-// Barrier, reduce `numel` elements of every rank's `in` into dst, barrier.
+// Note [one-shot staging]
+// A one-shot that fits the group's staging half copies its input there, passes one barrier and
+// reduces every rank's staged copy: one synchronization instead of two, since the input is free
+// again as soon as the copy is made. The halves alternate per call, and half h is written again
+// only two one-shots later, after this rank passed another barrier in which every peer took part
+// after reading half h (each collective passes at least one barrier after its reads). Larger
+// one-shots read the inputs in place between two barriers.
 void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int64_t numel,
               void* dst) {
   Group& g = *red.group;
   fingerprint(g, op, in.tensor().dtype(), numel, reduce_op_name(red.op));
+  const size_t bytes = size_t(numel) * dtype_size(in.tensor().dtype());
+  if (numel > 0 && bytes <= g.staging_half_bytes()) {
+    const int half = g.next_staging_half();
+    std::memcpy(g.staging(g.rank(), half), in.local(), bytes);
+    g.barrier(kCollectiveChannel, op);
+    RankPointers ptrs(g.size(), [&](int r) { return g.staging(r, half); });
+    red.fn(ptrs.at(0), g.size(), dst, numel, g.size());
+    return;
+  }
   g.barrier(kCollectiveChannel, op);
   if (numel > 0) {
     RankPointers ptrs(in, g.size());
@@ -117,8 +134,7 @@ void two_shot_impl(std::string_view op, const Tensor& input, std::string_view re
     red.fn(ptrs.at(begin * int64_t(elem)), w, mine, len, w);
     for (int i = 1; i < w; ++i) {
       int p = (me + i) % w;  // staggered so that ranks write to different peers at once
-      std::memcpy(static_cast<char*>(in.peer(p)) + begin * int64_t(elem), mine,
-                  size_t(len) * elem);
+      std::memcpy(static_cast<char*>(in.peer(p)) + begin * int64_t(elem), mine, size_t(len) * elem);
     }
   }
   g.barrier(kCollectiveChannel, op);
@@ -162,8 +178,8 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
                       c.out(0));
   });
   m.impl("one_shot_all_reduce_out", [](KernelCall& c) {
-    one_shot_out_impl(kOneShotOut, c.arg(0).to_tensor(), c.arg(1).to_string(),
-                      c.arg(2).to_string(), c.arg(3).to_tensor());
+    one_shot_out_impl(kOneShotOut, c.arg(0).to_tensor(), c.arg(1).to_string(), c.arg(2).to_string(),
+                      c.arg(3).to_tensor());
   });
   m.impl("one_shot_all_reduce_copy", [](KernelCall& c) {
     one_shot_copy_impl(kOneShotCopy, c.arg(0).to_tensor(), c.arg(1).to_tensor(),
@@ -183,16 +199,18 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
   });
   m.impl("multimem_all_reduce_", [](KernelCall&) {
     refuse_multicast("symm_mem::multimem_all_reduce_",
-           "symm_mem::two_shot_all_reduce_ (or symm_mem::one_shot_all_reduce)");
+                     "symm_mem::two_shot_all_reduce_ (or symm_mem::one_shot_all_reduce)");
   });
   m.impl("multimem_one_shot_all_reduce", [](KernelCall&) {
-    refuse_multicast("symm_mem::multimem_one_shot_all_reduce",
-           "symm_mem::one_shot_all_reduce (or symm_mem::two_shot_all_reduce_ for large tensors)");
+    refuse_multicast(
+        "symm_mem::multimem_one_shot_all_reduce",
+        "symm_mem::one_shot_all_reduce (or symm_mem::two_shot_all_reduce_ for large tensors)");
   });
   m.impl("multimem_one_shot_all_reduce_out", [](KernelCall&) {
-    refuse_multicast("symm_mem::multimem_one_shot_all_reduce_out",
-           "symm_mem::one_shot_all_reduce_out (or symm_mem::two_shot_all_reduce_out for large "
-           "tensors)");
+    refuse_multicast(
+        "symm_mem::multimem_one_shot_all_reduce_out",
+        "symm_mem::one_shot_all_reduce_out (or symm_mem::two_shot_all_reduce_out for large "
+        "tensors)");
   });
 }
 

@@ -47,9 +47,10 @@ SymmArg::SymmArg(const Tensor& t, std::string_view op, std::string_view arg, con
   view_.storage = t.storage().get();
   symmetric_heap_of(view_, op, arg, group);
   if (!t.is_contiguous()) {
-    invalid_usage("{}: symmetric argument '{}' ({} with strides {}) must be contiguous: peers "
-                  "address it at the same offsets; make it contiguous first",
-                  op, arg, t.str(), shape_str(t.strides()));
+    invalid_usage(
+        "{}: symmetric argument '{}' ({} with strides {}) must be contiguous: peers "
+        "address it at the same offsets; make it contiguous first",
+        op, arg, t.str(), shape_str(t.strides()));
   }
 }
 
@@ -81,9 +82,10 @@ void check_no_overlap(std::string_view op, std::string_view a_name, const Tensor
   auto [a_lo, a_hi] = byte_range(a);
   auto [b_lo, b_hi] = byte_range(b);
   if (a_lo < b_hi && b_lo < a_hi) {
-    invalid_usage("{}: argument '{}' overlaps argument '{}' in memory; peers read '{}' while "
-                  "this rank writes '{}', so they must be separate buffers",
-                  op, a_name, b_name, b_name, a_name);
+    invalid_usage(
+        "{}: argument '{}' overlaps argument '{}' in memory; peers read '{}' while "
+        "this rank writes '{}', so they must be separate buffers",
+        op, a_name, b_name, b_name, a_name);
   }
 }
 

@@ -17,8 +17,8 @@
 
 #include <array>
 #include <cstdint>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "kernels/cpu/collectives/reduce.hpp"
 #include "symmflow/core/tensor.hpp"
@@ -52,13 +52,17 @@ class SymmArg {
 // 16 ranks (no allocation on the hot path).
 class RankPointers {
  public:
-  RankPointers(const SymmArg& a, int world) : world_(world) {
+  RankPointers(const SymmArg& a, int world)
+      : RankPointers(world, [&](int r) { return a.peer(r); }) {}
+  // Every rank's address of something else: peer(r) for r in 0..world-1.
+  template <typename F>
+  RankPointers(int world, F&& peer) : world_(world) {
     if (world > kSmall) {
       large_base_.resize(size_t(world));
       large_cur_.resize(size_t(world));
     }
     const char** base = world > kSmall ? large_base_.data() : base_.data();
-    for (int r = 0; r < world; ++r) base[r] = static_cast<const char*>(a.peer(r));
+    for (int r = 0; r < world; ++r) base[r] = static_cast<const char*>(peer(r));
   }
   // Every rank's address offset by `byte_offset` (valid until the next call).
   const void* const* at(int64_t byte_offset) {
@@ -67,7 +71,9 @@ class RankPointers {
     for (int r = 0; r < world_; ++r) cur[r] = base[r] + byte_offset;
     return cur;
   }
-  const char* rank(int r) const { return world_ > kSmall ? large_base_[size_t(r)] : base_[size_t(r)]; }
+  const char* rank(int r) const {
+    return world_ > kSmall ? large_base_[size_t(r)] : base_[size_t(r)];
+  }
 
  private:
   static constexpr int kSmall = 16;

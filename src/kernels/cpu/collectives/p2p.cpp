@@ -132,8 +132,8 @@ uint32_t* checked_u32(std::string_view op, const Tensor& t, int64_t offset, int6
   SF_CHECK(val >= 0 && val <= int64_t(std::numeric_limits<uint32_t>::max()),
            "{}: val {} is out of the u32 range [0, 4294967295]", op, val);
   SF_CHECK(offset >= 0 && count >= 0 && offset <= t.numel() && count <= t.numel() - offset,
-           "{}: offset {} and count {} out of bounds for 'input' of {} elements", op, offset,
-           count, t.numel());
+           "{}: offset {} and count {} out of bounds for 'input' of {} elements", op, offset, count,
+           t.numel());
   return static_cast<uint32_t*>(t.raw_data()) + offset;
 }
 

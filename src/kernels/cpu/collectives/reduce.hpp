@@ -26,10 +26,14 @@ enum class ReduceOp { sum, avg, max, min };
 
 inline constexpr std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
 }
@@ -37,7 +41,9 @@ inline constexpr std::string_view reduce_op_name(ReduceOp op) {
 inline constexpr int64_t kChunkBytes = 8192;
 
 // Branch-free 16-bit float conversions (vectorizable; exact, round to nearest even).
-inline float bf16_bits_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+inline float bf16_bits_to_float(uint16_t b) {
+  return std::bit_cast<float>(uint32_t(b) << 16);
+}
 
 inline uint16_t float_to_bf16_bits(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
@@ -61,8 +67,8 @@ inline float half_bits_to_float(uint16_t h) {
 }
 
 inline uint16_t float_to_half_bits(float f) {
-  float base = (std::bit_cast<float>(std::bit_cast<uint32_t>(f) & 0x7fffffffu) * 0x1.0p+112f) *
-               0x1.0p-110f;
+  float base =
+      (std::bit_cast<float>(std::bit_cast<uint32_t>(f) & 0x7fffffffu) * 0x1.0p+112f) * 0x1.0p-110f;
   uint32_t w = std::bit_cast<uint32_t>(f);
   uint32_t shl1_w = w + w;
   uint32_t sign = w & 0x80000000u;
@@ -142,10 +148,14 @@ using ReduceFn = void (*)(const void* const* srcs, int n, void* dst, int64_t cou
 template <typename T>
 ReduceFn reduce_fn_for(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return &reduce_rank_order<T, ReduceOp::sum>;
-    case ReduceOp::avg: return &reduce_rank_order<T, ReduceOp::avg>;
-    case ReduceOp::max: return &reduce_rank_order<T, ReduceOp::max>;
-    case ReduceOp::min: return &reduce_rank_order<T, ReduceOp::min>;
+    case ReduceOp::sum:
+      return &reduce_rank_order<T, ReduceOp::sum>;
+    case ReduceOp::avg:
+      return &reduce_rank_order<T, ReduceOp::avg>;
+    case ReduceOp::max:
+      return &reduce_rank_order<T, ReduceOp::max>;
+    case ReduceOp::min:
+      return &reduce_rank_order<T, ReduceOp::min>;
   }
   return nullptr;
 }
@@ -153,13 +163,20 @@ ReduceFn reduce_fn_for(ReduceOp op) {
 // The loop for (dtype, op); nullptr for a dtype the reductions do not support.
 inline ReduceFn reduce_fn(DType dtype, ReduceOp op) {
   switch (dtype) {
-    case DType::f32: return reduce_fn_for<float>(op);
-    case DType::bf16: return reduce_fn_for<BFloat16>(op);
-    case DType::f16: return reduce_fn_for<Half>(op);
-    case DType::f64: return reduce_fn_for<double>(op);
-    case DType::i32: return reduce_fn_for<int32_t>(op);
-    case DType::i64: return reduce_fn_for<int64_t>(op);
-    default: return nullptr;
+    case DType::f32:
+      return reduce_fn_for<float>(op);
+    case DType::bf16:
+      return reduce_fn_for<BFloat16>(op);
+    case DType::f16:
+      return reduce_fn_for<Half>(op);
+    case DType::f64:
+      return reduce_fn_for<double>(op);
+    case DType::i32:
+      return reduce_fn_for<int32_t>(op);
+    case DType::i64:
+      return reduce_fn_for<int64_t>(op);
+    default:
+      return nullptr;
   }
 }
 

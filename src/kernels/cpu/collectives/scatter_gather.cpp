@@ -25,8 +25,7 @@ namespace symmflow::cpu {
 namespace {
 
 constexpr std::string_view kReduceScatterOut = "symm_mem::reduce_scatter_out";
-constexpr std::string_view kLowContentionReduceScatter =
-    "symm_mem::_low_contention_reduce_scatter";
+constexpr std::string_view kLowContentionReduceScatter = "symm_mem::_low_contention_reduce_scatter";
 constexpr std::string_view kAllGatherOut = "symm_mem::all_gather_out";
 constexpr std::string_view kLowContentionAllGather = "symm_mem::_low_contention_all_gather";
 constexpr std::string_view kAllToAllVdev = "symm_mem::all_to_all_vdev";
@@ -43,8 +42,9 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
            input.str());
   const int64_t d = split_last_dim ? input.dim() - 1 : 0;
   const int64_t extent = input.size(d);
-  SF_CHECK(extent % w == 0, "{}: dim {} of argument '{}' ({}) is not divisible by the group size {}",
-           op, d, input_name, input.str(), w);
+  SF_CHECK(extent % w == 0,
+           "{}: dim {} of argument '{}' ({}) is not divisible by the group size {}", op, d,
+           input_name, input.str(), w);
   Shape expected = input.shape();
   expected[size_t(d)] = extent / w;
   check_spec(op, output_name, output, input.dtype(), expected,
@@ -141,9 +141,8 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
            "first) of 'input' ({})",
            op, out.str(), input.str());
   check_no_overlap(op, "out", out, "input", input);
-  const int64_t row_bytes = input.size(0) == 0
-                                ? int64_t(input.nbytes())
-                                : int64_t(input.nbytes()) / input.size(0);
+  const int64_t row_bytes =
+      input.size(0) == 0 ? int64_t(input.nbytes()) : int64_t(input.nbytes()) / input.size(0);
   fingerprint(g, op, input.dtype(), input.numel());
   g.barrier(kCollectiveChannel, op);
   std::vector<const int64_t*> splits(static_cast<size_t>(w));
@@ -158,7 +157,8 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
     for (int q = 0; q < me; ++q) src_row += splits[size_t(p)][q];
     int64_t rows = splits[size_t(p)][me];
     if (rows > 0) {
-      std::memcpy(dst + offset * row_bytes, static_cast<const char*>(in.peer(p)) + src_row * row_bytes,
+      std::memcpy(dst + offset * row_bytes,
+                  static_cast<const char*>(in.peer(p)) + src_row * row_bytes,
                   size_t(rows * row_bytes));
     }
     result[p] = rows;

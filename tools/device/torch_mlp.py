@@ -1,0 +1,86 @@
+"""PyTorch on the 8-layer tensor-parallel MLP of issue 5 (16 tokens, hidden 4096, bf16; per layer
+h = x @ W_l, then a sum all-reduce), one CUDA graph per forward, median forward time of the slowest
+rank; the same shapes as bench_cuda_mlp, in the same device call. Rows: torch_mlp_nccl
+(dist.all_reduce) and torch_mlp_one_shot (mm into a symmetric buffer, symm_mem.one_shot_all_reduce).
+Run under torchrun, one process per GPU."""
+import argparse
+import json
+import os
+import statistics
+
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+
+
+def time_forward(fn, replays):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for r in range(-5, replays):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        if r >= 0:
+            samples.append(start.elapsed_time(end) * 1000.0)
+    t = torch.tensor(samples, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return statistics.median(t.tolist())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--replays", type=int, default=50)
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+    group = dist.group.WORLD.group_name
+    t, h = args.tokens, args.hidden
+    weights = [torch.randn(h, h, dtype=torch.bfloat16, device="cuda") / 64 for _ in range(args.layers)]
+    x0 = torch.full((t, h), 0.01, dtype=torch.bfloat16, device="cuda")
+    symm = symm_mem.empty(t, h, dtype=torch.bfloat16, device="cuda")
+    symm_mem.rendezvous(symm, group)
+
+    def nccl():
+        x = x0
+        for w in weights:
+            x = torch.mm(x, w)
+            dist.all_reduce(x)
+        return x
+
+    def one_shot():
+        x = x0
+        for w in weights:
+            torch.mm(x, w, out=symm)
+            x = torch.ops.symm_mem.one_shot_all_reduce(symm, "sum", group)
+        return x
+
+    rows = []
+    for name, fn in [("torch_mlp_nccl", nccl), ("torch_mlp_one_shot", one_shot)]:
+        us = time_forward(fn, args.replays)
+        if dist.get_rank() == 0:
+            print(f"{name}: {us:.1f} us per forward", flush=True)
+            rows.append({"impl": name, "median_us": us, "ranks": dist.get_world_size()})
+    if dist.get_rank() == 0:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
