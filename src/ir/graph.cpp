@@ -12,30 +12,58 @@
 
 namespace symmflow::ir {
 
-std::string TensorType::str() const { return fmt::format("{}{}", dtype_name(dtype), shape_str(shape)); }
+std::string TensorType::str() const {
+  return fmt::format("{}{}", dtype_name(dtype), shape_str(shape));
+}
 
 std::string Layout::str() const {
   switch (pool) {
-    case Pool::unassigned: return "?";
-    case Pool::regular: return "regular";
-    case Pool::symm: return fmt::format("symm[{}]", group);
+    case Pool::unassigned:
+      return "?";
+    case Pool::regular:
+      return "regular";
+    case Pool::symm:
+      return fmt::format("symm[{}]", group);
   }
   return "?";
 }
 
-Tensor meta_of(const TensorType& t) { return Tensor::meta(t.shape, t.dtype); }
+Tensor meta_of(const TensorType& t) {
+  return Tensor::meta(t.shape, t.dtype);
+}
 
 symmflow::Value meta_value(const Arg& a) {
   switch (a.kind) {
-    case Arg::Kind::value: return meta_of(a.value->type());
+    case Arg::Kind::value:
+      return meta_of(a.value->type());
     case Arg::Kind::value_list: {
       std::vector<Tensor> ts;
       for (const Value* v : a.values) ts.push_back(meta_of(v->type()));
       return ts;
     }
-    case Arg::Kind::literal: return a.literal;
+    case Arg::Kind::literal:
+      return a.literal;
   }
   return None{};
+}
+
+bool maybe_strided(const Value* v) {
+  for (const Node* p = v->producer(); p && p->kind() == NodeKind::op; p = v->producer()) {
+    const std::vector<int>& ra = p->op()->aliases().returns_alias;
+    if (size_t(v->index()) >= ra.size() || ra[size_t(v->index())] < 0) return false;
+    const Arg& base = p->args()[size_t(ra[size_t(v->index())])];
+    if (base.kind != Arg::Kind::value) return true;
+    const std::string& op = p->op()->name();
+    if (op == "aten::slice.Tensor") {
+      int64_t dim = p->args()[1].literal.to_int(), step = p->args()[4].literal.to_int();
+      if (dim < 0) dim += int64_t(base.value->type().shape.size());
+      if (dim != 0 || step != 1) return true;
+    } else if (op != "aten::view" && op != "aten::reshape") {
+      return true;
+    }
+    v = base.value;
+  }
+  return false;
 }
 
 GroupSizeResolver group_sizes(const Graph& g) {
@@ -56,10 +84,14 @@ std::vector<Value*> Node::inputs() const {
 
 std::string Node::display_name() const {
   switch (kind_) {
-    case NodeKind::op: return op_->name();
-    case NodeKind::functional: return fmt::format("functional<{}>", op_->name());
-    case NodeKind::fused: return "fused";
-    case NodeKind::copy: return "copy";
+    case NodeKind::op:
+      return op_->name();
+    case NodeKind::functional:
+      return fmt::format("functional<{}>", op_->name());
+    case NodeKind::fused:
+      return "fused";
+    case NodeKind::copy:
+      return "copy";
   }
   return "?";
 }
@@ -148,7 +180,9 @@ Value* Graph::add_input(const std::string& name, TensorType type) {
   return v;
 }
 
-void Graph::set_outputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+void Graph::set_outputs(std::vector<Value*> outs) {
+  outputs_ = std::move(outs);
+}
 
 void Graph::add_writeback(Value* input, Value* value) {
   SF_CHECK(input->is_input() && input->producer() == nullptr,
@@ -187,8 +221,9 @@ Node* Graph::insert(std::unique_ptr<Node> n, Node* before) {
 namespace {
 
 // Binds IR args through the eager binder: tensors become meta tensors; returns the bound args.
-std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
-                      std::vector<symmflow::Value>* bound_values);
+std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args,
+                         const std::vector<KwArg>& kwargs,
+                         std::vector<symmflow::Value>* bound_values);
 
 }  // namespace
 
@@ -200,8 +235,9 @@ std::vector<Arg> bind_node_args(const OpDef& op, const std::vector<Arg>& args,
 
 namespace {
 
-std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args, const std::vector<KwArg>& kwargs,
-                      std::vector<symmflow::Value>* bound_values) {
+std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args,
+                         const std::vector<KwArg>& kwargs,
+                         std::vector<symmflow::Value>* bound_values) {
   std::vector<symmflow::Value> pos;
   KwArgs kw;
   for (const Arg& a : args) pos.push_back(meta_value(a));
@@ -245,7 +281,8 @@ Node* Graph::add_op(const OpDef& op, std::vector<Arg> args, std::vector<KwArg> k
   n->op_ = &op;
   n->args_ = std::move(bound_args);
   for (size_t r = 0; r < specs.size(); ++r) {
-    std::string hint = name.empty() ? "v" : (specs.size() == 1 ? name : fmt::format("{}_{}", name, r));
+    std::string hint =
+        name.empty() ? "v" : (specs.size() == 1 ? name : fmt::format("{}_{}", name, r));
     n->outputs_.push_back(new_value(hint, {specs[r].dtype, specs[r].shape}, n.get(), int(r)));
   }
   return insert(std::move(n), before);
@@ -271,7 +308,8 @@ Node* Graph::add_functional(const OpDef& op, std::vector<Arg> bound, Node* befor
   n->args_ = std::move(bound);
   for (size_t r = 0; r < types.size(); ++r) {
     size_t nret = op.schema().returns.size();
-    std::string hint = r < nret ? "v" : n->args_[size_t(op.aliases().written_args[r - nret])].value->name();
+    std::string hint =
+        r < nret ? "v" : n->args_[size_t(op.aliases().written_args[r - nret])].value->name();
     n->outputs_.push_back(new_value(hint, types[r], n.get(), int(r)));
   }
   return insert(std::move(n), before);

@@ -14,6 +14,9 @@
 //     the ops in their original order over body inputs named after the region's external inputs
 //     (as the text format names them); its output keeps the root's name and layout. Single ops
 //     are left alone. Only the region's output is a buffer.
+//   - the fused executor reads flat buffers: an external input that may be a strided view
+//     (ir::maybe_strided) is read through a `copy` node {copy = "identity"} placed right before
+//     the fused node, whose reason names the view.
 //   - O(n log n): one walk with union-find, one reorder, erasures from the back.
 // Refuses: nothing (non-fusible nodes are left as they are).
 #include <algorithm>
@@ -21,6 +24,8 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "symmflow/passes/passes.hpp"
 
@@ -89,7 +94,8 @@ void fuse_pointwise(ir::Graph& graph) {
       auto it = index.find(p);
       if (it == index.end() || !fusible[it->second] || pinned.count(v)) continue;
       if (!(v->type() == c->output()->type())) continue;
-      bool only_c = std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
+      bool only_c =
+          std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
       if (!only_c) continue;
       size_t a = uf.find(it->second), b = uf.find(i);
       if (a != b) uf.parent[a] = b;  // the consumer's set stays the representative
@@ -131,11 +137,24 @@ void fuse_pointwise(ir::Graph& graph) {
         }
       }
     }
+    // The fused executor reads its inputs as flat buffers: a strided view is read through a copy.
+    std::vector<ir::Value*> read = inputs;  // what the fused node reads
+    for (ir::Value*& v : read) {
+      if (!ir::maybe_strided(v)) continue;
+      Node* copy = graph.add_copy(
+          v, fmt::format("'{}' is a strided view read by a fused region", v->name()));
+      copy->attrs()["copy"] = "identity";
+      copy->set_loc(n->loc());
+      graph.rename(copy->output(), graph.fresh_name(v->name() + "_contiguous"));
+      order.push_back(copy);
+      v = copy->output();
+    }
     auto body = std::make_unique<Graph>("fused", graph.world_size());
     std::unordered_map<const ir::Value*, ir::Value*> inner;
     for (ir::Value* v : inputs) {
       auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
-      inner[v] = body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
+      inner[v] =
+          body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
     }
     for (size_t m : region) {
       const Node* src = nodes[m];
@@ -153,7 +172,7 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     ir::Value* out = n->output();
     body->set_outputs({inner.at(out)});
-    Node* fused = graph.add_fused(inputs, std::move(body));
+    Node* fused = graph.add_fused(read, std::move(body));
     fused->set_loc(n->loc());
     fused->output()->set_layout(out->layout());
     graph.replace_uses(out, fused->output());

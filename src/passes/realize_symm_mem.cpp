@@ -18,9 +18,10 @@
 //       (3) a graph input (caller memory): one `copy` {copy = "input"} before its first symm use
 //           in group g, used by every symm use of that input in g (none when the input is
 //           declared in symm[g]: the caller binds it in the heap; views of it then share it);
-//       (4) anything else (already placed in another colour, e.g. needed by two groups, or a view
-//           of a graph input): one `copy` {copy = "identity"} per (value, group), before the
-//           first such use.
+//       (4) anything else (already placed in another colour, e.g. needed by two groups, a view
+//           of a graph input, or a view that may be strided (ir::maybe_strided: t, transpose,
+//           slices off dim 0 or with a step), since peers address a symm arg contiguously): one
+//           `copy` {copy = "identity"} per (value, group), before the first such use.
 //     Every copy carries attrs["reason"] naming the value, the argument, the op and the group.
 //     Uses that are not symm arguments keep the original value.
 //   - every other node output gets a layout: a view inherits its base's layout, anything else is
@@ -173,11 +174,15 @@ class Realizer {
   Value* place(Value* v, const Use& use) {
     Layout want = Layout::symm(use.group);
     if (v->layout() == want) return v;
+    std::string where =
+        fmt::format("symm arg '{}' of {} (group {})", use.arg, use.node->display_name(), use.group);
+    if (ir::maybe_strided(v)) {  // peers address a symm arg contiguously
+      std::string why = fmt::format("'{}' is a strided view", v->name());
+      return copy_of(v, use, "identity", fmt::format("{} and feeds {}", why, where), why);
+    }
     std::vector<Value*> chain{v};
     while (Value* src = view_source(chain.back())) chain.push_back(src);
     Value* base = chain.back();
-    std::string where =
-        fmt::format("symm arg '{}' of {} (group {})", use.arg, use.node->display_name(), use.group);
     if (base->is_input()) {
       bool chain_free = true;
       for (Value* c : chain) {

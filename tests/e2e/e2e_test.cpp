@@ -9,7 +9,8 @@
 //     programs. The peak / lower-bound ratio over all pools is printed (median, p90, p99, worst).
 // SYMMFLOW_E2E_SEED (default 1) and SYMMFLOW_E2E_PROGRAMS (default 500, 100 under sanitizers)
 // choose the programs; program i has seed SEED + i and world size 2 + (seed % 3), so one failing
-// program reruns alone with SYMMFLOW_E2E_SEED=<its seed> SYMMFLOW_E2E_PROGRAMS=1.
+// program reruns alone with SYMMFLOW_E2E_SEED=<its seed> SYMMFLOW_E2E_PROGRAMS=1. The first
+// SYMMFLOW_E2E_SHOW (default 5) failing programs are printed with their source graph.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -203,7 +204,7 @@ TEST(E2E, RandomProgramsCompiledEqualsEager) {
   for (int i = 0; i < programs; ++i) {
     std::vector<std::string> problems = check_program(seed + uint64_t(i), totals);
     if (problems.empty()) continue;
-    if (++failed <= 5) {
+    if (++failed <= int(env_u64("SYMMFLOW_E2E_SHOW", 5))) {
       auto g = random_program({seed + uint64_t(i), 2 + int((seed + uint64_t(i)) % 3), 0}).graph;
       ADD_FAILURE() << fmt::format("program seed {} (world {}):\n  {}\n{}", seed + uint64_t(i),
                                    g->world_size(), fmt::join(problems, "\n  "),

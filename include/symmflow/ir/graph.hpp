@@ -52,7 +52,7 @@ class Value {
   const Layout& layout() const { return layout_; }
   void set_layout(Layout l) { layout_ = std::move(l); }
   Node* producer() const { return producer_; }  // null for graph inputs
-  int index() const { return index_; }           // output index, or input index
+  int index() const { return index_; }          // output index, or input index
   bool is_input() const { return producer_ == nullptr; }
   const std::vector<Node*>& uses() const { return uses_; }  // one entry per use
 
@@ -77,8 +77,12 @@ struct Arg {
   bool defaulted = false;  // filled from the schema default; not printed
 
   static Arg of(Value* v) { return Arg{Kind::value, v, {}, {}, false}; }
-  static Arg of_list(std::vector<Value*> vs) { return Arg{Kind::value_list, nullptr, std::move(vs), {}, false}; }
-  static Arg of_literal(symmflow::Value v) { return Arg{Kind::literal, nullptr, {}, std::move(v), false}; }
+  static Arg of_list(std::vector<Value*> vs) {
+    return Arg{Kind::value_list, nullptr, std::move(vs), {}, false};
+  }
+  static Arg of_literal(symmflow::Value v) {
+    return Arg{Kind::literal, nullptr, {}, std::move(v), false};
+  }
 };
 
 enum class NodeKind {
@@ -226,5 +230,12 @@ Tensor meta_of(const TensorType& t);
 symmflow::Value meta_value(const Arg& a);
 // Resolves the graph's groups to their sizes for shape functions (see ops/group_size.hpp).
 GroupSizeResolver group_sizes(const Graph& g);
+
+// Whether `v` may be laid out non-contiguously at run time (types are contiguous shapes, but a
+// view's memory is its base's): true for a view chain holding aten::t, aten::transpose.int, or an
+// aten::slice.Tensor off the first dim or with a step other than 1 (conservative: any other op
+// whose return aliases an argument counts too, except aten::view and aten::reshape of a
+// contiguous value). False for values that own their buffer.
+bool maybe_strided(const Value* v);
 
 }  // namespace symmflow::ir
