@@ -9,7 +9,8 @@
 //   - `w` is not a graph input, unless `o` is exactly what is written back into that input (the
 //     write then lands in the caller's buffer, as eager execution does);
 //   - `w` is not a view and has no view taken of it (its buffer is not shared);
-//   - `w` and `o` have the same layout (a graph input's is the caller's memory);
+//   - `w` and `o` have the same layout (a graph input's is the caller's memory: it never takes a
+//     result placed in symm[g] unless the input itself is declared in symm[g]);
 //   - `w` is not passed to two written arguments.
 //   The new node takes N's place, arguments, attrs (but "reason"), location and return names;
 //   every use of `o` (writebacks and outputs included) now reads `w`. A writeback that becomes
@@ -117,6 +118,10 @@ class Reinplacer {
           return fmt::format("'{}' (argument '{}') is a graph input whose caller's buffer must keep "
                              "its value",
                              w->name(), arg);
+        if (o->layout().pool == ir::Pool::symm && !(w->layout() == o->layout()))
+          return fmt::format("'{}' (argument '{}') is a graph input in caller memory but the result "
+                             "must be in {}",
+                             w->name(), arg, o->layout().str());
       } else {
         if (w->producer()->kind() == NodeKind::op) {
           const auto& ra = w->producer()->op()->aliases().returns_alias;
