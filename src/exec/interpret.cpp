@@ -100,7 +100,7 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
           const ir::Arg& arg = n->args()[size_t(i)];
           const bool written = op.schema().args[size_t(i)].is_written();
           auto symm_copy = [&](const Tensor& t, const ir::Value* v) {
-            if (symmetric_in(t, group)) return t;
+            if (symmetric_in(t, group) && t.is_contiguous()) return t;
             Tensor s = empty_symmetric(t.shape(), t.dtype(), group);
             detail::copy_tensor(s, t);
             staged = true;

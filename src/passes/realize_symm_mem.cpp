@@ -173,13 +173,13 @@ class Realizer {
   // The value the symm use should read: `v` itself (placed in symm[group]) or a copy.
   Value* place(Value* v, const Use& use) {
     Layout want = Layout::symm(use.group);
-    if (v->layout() == want) return v;
     std::string where =
         fmt::format("symm arg '{}' of {} (group {})", use.arg, use.node->display_name(), use.group);
     if (ir::maybe_strided(v)) {  // peers address a symm arg contiguously
       std::string why = fmt::format("'{}' is a strided view", v->name());
       return copy_of(v, use, "identity", fmt::format("{} and feeds {}", why, where), why);
     }
+    if (v->layout() == want) return v;
     std::vector<Value*> chain{v};
     while (Value* src = view_source(chain.back())) chain.push_back(src);
     Value* base = chain.back();
