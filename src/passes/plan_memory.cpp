@@ -12,7 +12,9 @@
 //     steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives from step 0, so a
 //     caller may write its input into that staging buffer before the run (zero-copy binding);
 //     a symm buffer that peers write (a written symm arg of a communicating op) lives for the whole
-//     run (Note [peer-written buffers]).
+//     run (Note [peer-written buffers]); the src of symm_mem::get, which peers read without a
+//     closing barrier, lives until the group's next synchronising op (Note [unsynchronised peer
+//     reads]).
 //   - per colour (regular, symm[g] per group), sizes rounded up to 64 bytes, best-fit packing in
 //     several orders — "start" (sweep in schedule order, ties by size desc), "size" (global
 //     decreasing-size best-fit over the buffers live at the same time), "end" (the sweep run
@@ -41,10 +43,12 @@ namespace symmflow::passes {
 namespace {
 
 constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 struct Item {
-  size_t bytes;  // aligned
+  size_t bytes;    // aligned
   int start, end;  // inclusive steps
 };
 
@@ -155,9 +159,10 @@ std::optional<Packing> size_best_fit(const std::vector<Item>& items, size_t budg
     const Item& it = items[size_t(i)];
     if (it.bytes == 0) continue;
     // Placed buffers with start <= it.end (a prefix of by_start) and end >= it.start.
-    size_t hi = size_t(std::upper_bound(by_start.begin(), by_start.end(), it.end,
-                                        [&](int end, int b) { return end < items[size_t(b)].start; }) -
-                       by_start.begin());
+    size_t hi =
+        size_t(std::upper_bound(by_start.begin(), by_start.end(), it.end,
+                                [&](int end, int b) { return end < items[size_t(b)].start; }) -
+               by_start.begin());
     overlap.clear();
     std::vector<std::pair<size_t, std::pair<size_t, size_t>>> stack{{1, {0, leaves}}};
     while (!stack.empty()) {
@@ -239,7 +244,8 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
       int c = 0;
       if (v->layout().pool == ir::Pool::symm) {
         const std::string& g = v->layout().group;
-        SF_CHECK(graph.find_group(g), "plan_memory: value '{}' is placed in symm[{}] but group '{}' is not declared",
+        SF_CHECK(graph.find_group(g),
+                 "plan_memory: value '{}' is placed in symm[{}] but group '{}' is not declared",
                  v->name(), g, g);
         auto [it, fresh] = symm_colour.try_emplace(g, int(colours.size()));
         if (fresh) colours.push_back({v->layout(), {}});
@@ -311,7 +317,8 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     size_t new_value = op.schema().returns.size();  // functional: new values follow the returns
     for (int w : written) {
       const std::string& name = op.schema().args[size_t(w)].name;
-      bool symm = std::find(op.symm_args().begin(), op.symm_args().end(), name) != op.symm_args().end();
+      bool symm =
+          std::find(op.symm_args().begin(), op.symm_args().end(), name) != op.symm_args().end();
       std::vector<const ir::Value*> targets;
       if (n->kind() == ir::NodeKind::functional) {
         targets.push_back(n->output(new_value++));
@@ -329,6 +336,25 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
         base.last_step = end_step;
       }
     }
+  }
+
+  // Note [unsynchronised peer reads]: peers read `get`'s src with no barrier closing the op, so
+  // that buffer stays live until the next communication of its group that synchronises every
+  // rank (any op of the group but get / put_signal / wait_signal), or to the end.
+  auto unsynchronised = [](const ir::Node* n) {
+    const std::string& name = n->op()->name();
+    return name == "symm_mem::get" || name == "symm_mem::put_signal" ||
+           name == "symm_mem::wait_signal";
+  };
+  for (int step = 0; step < end_step; ++step) {
+    const ir::Node* n = nodes[size_t(step)];
+    if (!n->op() || n->op()->name() != "symm_mem::get" || n->group().empty()) continue;
+    int until = step + 1;
+    for (; until < end_step; ++until) {
+      const ir::Node* m = nodes[size_t(until)];
+      if (m->op() && m->group() == n->group() && !unsynchronised(m)) break;
+    }
+    extend(n->args()[0].value, until);
   }
 
   // Packing per colour.
@@ -373,13 +399,16 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const BufferPlan& bp = plan.buffers[b];
     if (bp.pool < 0) continue;
-    plan.events.push_back({bp.first_step, HeapEvent::Kind::alloc, int(b), bp.pool, bp.offset, bp.bytes});
-    plan.events.push_back({bp.last_step + 1, HeapEvent::Kind::free, int(b), bp.pool, bp.offset, bp.bytes});
+    plan.events.push_back(
+        {bp.first_step, HeapEvent::Kind::alloc, int(b), bp.pool, bp.offset, bp.bytes});
+    plan.events.push_back(
+        {bp.last_step + 1, HeapEvent::Kind::free, int(b), bp.pool, bp.offset, bp.bytes});
   }
-  std::stable_sort(plan.events.begin(), plan.events.end(), [](const HeapEvent& a, const HeapEvent& b) {
-    if (a.step != b.step) return a.step < b.step;
-    return a.kind == HeapEvent::Kind::free && b.kind == HeapEvent::Kind::alloc;
-  });
+  std::stable_sort(plan.events.begin(), plan.events.end(),
+                   [](const HeapEvent& a, const HeapEvent& b) {
+                     if (a.step != b.step) return a.step < b.step;
+                     return a.kind == HeapEvent::Kind::free && b.kind == HeapEvent::Kind::alloc;
+                   });
   return plan;
 }
 
