@@ -13,8 +13,9 @@
 //   - communication: nodes whose op has a group argument ("comm") keep their source order within
 //     each group (an order token per group), so every rank issues the same sequence;
 //   - fences: a comm node without tensor arguments (barrier) publishes or retires symmetric
-//     memory of its group: every earlier node defining or writing a symm[g] buffer stays before
-//     it and every later one after it; peer writes never cross it.
+//     memory of its group: every earlier node reading, defining or writing a symm[g] buffer stays
+//     before it and every later one after it; peer writes never cross it (a read of a buffer
+//     that peers put into after the barrier must not move past it).
 //   Priority (a list scheduler over a heap, O((n + e) log n)): a node's key is the source
 //   position of the earliest comm node it leads to (itself included), or +inf; ready nodes go by
 //   (key, source position). So the ancestors of the first collective run first, the collective is
@@ -135,10 +136,18 @@ class Scheduler {
     for (size_t idx = 0; idx < nodes_.size(); ++idx) {
       const Node& n = *nodes_[idx];
       int i = int(idx);
+      // Fences of each group this node reads, defines or writes symmetric memory in.
+      auto touch_symm = [&](const Value* v) {
+        if (v->layout().pool != ir::Pool::symm) return;
+        Fence& f = fences[v->layout().group];
+        edge(f.last, i);
+        if (f.pending.empty() || f.pending.back() != i) f.pending.push_back(i);
+      };
       bool has_inputs = false;
       for (const Arg& a : n.args()) {
         auto read = [&](const Value* v) {
           has_inputs = true;
+          touch_symm(base_of(v));
           if (v->producer()) edge(index_of(v->producer()), i);
           if (buffers.empty()) return;
           auto it = buffers.find(base_of(v));
@@ -157,13 +166,6 @@ class Scheduler {
         b.reads.clear();
         b.last_write = i;
       }
-      // Fences of each group this node defines or writes symmetric memory in.
-      auto touch_symm = [&](const Value* v) {
-        if (v->layout().pool != ir::Pool::symm) return;
-        Fence& f = fences[v->layout().group];
-        edge(f.last, i);
-        if (f.pending.empty() || f.pending.back() != i) f.pending.push_back(i);
-      };
       for (const Value* v : n.outputs()) {
         if (!view_source(v)) touch_symm(v);
       }
