@@ -42,7 +42,11 @@ constexpr int kDefaultPrograms = 500;
 constexpr int kMinCoverage = 25;  // per 500 programs
 
 // What the generator must exercise (op kinds as it counts them, and features).
-const char* const kRequired[] = {"aten::mm",
+const char* const kRequired[] = {"dtype f32",
+                                 "dtype f64",
+                                 "dtype bf16",
+                                 "dtype f16",
+                                 "aten::mm",
                                  "pointwise",
                                  "aten::mul.Scalar",
                                  "aten::add.Scalar",
@@ -83,11 +87,11 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
   return s && *s ? std::strtoull(s, nullptr, 10) : fallback;
 }
 
-Tensor random_input(const Shape& shape, uint64_t seed) {
+Tensor random_input(const ir::TensorType& type, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> d(-16, 16);
-  Tensor t = Tensor::empty(shape, DType::f32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(d(rng)) / 8;
+  Tensor t = Tensor::empty(type.shape, type.dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) store_double(t.view(), i, double(d(rng)) / 8);
   return t;
 }
 
@@ -135,8 +139,7 @@ std::vector<std::string> check_program(uint64_t seed, Totals& totals) {
         }
         std::vector<Tensor> data;
         for (const ir::Value* v : source.graph->inputs())
-          data.push_back(
-              random_input(v->type().shape, seed * 1000 + uint64_t(rank) * 100 + data.size()));
+          data.push_back(random_input(v->type(), seed * 1000 + uint64_t(rank) * 100 + data.size()));
         std::vector<Tensor> eager_in, run_in;
         for (const Tensor& t : data) {
           eager_in.push_back(clone(t));

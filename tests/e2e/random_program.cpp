@@ -29,9 +29,13 @@ class Generator {
   }
 
   Program run() {
+    static const DType kTypes[] = {DType::f32, DType::f32, DType::f64, DType::bf16, DType::f16};
+    dtype_ = kTypes[pick(5)];
+    count("dtype " + std::string(dtype_name(dtype_)));
     int inputs = 2 + int(pick(3));
     for (int i = 0; i < inputs; ++i) new_input(random_shape());
-    for (int i = 0; i < o_.ops; ++i) step();
+    int ops = o_.ops / 2 + int(pick(size_t(o_.ops)));
+    for (int i = 0; i < ops; ++i) step();
     std::vector<ir::Value*> outs{vals_.back()};
     for (int k = 0; k < 2; ++k) {
       ir::Value* v = vals_[pick(vals_.size())];
@@ -50,7 +54,7 @@ class Generator {
   const Shape& shape(ir::Value* v) const { return v->type().shape; }
 
   ir::Value* new_input(const Shape& s) {
-    ir::Value* v = g_->add_input(g_->fresh_name("in"), {DType::f32, s});
+    ir::Value* v = g_->add_input(g_->fresh_name("in"), {dtype_, s});
     add(v, {});
     return v;
   }
@@ -98,7 +102,8 @@ class Generator {
       count("write_graph_input");
       return new_input(s);
     }
-    return fresh(g_->add_op("aten::zeros", {Arg::of_literal(std::vector<int64_t>(s))}));
+    return fresh(g_->add_op("aten::zeros", {Arg::of_literal(std::vector<int64_t>(s))},
+                            {{"dtype", Arg::of_literal(dtype_)}}));
   }
 
   std::string group() {
@@ -357,6 +362,7 @@ class Generator {
 
   ProgramOptions o_;
   std::mt19937_64 rng_;
+  DType dtype_ = DType::f32;
   std::unique_ptr<ir::Graph> g_;
   std::vector<ir::Value*> vals_;
   std::unordered_map<ir::Value*, Info> info_;

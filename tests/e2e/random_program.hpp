@@ -1,6 +1,7 @@
 // Random valid programs in the graph IR for the end-to-end property test (issue 4, item 6).
 //
-// A program is a source graph as a user writes it (before any pass): f32 2-d values, pointwise
+// A program is a source graph as a user writes it (before any pass): 2-d values of one dtype per
+// program (f32, f64, bf16 or f16), pointwise
 // ops (unary, binary, Scalar), matmul, views (view, reshape, t, transpose.int, slice.Tensor with
 // steps: non-contiguous ones included), in-place and out calls (graph inputs too: writebacks),
 // and every symm_mem collective that runs on CPU without multicast, over two groups: `tp` (the
