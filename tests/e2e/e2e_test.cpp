@@ -11,7 +11,8 @@
 // SYMMFLOW_E2E_SEED (default 1) and SYMMFLOW_E2E_PROGRAMS (default 500, 100 under sanitizers)
 // choose the programs; program i has seed SEED + i and world size 2 + (seed % 3), so one failing
 // program reruns alone with SYMMFLOW_E2E_SEED=<its seed> SYMMFLOW_E2E_PROGRAMS=1. The first
-// SYMMFLOW_E2E_SHOW (default 5) failing programs are printed with their source graph.
+// SYMMFLOW_E2E_SHOW (default 5) failing programs are printed with their source graph;
+// SYMMFLOW_E2E_OPS (default 18) scales the programs (ops / 2 .. ops * 3 / 2 operations).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -87,6 +88,10 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
   return s && *s ? std::strtoull(s, nullptr, 10) : fallback;
 }
 
+int ops() {
+  return int(env_u64("SYMMFLOW_E2E_OPS", 18));
+}
+
 Tensor random_input(const ir::TensorType& type, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> d(-16, 16);
@@ -130,8 +135,8 @@ std::vector<std::string> check_program(uint64_t seed, Totals& totals) {
       [&](Runtime& rt) {
         const int rank = rt.rank();
         RankResult& res = results[size_t(rank)];
-        Program source = random_program({seed, world, rank});
-        auto plan = passes::compile(random_program({seed, world, rank}).graph);
+        Program source = random_program({seed, world, rank, ops()});
+        auto plan = passes::compile(random_program({seed, world, rank, ops()}).graph);
         res.comm = comm_sequence(*plan);
         if (rank == 0) {
           plan0 = plan;
@@ -214,7 +219,8 @@ TEST(E2E, RandomProgramsCompiledEqualsEager) {
     std::vector<std::string> problems = check_program(seed + uint64_t(i), totals);
     if (problems.empty()) continue;
     if (++failed <= int(env_u64("SYMMFLOW_E2E_SHOW", 5))) {
-      auto g = random_program({seed + uint64_t(i), 2 + int((seed + uint64_t(i)) % 3), 0}).graph;
+      auto g =
+          random_program({seed + uint64_t(i), 2 + int((seed + uint64_t(i)) % 3), 0, ops()}).graph;
       ADD_FAILURE() << fmt::format("program seed {} (world {}):\n  {}\n{}", seed + uint64_t(i),
                                    g->world_size(), fmt::join(problems, "\n  "),
                                    ir::print_graph(*g));
