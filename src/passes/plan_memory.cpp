@@ -9,8 +9,10 @@
 //     as long as any of its aliases. Views of graph inputs have no buffer (caller memory).
 //   - live ranges over the schedule: a buffer lives from the step that defines it to the last step
 //     that reads or writes it (or any alias of it); graph outputs and writeback values live to
-//     steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives from step 0, so a
-//     caller may write its input into that staging buffer before the run (zero-copy binding);
+//     steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives for the whole run
+//     (from step 0 to steps.size()), so a caller may write its input into that staging buffer
+//     before the run and finds it unchanged after (zero-copy binding: the staging buffer is the
+//     caller's input tensor, which no other buffer may reuse);
 //     a symm buffer that peers write (a written symm arg of a communicating op) lives for the whole
 //     run (Note [peer-written buffers]); the src of symm_mem::get, which peers read without a
 //     closing barrier, lives until the group's next synchronising op (Note [unsynchronised peer
@@ -283,8 +285,11 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     }
     if (n->kind() == ir::NodeKind::copy) {
       auto it = n->attrs().find("copy");
-      if (it != n->attrs().end() && it->second == "input")
-        plan.buffers[size_t(plan.buffer_of.at(n->output()))].first_step = 0;
+      if (it != n->attrs().end() && it->second == "input") {
+        BufferPlan& staging = plan.buffers[size_t(plan.buffer_of.at(n->output()))];
+        staging.first_step = 0;
+        staging.last_step = end_step;
+      }
     }
   }
 
