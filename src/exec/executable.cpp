@@ -6,8 +6,10 @@
 // "input") writes a staging buffer that plan_memory keeps live from step 0, so no other buffer
 // shares its bytes before the copy. input_handle() hands that buffer to the caller; when run()
 // receives it back (same memory), the copy is skipped. This is only offered when no step writes
-// the staging buffer, or when what it holds at the end is written back into that very input, so
-// the caller's tensor never changes in ways eager execution would not change it.
+// the staging buffer, or when what it holds at the end is written back into that very input and
+// the copy-in is the input's only reader (other steps read the caller's tensor, which would then
+// be the staging buffer that a step or a peer writes), so the caller's tensor never changes in
+// ways eager execution would not change it.
 #include "symmflow/exec/executable.hpp"
 
 #include <algorithm>
@@ -69,8 +71,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
   for (size_t i = 0; i < plan_->pools.size(); ++i) {
     const passes::PoolPlan& p = plan_->pools[i];
     if (p.layout.pool != ir::Pool::symm) continue;
-    heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group), std::max<size_t>(p.bytes, 64),
-                                        "Executable");
+    heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group),
+                                        std::max<size_t>(p.bytes, 64), "Executable");
     symm_storage[i] = std::make_shared<SymmetricStorage>(heaps_[i]);
     pool_storages_.push_back(symm_storage[i].get());
     ++allocations_;
@@ -119,7 +121,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     for (const ir::Value* v : n->outputs()) step->out_slots.push_back(new_slot(v));
     if (n->kind() == ir::NodeKind::op) {
       const auto& aliases = n->op()->aliases();
-      for (size_t r = 0; r < n->outputs().size(); ++r) step->alias_return.push_back(aliases.returns_alias[r] >= 0);
+      for (size_t r = 0; r < n->outputs().size(); ++r)
+        step->alias_return.push_back(aliases.returns_alias[r] >= 0);
       for (int w : aliases.written_args) {
         const ir::Arg& a = n->args()[size_t(w)];
         if (a.kind == ir::Arg::Kind::value) mark_written(a.value);
@@ -149,8 +152,10 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
           if (i < 0) continue;  // defaulted below
           args[j] = ref(n->args()[size_t(i)]);
           const ir::Arg& a = n->args()[size_t(i)];
-          if (a.kind == ir::Arg::Kind::literal) known.push_back({name, a.literal});
-          else if (a.kind == ir::Arg::Kind::value) known.push_back({name, ir::meta_of(a.value->type())});
+          if (a.kind == ir::Arg::Kind::literal)
+            known.push_back({name, a.literal});
+          else if (a.kind == ir::Arg::Kind::value)
+            known.push_back({name, ir::meta_of(a.value->type())});
           else {
             std::vector<Tensor> metas;
             for (const ir::Value* v : a.values) metas.push_back(ir::meta_of(v->type()));
@@ -159,7 +164,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
         }
         std::vector<Value> defaults = bind_args(out_op, {}, known);  // fills the rest
         for (size_t j = 0; j < args.size(); ++j) {
-          if (args[j].kind == ir::Arg::Kind::literal && args[j].literal.is_none()) args[j].literal = defaults[j];
+          if (args[j].kind == ir::Arg::Kind::literal && args[j].literal.is_none())
+            args[j].literal = defaults[j];
         }
         step->op = &out_op;
         step->out_variant = true;
@@ -184,15 +190,21 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     steps_.push_back(std::move(step));
   }
   for (const ir::Value* v : g.outputs()) output_slot_.push_back(slot_of.at(v));
-  for (const auto& w : g.writebacks()) writebacks_.push_back({w.input->index(), slot_of.at(w.value)});
+  for (const auto& w : g.writebacks())
+    writebacks_.push_back({w.input->index(), slot_of.at(w.value)});
   // Zero-copy eligibility (Note [zero-copy input binding]).
   for (size_t i = 0; i < staging_step_.size(); ++i) {
     if (staging_step_[i] < 0) continue;
     const ir::Value* staged = plan_->steps[size_t(staging_step_[i])]->output();
     int b = plan_->buffer_of.at(staged);
     bool written_back = false;
-    for (const auto& w : g.writebacks()) written_back |= w.input == g.inputs()[i] && w.value == staged;
-    if (written[size_t(b)] && !written_back) staging_step_[i] = -1;
+    for (const auto& w : g.writebacks())
+      written_back |= w.input == g.inputs()[i] && w.value == staged;
+    // A step that writes the staging buffer would change what other readers of the input see.
+    const ir::Node* stage = plan_->steps[size_t(staging_step_[i])];
+    bool only_staged = std::all_of(g.inputs()[i]->uses().begin(), g.inputs()[i]->uses().end(),
+                                   [stage](const ir::Node* u) { return u == stage; });
+    if (written[size_t(b)] && (!written_back || !only_staged)) staging_step_[i] = -1;
   }
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!slots_[s].defined()) transient_slots_.push_back(int(s));
@@ -209,7 +221,8 @@ Tensor Executable::input_handle(size_t i) {
   SF_CHECK(i < g.inputs().size(), "input_handle: graph '{}' has {} inputs, no input #{}", g.name(),
            g.inputs().size(), i);
   if (staging_step_[i] >= 0) return slots_[size_t(steps_[size_t(staging_step_[i])]->out_slots[0])];
-  if (!handles_[i].defined()) handles_[i] = Tensor::empty(g.inputs()[i]->type().shape, g.inputs()[i]->type().dtype);
+  if (!handles_[i].defined())
+    handles_[i] = Tensor::empty(g.inputs()[i]->type().shape, g.inputs()[i]->type().dtype);
   return handles_[i];
 }
 
@@ -231,13 +244,15 @@ void Executable::run_step(const Step& step) {
   const ir::Node& n = *step.node;
   auto arg_value = [&](const ArgRef& a) -> Value {
     switch (a.kind) {
-      case ir::Arg::Kind::value: return slots_[size_t(a.slot)];
+      case ir::Arg::Kind::value:
+        return slots_[size_t(a.slot)];
       case ir::Arg::Kind::value_list: {
         std::vector<Tensor> ts;
         for (int s : a.slots) ts.push_back(slots_[size_t(s)]);
         return ts;
       }
-      case ir::Arg::Kind::literal: return a.literal;
+      case ir::Arg::Kind::literal:
+        return a.literal;
     }
     return None{};
   };
@@ -274,7 +289,8 @@ void Executable::run_step(const Step& step) {
       }
       call_bound_into(*step.op, bound, outs);
       if (!step.out_variant) {
-        for (size_t r = 0; r < outs.size(); ++r) slots_[size_t(step.out_slots[r])] = outs[r].to_tensor();
+        for (size_t r = 0; r < outs.size(); ++r)
+          slots_[size_t(step.out_slots[r])] = outs[r].to_tensor();
       }
       return;
     }
@@ -296,7 +312,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     // overwritten by the steps while still needed: read it from a snapshot instead.
     if (std::find(pool_storages_.begin(), pool_storages_.end(), inputs[i].storage().get()) !=
         pool_storages_.end()) {
-      if (!snapshots_[i].defined()) snapshots_[i] = Tensor::empty(inputs[i].shape(), inputs[i].dtype());
+      if (!snapshots_[i].defined())
+        snapshots_[i] = Tensor::empty(inputs[i].shape(), inputs[i].dtype());
       copy(snapshots_[i], inputs[i]);
       slots_[size_t(input_slot_[i])] = snapshots_[i];
     }
