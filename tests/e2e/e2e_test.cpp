@@ -82,7 +82,8 @@ const char* const kRequired[] = {"dtype f32",
                                  "symm_mem::wait_signal",
                                  "symm_mem::get",
                                  "symm_mem::broadcast_",
-                                 "symm_mem::barrier"};
+                                 "symm_mem::barrier",
+                                 "symm_mem::all_to_all_vdev"};
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
   const char* s = std::getenv(name);

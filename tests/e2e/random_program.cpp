@@ -141,7 +141,7 @@ class Generator {
         {3, &Generator::all_reduce_2}, {3, &Generator::scatter_gather},
         {2, &Generator::permute},      {2, &Generator::put_wait},
         {2, &Generator::get},          {1, &Generator::broadcast},
-        {1, &Generator::barrier}};
+        {1, &Generator::barrier},      {1, &Generator::all_to_all}};
     int total = 0;
     for (const auto& e : kTable) total += e.first;
     int r = int(pick(size_t(total)));
@@ -357,6 +357,24 @@ class Generator {
     symm_feature(x);
     op("symm_mem::broadcast_",
        {Arg::of(x), Arg::of_literal(int64_t(pick(size_t(gsize(gname))))), Arg::of_literal(gname)});
+  }
+  // Every rank sends one row to each rank; the splits are i64 tensors the program makes (not
+  // operands of other ops).
+  void all_to_all() {
+    std::string gname = group();
+    int64_t w = gsize(gname);
+    ir::Value* x = operand([&](ir::Value* v) { return shape(v)[0] >= w; });
+    if (!x) x = new_input(random_shape());
+    symm_feature(x);
+    ir::Value* out = target(shape(x), {x});
+    ir::KwArg i64{"dtype", Arg::of_literal(DType::i64)};
+    ir::Node* splits =
+        g_->add_op("aten::full",
+                   {Arg::of_literal(std::vector<int64_t>{w}), Arg::of_literal(int64_t(1))}, {i64});
+    ir::Node* meta =
+        g_->add_op("aten::zeros", {Arg::of_literal(std::vector<int64_t>{2, w})}, {i64});
+    op("symm_mem::all_to_all_vdev", {Arg::of(x), Arg::of(out), Arg::of(splits->output()),
+                                     Arg::of(meta->output()), Arg::of_literal(gname)});
   }
   void barrier() { op("symm_mem::barrier", {Arg::of_literal(group())}); }
 

@@ -9,7 +9,8 @@
 //
 // Validity rules kept by the generator: no value is written through a view or after a view of it
 // was taken (functionalize refuses both); an op never gets one value in two written arguments;
-// p2p patterns are published as users write them (barrier before put_signal / get, barrier
+// all_to_all_vdev sends one row to every rank (splits made by aten::full); p2p patterns are
+// published as users write them (barrier before put_signal / get, barrier
 // after get); shapes satisfy every op's constraints (reduce-scatter divisibility, matmul inner
 // dims).
 //
