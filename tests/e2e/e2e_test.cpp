@@ -6,7 +6,8 @@
 //     Executable::input_handle: staged symm inputs bound with no copy);
 //   - the plan: no two simultaneously live buffers of a pool overlap, each pool's peak >= its
 //     lower bound (plan_checks.hpp, live ranges recomputed from the graph);
-//   - the same communication sequence on every rank;
+//   - the same communication sequence on every rank: in the plans, and at run time (every
+//     collective fingerprinted across ranks with tunables().debug_collectives);
 //   - every op kind and feature of the generator exercised at least kMinCoverage times per 500
 //     programs. The peak / lower-bound ratio over all pools is printed (median, p90, p99, worst).
 // SYMMFLOW_E2E_SEED (default 1) and SYMMFLOW_E2E_PROGRAMS (default 500, 100 under sanitizers)
@@ -32,6 +33,7 @@
 #include "symmflow/ir/text.hpp"
 #include "symmflow/passes/pipeline.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::e2e {
 namespace {
@@ -217,6 +219,9 @@ double percentile(std::vector<double> xs, double p) {
 TEST(E2E, RandomProgramsCompiledEqualsEager) {
   const uint64_t seed = env_u64("SYMMFLOW_E2E_SEED", 1);
   const int programs = int(env_u64("SYMMFLOW_E2E_PROGRAMS", kDefaultPrograms));
+  Tunables tunables_now = tunables();
+  tunables_now.debug_collectives = true;  // each collective cross-checked on every rank at run time
+  set_tunables(tunables_now);
   Totals totals;
   int failed = 0;
   for (int i = 0; i < programs; ++i) {
