@@ -151,10 +151,13 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     auto body = std::make_unique<Graph>("fused", graph.world_size());
     std::unordered_map<const ir::Value*, ir::Value*> inner;
-    for (ir::Value* v : inputs) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      ir::Value* v = inputs[k];
       auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
-      inner[v] =
-          body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
+      std::string name = read[k] != v                  ? read[k]->name()
+                         : pending == final_name.end() ? v->name()
+                                                       : pending->second;
+      inner[v] = body->add_input(name, v->type());
     }
     for (size_t m : region) {
       const Node* src = nodes[m];
