@@ -6,6 +6,7 @@
 //     Executable::input_handle: staged symm inputs bound with no copy);
 //   - the plan: no two simultaneously live buffers of a pool overlap, each pool's peak >= its
 //     lower bound (plan_checks.hpp, live ranges recomputed from the graph);
+//   - the compiled IR prints and parses back to itself;
 //   - the same communication sequence on every rank: in the plans, and at run time (every
 //     collective fingerprinted across ranks with tunables().debug_collectives);
 //   - every op kind and feature of the generator exercised at least kMinCoverage times per 500
@@ -198,6 +199,14 @@ std::vector<std::string> check_program(uint64_t seed, Totals& totals) {
   if (plan0) {
     std::vector<std::string> p = check_plan(*plan0, &totals.ratios);
     problems.insert(problems.end(), p.begin(), p.end());
+    std::string printed = ir::print_graph(*plan0->graph);  // the compiled IR is a fixed point
+    try {
+      if (ir::print_graph(*ir::parse_graph(printed, {"<compiled>", world})) != printed)
+        problems.push_back("the compiled IR does not print back the same:\n" + printed);
+    } catch (const std::exception& e) {
+      problems.push_back(std::string("the compiled IR does not parse: ") + e.what() + "\n" +
+                         printed);
+    }
     for (const ir::Node* n : plan0->steps) {
       if (n->kind() == ir::NodeKind::fused) ++features["compiled: fused region"];
       if (n->kind() == ir::NodeKind::copy) ++features["compiled: copy"];
