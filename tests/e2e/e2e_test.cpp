@@ -257,8 +257,10 @@ TEST(E2E, RandomProgramsCompiledEqualsEager) {
   EXPECT_LE(percentile(ratios, 0.5), 1.05) << "issue 4: planned peak within 5% of the lower bound";
   int min_count = std::max(1, kMinCoverage * programs / 500);
   for (const auto& [name, count] : totals.features) fmt::print("  {:45} {}\n", name, count);
-  for (const char* name : kRequired)
-    EXPECT_GE(totals.features[name], min_count) << name << " is exercised too rarely";
+  for (const char* name : kRequired) {  // not checked when rerunning a few programs
+    if (programs >= 100)
+      EXPECT_GE(totals.features[name], min_count) << name << " is exercised too rarely";
+  }
 }
 
 }  // namespace
