@@ -6,8 +6,10 @@
 // "input") writes a staging buffer that plan_memory keeps live from step 0, so no other buffer
 // shares its bytes before the copy. input_handle() hands that buffer to the caller; when run()
 // receives it back (same memory), the copy is skipped. This is only offered when no step writes
-// the staging buffer, or when what it holds at the end is written back into that very input, so
-// the caller's tensor never changes in ways eager execution would not change it.
+// the staging buffer, or when what it holds at the end is written back into that very input and
+// the copy-in is the input's only reader (other steps read the caller's tensor, which would then
+// be the staging buffer that a step or a peer writes), so the caller's tensor never changes in
+// ways eager execution would not change it.
 //
 // Note [barrier before each run]: a buffer that peers write (the written symm arg of a
 // communicating op: put_signal's dst, collective_permute_out's out, ...) is kept for the whole run
@@ -236,7 +238,11 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
     bool written_back = false;
     for (const auto& w : g.writebacks())
       written_back |= w.input == g.inputs()[i] && w.value == staged;
-    if (written[size_t(b)] && !written_back) staging_step_[i] = -1;
+    // A step that writes the staging buffer would change what other readers of the input see.
+    const ir::Node* stage = plan_->steps[size_t(staging_step_[i])];
+    bool only_staged = std::all_of(g.inputs()[i]->uses().begin(), g.inputs()[i]->uses().end(),
+                                   [stage](const ir::Node* u) { return u == stage; });
+    if (written[size_t(b)] && (!written_back || !only_staged)) staging_step_[i] = -1;
   }
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!slots_[s].defined()) transient_slots_.push_back(int(s));

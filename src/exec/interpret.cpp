@@ -1,6 +1,14 @@
 // The eager reference interpreter. Contract: see include/symmflow/exec/interpret.hpp. It plans
 // nothing and shares no code path with the Executable beyond the registry's kernels, so the two
 // can check each other (`symmflow run --check`).
+//
+// Note [eager staging of symm args]: a symm arg that is not symmetric in the node's group is
+// copied into a fresh empty_symmetric tensor S, and every rank then passes a barrier of the group
+// before the call, so no peer reads or writes S (get, put_signal) before its owner filled it. S
+// stays alive until the end (a peer may read it after the call returns, as `get` does). When the
+// op writes the argument in place, S becomes the value from then on (a wait_signal after a
+// put_signal must find the data peers put into S), and is copied into the original tensor at the
+// end, latest staging first (so a graph input the program mutates ends with its final value).
 #include "symmflow/exec/interpret.hpp"
 
 #include <unordered_map>
@@ -54,6 +62,8 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
     ensure_groups(graph, rt);
   }
   std::unordered_map<const ir::Value*, Tensor> env;
+  std::vector<Tensor> keep_alive;                     // staged symm args: peers may read them
+  std::vector<std::pair<Tensor, Tensor>> write_back;  // (original, its staged symm copy)
   for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs()[i]] = inputs[i];
   auto tensor_of = [&](const ir::Value* v) -> const Tensor& {
     auto it = env.find(v);
@@ -119,34 +129,43 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
           bound[size_t(w)] = c;
           new_values.push_back(c);
         }
-        // Symm args: eager tensors are not symmetric; copy them into a fresh heap of the group.
-        std::vector<std::pair<Tensor, Tensor>> write_back;  // (original, symmetric copy)
+        // Symm args (Note [eager staging of symm args]).
         std::string group = n->group();
+        bool staged = false;
         for (const std::string& name : op.symm_args()) {
           int i = op.schema().arg_index(name);
-          auto symm_copy = [&](const Tensor& t) {
-            if (symmetric_in(t, group)) return t;
+          const ir::Arg& arg = n->args()[size_t(i)];
+          const bool written = op.schema().args[size_t(i)].is_written();
+          auto symm_copy = [&](const Tensor& t, const ir::Value* v) {
+            if (symmetric_in(t, group) && t.is_contiguous()) return t;
             Tensor s = empty_symmetric(t.shape(), t.dtype(), group);
             detail::copy_tensor(s, t);
-            if (op.schema().args[size_t(i)].is_written()) write_back.push_back({t, s});
+            staged = true;
+            keep_alive.push_back(s);
+            if (written && functional) {
+              for (Tensor& nv : new_values) nv = nv.raw_data() == t.raw_data() ? s : nv;
+            } else if (written && v) {
+              write_back.push_back({t, s});
+              env[v] = s;
+            }
             return s;
           };
           Value& b = bound[size_t(i)];
           if (b.is_tensor()) {
-            b = symm_copy(b.to_tensor());
+            b = symm_copy(b.to_tensor(), arg.kind == ir::Arg::Kind::value ? arg.value : nullptr);
           } else if (b.is_tensor_list()) {
             std::vector<Tensor> ts = b.to_tensor_list();
-            for (Tensor& t : ts) t = symm_copy(t);
+            for (size_t k = 0; k < ts.size(); ++k) ts[k] = symm_copy(ts[k], arg.values[k]);
             b = std::move(ts);
           }
         }
+        if (staged) Runtime::current().group(group)->barrier(0, "interpret: staged symm args");
         std::vector<Value> outs(op.schema().returns.size());
         for (size_t r = 0; r < outs.size(); ++r) {
           if (op.aliases().returns_alias[r] >= 0) continue;
           if (Tensor t = fresh(n->output(r)); t.defined()) outs[r] = t;
         }
         call_bound_into(op, bound, outs);
-        for (auto& [original, s] : write_back) detail::copy_tensor(original, s);
         size_t r = 0;
         for (; r < outs.size(); ++r) env[n->output(r)] = outs[r].to_tensor();
         for (const Tensor& t : new_values) env[n->output(r++)] = t;
@@ -154,6 +173,8 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
       }
     }
   }
+  for (auto it = write_back.rbegin(); it != write_back.rend(); ++it)
+    detail::copy_tensor(it->first, it->second);
   for (const auto& w : graph.writebacks()) {
     const Tensor& value = tensor_of(w.value);
     const Tensor& input = inputs[size_t(w.input->index())];

@@ -76,6 +76,25 @@ int64_t resolve_rank_relative(int64_t k, int rank, int size) {
   return r < 0 ? r + size : r;
 }
 
+bool maybe_strided(const Value* v) {
+  for (const Node* p = v->producer(); p && p->kind() == NodeKind::op; p = v->producer()) {
+    const std::vector<int>& ra = p->op()->aliases().returns_alias;
+    if (size_t(v->index()) >= ra.size() || ra[size_t(v->index())] < 0) return false;
+    const Arg& base = p->args()[size_t(ra[size_t(v->index())])];
+    if (base.kind != Arg::Kind::value) return true;
+    const std::string& op = p->op()->name();
+    if (op == "aten::slice.Tensor") {
+      int64_t dim = p->args()[1].literal.to_int(), step = p->args()[4].literal.to_int();
+      if (dim < 0) dim += int64_t(base.value->type().shape.size());
+      if (dim != 0 || step != 1) return true;
+    } else if (op != "aten::view" && op != "aten::reshape") {
+      return true;
+    }
+    v = base.value;
+  }
+  return false;
+}
+
 GroupSizeResolver group_sizes(const Graph& g) {
   return [&g](std::string_view name) -> std::optional<int64_t> {
     if (!g.find_group(name)) return std::nullopt;

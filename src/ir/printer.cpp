@@ -1,5 +1,7 @@
 // Printer of the text format (see text.hpp). Arguments filled from schema defaults are omitted;
 // keyword-only arguments print as name=value; layouts print when assigned.
+#include <unordered_map>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -40,14 +42,23 @@ std::string layouts_of(const std::vector<Value*>& values) {
   return fmt::format(" @ ({})", fmt::join(parts, ", "));
 }
 
-std::string arg_text(const Arg& a) {
+// Names as printed: a fused body's inputs take the names of the node's arguments (as the parser
+// binds them), whatever passes renamed since the region was made.
+using Names = std::unordered_map<const Value*, std::string>;
+
+const std::string& name_of(const Value* v, const Names& names) {
+  auto it = names.find(v);
+  return it == names.end() ? v->name() : it->second;
+}
+
+std::string arg_text(const Arg& a, const Names& names) {
   switch (a.kind) {
     case Arg::Kind::value:
-      return a.value->name();
+      return name_of(a.value, names);
     case Arg::Kind::value_list: {
-      std::vector<std::string> names;
-      for (const Value* v : a.values) names.push_back(v->name());
-      return fmt::format("[{}]", fmt::join(names, ", "));
+      std::vector<std::string> parts;
+      for (const Value* v : a.values) parts.push_back(name_of(v, names));
+      return fmt::format("[{}]", fmt::join(parts, ", "));
     }
     case Arg::Kind::literal:
       return print_literal(a.literal);
@@ -57,24 +68,24 @@ std::string arg_text(const Arg& a) {
   return "";
 }
 
-void print_nodes(const Graph& g, int indent, std::string& out);
+void print_nodes(const Graph& g, int indent, std::string& out, const Names& names);
 
-void print_node(const Node& n, int indent, std::string& out) {
+void print_node(const Node& n, int indent, std::string& out, const Names& names) {
   std::string pad(size_t(indent), ' ');
-  std::vector<std::string> names;
-  for (const Value* v : n.outputs()) names.push_back(v->name());
-  std::string lhs = names.empty() ? "" : fmt::format("{} = ", fmt::join(names, ", "));
+  std::vector<std::string> defined;
+  for (const Value* v : n.outputs()) defined.push_back(v->name());
+  std::string lhs = defined.empty() ? "" : fmt::format("{} = ", fmt::join(defined, ", "));
   std::vector<std::string> args;
   if (n.kind() == NodeKind::op || n.kind() == NodeKind::functional) {
     const FunctionSchema& s = n.op()->schema();
     for (size_t i = 0; i < n.args().size(); ++i) {
       const Arg& a = n.args()[i];
       if (a.defaulted) continue;
-      std::string text = arg_text(a);
+      std::string text = arg_text(a, names);
       args.push_back(s.args[i].kwarg_only ? s.args[i].name + "=" + text : text);
     }
   } else {
-    for (const Arg& a : n.args()) args.push_back(arg_text(a));
+    for (const Arg& a : n.args()) args.push_back(arg_text(a, names));
   }
   std::string call = fmt::format("{}({})", n.display_name(), fmt::join(args, ", "));
   std::string attrs;
@@ -86,21 +97,26 @@ void print_node(const Node& n, int indent, std::string& out) {
   out += fmt::format("{}{}{}{}{}", pad, lhs, call, layouts_of(n.outputs()), attrs);
   if (n.kind() == NodeKind::fused) {
     out += " {\n";
-    print_nodes(*n.body(), indent + 2, out);
+    Names inner;
+    const std::vector<Value*>& ins = n.body()->inputs();
+    for (size_t i = 0; i < ins.size() && i < n.args().size(); ++i) {
+      if (n.args()[i].kind == Arg::Kind::value) inner[ins[i]] = name_of(n.args()[i].value, names);
+    }
+    print_nodes(*n.body(), indent + 2, out, inner);
     out += pad + "}";
   }
   out += "\n";
 }
 
-void print_nodes(const Graph& g, int indent, std::string& out) {
-  for (const Node* n : g.nodes()) print_node(*n, indent, out);
+void print_nodes(const Graph& g, int indent, std::string& out, const Names& names) {
+  for (const Node* n : g.nodes()) print_node(*n, indent, out, names);
   for (const Graph::Writeback& w : g.writebacks())
-    out += fmt::format("{}writeback {} = {}\n", std::string(size_t(indent), ' '), w.input->name(),
-                       w.value->name());
-  std::vector<std::string> names;
-  for (const Value* v : g.outputs()) names.push_back(v->name());
+    out += fmt::format("{}writeback {} = {}\n", std::string(size_t(indent), ' '),
+                       name_of(w.input, names), name_of(w.value, names));
+  std::vector<std::string> returned;
+  for (const Value* v : g.outputs()) returned.push_back(name_of(v, names));
   out += fmt::format("{}return {}\n", std::string(size_t(indent), ' '),
-                     names.empty() ? "()" : fmt::format("{}", fmt::join(names, ", ")));
+                     returned.empty() ? "()" : fmt::format("{}", fmt::join(returned, ", ")));
 }
 
 }  // namespace
@@ -129,7 +145,7 @@ std::string print_graph(const Graph& g) {
     params.push_back(fmt::format("{}: {}{}", v->name(), v->type().str(), layout));
   }
   out += fmt::format("graph {}({}) {{\n", g.name(), fmt::join(params, ", "));
-  print_nodes(g, 2, out);
+  print_nodes(g, 2, out, {});
   out += "}\n";
   return out;
 }

@@ -14,6 +14,9 @@
 //     the ops in their original order over body inputs named after the region's external inputs
 //     (as the text format names them); its output keeps the root's name and layout. Single ops
 //     are left alone. Only the region's output is a buffer.
+//   - the fused executor reads flat buffers: an external input that may be a strided view
+//     (ir::maybe_strided) is read through a `copy` node {copy = "identity"} placed right before
+//     the fused node, whose reason names the view.
 //   - O(n log n): one walk with union-find, one reorder, erasures from the back.
 // Refuses: nothing (non-fusible nodes are left as they are).
 #include <algorithm>
@@ -22,6 +25,8 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "symmflow/passes/passes.hpp"
 
@@ -140,12 +145,27 @@ void fuse_pointwise(ir::Graph& graph) {
         }
       }
     }
+    // The fused executor reads its inputs as flat buffers: a strided view is read through a copy.
+    std::vector<ir::Value*> read = inputs;  // what the fused node reads
+    for (ir::Value*& v : read) {
+      if (!ir::maybe_strided(v)) continue;
+      Node* copy = graph.add_copy(
+          v, fmt::format("'{}' is a strided view read by a fused region", v->name()));
+      copy->attrs()["copy"] = "identity";
+      copy->set_loc(n->loc());
+      graph.rename(copy->output(), graph.fresh_name(v->name() + "_contiguous"));
+      order.push_back(copy);
+      v = copy->output();
+    }
     auto body = std::make_unique<Graph>("fused", graph.world_size());
     std::unordered_map<const ir::Value*, ir::Value*> inner;
-    for (ir::Value* v : inputs) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      ir::Value* v = inputs[k];
       auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
-      inner[v] =
-          body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
+      std::string name = read[k] != v                  ? read[k]->name()
+                         : pending == final_name.end() ? v->name()
+                                                       : pending->second;
+      inner[v] = body->add_input(name, v->type());
     }
     for (size_t m : region) {
       const Node* src = nodes[m];
@@ -163,7 +183,7 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     ir::Value* out = n->output();
     body->set_outputs({inner.at(out)});
-    Node* fused = graph.add_fused(inputs, std::move(body));
+    Node* fused = graph.add_fused(read, std::move(body));
     fused->set_loc(n->loc());
     fused->output()->set_layout(out->layout());
     graph.replace_uses(out, fused->output());

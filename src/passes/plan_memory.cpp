@@ -9,10 +9,14 @@
 //     as long as any of its aliases. Views of graph inputs have no buffer (caller memory).
 //   - live ranges over the schedule: a buffer lives from the step that defines it to the last step
 //     that reads or writes it (or any alias of it); graph outputs and writeback values live to
-//     steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives from step 0, so a
-//     caller may write its input into that staging buffer before the run (zero-copy binding);
+//     steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives for the whole run
+//     (from step 0 to steps.size()), so a caller may write its input into that staging buffer
+//     before the run and finds it unchanged after (zero-copy binding: the staging buffer is the
+//     caller's input tensor, which no other buffer may reuse);
 //     a symm buffer that peers write (a written symm arg of a communicating op) lives for the whole
-//     run (Note [peer-written buffers]).
+//     run (Note [peer-written buffers]); the src of symm_mem::get, which peers read without a
+//     closing barrier, lives until the group's next synchronising op (Note [unsynchronised peer
+//     reads]).
 //   - per colour (regular, symm[g] per group), sizes rounded up to 64 bytes; buffers live at every
 //     step are stacked at the bottom (Note [always-live buffers]), the others best-fit packed in
 //     several orders — "start" (sweep in schedule order, ties by size desc), "size" (global
@@ -282,8 +286,11 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
     }
     if (n->kind() == ir::NodeKind::copy) {
       auto it = n->attrs().find("copy");
-      if (it != n->attrs().end() && it->second == "input")
-        plan.buffers[size_t(plan.buffer_of.at(n->output()))].first_step = 0;
+      if (it != n->attrs().end() && it->second == "input") {
+        BufferPlan& staging = plan.buffers[size_t(plan.buffer_of.at(n->output()))];
+        staging.first_step = 0;
+        staging.last_step = end_step;
+      }
     }
   }
 
@@ -335,6 +342,25 @@ MemoryPlan plan_memory(const ir::Graph& graph) {
         base.last_step = end_step;
       }
     }
+  }
+
+  // Note [unsynchronised peer reads]: peers read `get`'s src with no barrier closing the op, so
+  // that buffer stays live until the next communication of its group that synchronises every
+  // rank (any op of the group but get / put_signal / wait_signal), or to the end.
+  auto unsynchronised = [](const ir::Node* n) {
+    const std::string& name = n->op()->name();
+    return name == "symm_mem::get" || name == "symm_mem::put_signal" ||
+           name == "symm_mem::wait_signal";
+  };
+  for (int step = 0; step < end_step; ++step) {
+    const ir::Node* n = nodes[size_t(step)];
+    if (!n->op() || n->op()->name() != "symm_mem::get" || n->group().empty()) continue;
+    int until = step + 1;
+    for (; until < end_step; ++until) {
+      const ir::Node* m = nodes[size_t(until)];
+      if (m->op() && m->group() == n->group() && !unsynchronised(m)) break;
+    }
+    extend(n->args()[0].value, until);
   }
 
   // Packing per colour. Note [always-live buffers]: buffers live at every step (peer-written

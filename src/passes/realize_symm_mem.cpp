@@ -18,10 +18,14 @@
 //       (3) a graph input (caller memory): one `copy` {copy = "input"} before its first symm use
 //           in group g, used by every symm use of that input in g (none when the input is
 //           declared in symm[g]: the caller binds it in the heap; views of it then share it);
-//       (4) anything else (already placed in another colour, e.g. needed by two groups, or a view
-//           of a graph input): one `copy` {copy = "identity"} per (value, group), before the
-//           first such use.
+//       (4) anything else (already placed in another colour, e.g. needed by two groups, a view
+//           of a graph input, or a view that may be strided (ir::maybe_strided: t, transpose,
+//           slices off dim 0 or with a step), since peers address a symm arg contiguously): one
+//           `copy` {copy = "identity"} per (value, group), before the first such use.
 //     Every copy carries attrs["reason"] naming the value, the argument, the op and the group.
+//     A copy goes right before its first use, or before the last barrier of the group (an op of
+//     the group without tensor arguments) between the source's definition and that use: peers
+//     may put into or get from the buffer as soon as they pass the barrier that publishes it.
 //     Uses that are not symm arguments keep the original value.
 //   - every other node output gets a layout: a view inherits its base's layout, anything else is
 //     `regular`. Graph inputs keep theirs (unassigned: caller memory). Fused bodies are untouched
@@ -84,6 +88,13 @@ class Realizer {
 
   void run() {
     std::vector<Node*> original = graph_.nodes();
+    for (size_t i = 0; i < original.size(); ++i) {
+      const Node* n = original[i];
+      position_[n] = int(i);
+      bool fence =
+          n->op() && !n->op()->group_arg().empty() && !n->group().empty() && n->inputs().empty();
+      if (fence) fences_[n->group()].push_back(original[i]);
+    }
     for (Node* node : original) {
       if ((node->kind() == NodeKind::op || node->kind() == NodeKind::functional) &&
           !node->op()->symm_args().empty()) {
@@ -172,12 +183,16 @@ class Realizer {
   // The value the symm use should read: `v` itself (placed in symm[group]) or a copy.
   Value* place(Value* v, const Use& use) {
     Layout want = Layout::symm(use.group);
+    std::string where =
+        fmt::format("symm arg '{}' of {} (group {})", use.arg, use.node->display_name(), use.group);
+    if (ir::maybe_strided(v)) {  // peers address a symm arg contiguously
+      std::string why = fmt::format("'{}' is a strided view", v->name());
+      return copy_of(v, use, "identity", fmt::format("{} and feeds {}", why, where), why);
+    }
     if (v->layout() == want) return v;
     std::vector<Value*> chain{v};
     while (Value* src = view_source(chain.back())) chain.push_back(src);
     Value* base = chain.back();
-    std::string where =
-        fmt::format("symm arg '{}' of {} (group {})", use.arg, use.node->display_name(), use.group);
     if (base->is_input()) {
       bool chain_free = true;
       for (Value* c : chain) {
@@ -228,12 +243,28 @@ class Realizer {
     Value* out = copy->output();
     graph_.rename(out, graph_.fresh_name(fmt::format("{}_{}", source->name(), use.group)));
     out->set_layout(Layout::symm(use.group));
-    copies_before_[use.node].push_back(copy);
+    copies_before_[anchor(source, use)].push_back(copy);
     copies_.emplace(std::move(key), out);
     return out;
   }
 
-  // Copies were appended; one reorder puts each before its first use.
+  // Where a copy for `use` goes: before the use, or before the last barrier of the group between
+  // the source's definition and the use, which publishes the copy to peers that put into or get
+  // from it right after the barrier.
+  Node* anchor(const Value* source, const Use& use) const {
+    auto it = fences_.find(use.group);
+    if (it == fences_.end()) return use.node;
+    int from = source->producer() ? position_.at(source->producer()) : -1;
+    int to = position_.at(use.node);
+    Node* at = use.node;
+    for (Node* f : it->second) {
+      int p = position_.at(f);
+      if (p > from && p < to) at = f;
+    }
+    return at;
+  }
+
+  // Copies were appended; one reorder puts each before its anchor.
   void insert_copies(const std::vector<Node*>& original) {
     if (copies_before_.empty()) return;
     std::vector<Node*> order;
@@ -261,6 +292,8 @@ class Realizer {
   Graph& graph_;
   std::map<std::pair<const Value*, std::string>, Value*> copies_;
   std::unordered_map<const Node*, std::vector<Node*>> copies_before_;
+  std::unordered_map<const Node*, int> position_;               // in the original order
+  std::unordered_map<std::string, std::vector<Node*>> fences_;  // barriers per group, in order
 };
 
 }  // namespace

@@ -9,12 +9,16 @@
 //   - `w` is not a graph input, unless `o` is exactly what is written back into that input (the
 //     write then lands in the caller's buffer, as eager execution does);
 //   - `w` is not a view and has no view taken of it (its buffer is not shared);
-//   - `w` and `o` have the same layout (a graph input's is the caller's memory);
+//   - `w` and `o` have the same layout (a graph input's is the caller's memory: it never takes a
+//     result placed in symm[g] unless the input itself is declared in symm[g]);
 //   - `w` is not passed to two written arguments.
 //   The new node takes N's place, arguments, attrs (but "reason"), location and return names;
 //   every use of `o` (writebacks and outputs included) now reads `w`. A writeback that becomes
 //   `writeback x = x` means "nothing to copy". Every functional node left gets attrs["reason"]
-//   saying why its written arguments must be copied. Idempotent; O(n log n).
+//   saying why its written arguments must be copied, except a put_signal / wait_signal: its dst
+//   is copied by a `copy` node placed before the group's barrier that precedes it, and the op
+//   writes the copy in place (Note [copies peers race with]). Idempotent; O(n log n) (plus a walk
+//   back to the barrier per such copy).
 // Refuses: nothing.
 #include <algorithm>
 #include <optional>
@@ -43,7 +47,8 @@ bool is_view_of(const Node* u, const ir::Value* base) {
   if (u->kind() != NodeKind::op) return false;
   const auto& ra = u->op()->aliases().returns_alias;
   for (int r : ra) {
-    if (r >= 0 && u->args()[size_t(r)].kind == Arg::Kind::value && u->args()[size_t(r)].value == base)
+    if (r >= 0 && u->args()[size_t(r)].kind == Arg::Kind::value &&
+        u->args()[size_t(r)].value == base)
       return true;
   }
   return false;
@@ -69,7 +74,7 @@ class Reinplacer {
         continue;
       }
       std::optional<std::string> why = blocker(n);
-      if (why) {
+      if (why && !copy_before_barrier(n, order, *why)) {
         n->attrs()["reason"] = *why;
         order.push_back(n);
         continue;
@@ -87,6 +92,44 @@ class Reinplacer {
   }
 
  private:
+  // Note [copies peers race with]: peers put into a put_signal / wait_signal dst as soon as they
+  // pass the group's barrier before the op, so a dst whose old value must be kept cannot be copied
+  // in the op's own step (the copy would overwrite what a peer put). Instead a `copy` node
+  // {copy = "identity"} goes before that barrier (after the value's definition) and the op writes
+  // the copy in place. Returns false for other ops.
+  bool copy_before_barrier(Node* n, std::vector<Node*>& order, const std::string& why) {
+    const std::string& name = n->op()->name();
+    if (name != "symm_mem::put_signal" && name != "symm_mem::wait_signal") return false;
+    const auto& written = n->op()->aliases().written_args;
+    size_t nret = n->op()->schema().returns.size();
+    for (size_t k = 0; k < written.size(); ++k) {
+      ir::Value* w = n->args()[size_t(written[k])].value;
+      size_t at = order.size();
+      for (size_t i = order.size(); i-- > 0;) {
+        const Node* m = order[i];
+        if (m == w->producer()) break;
+        if (m->op() && !m->op()->group_arg().empty() && m->group() == n->group() &&
+            m->inputs().empty()) {
+          at = i;
+          break;
+        }
+      }
+      Node* copy = g_.add_copy(w, fmt::format("{}; copied before the barrier after which peers put "
+                                              "into it",
+                                              why));
+      copy->attrs()["copy"] = "identity";
+      copy->set_loc(n->loc());
+      copy->output()->set_layout(n->output(nret + k)->layout());
+      g_.rename(copy->output(), g_.fresh_name(w->name()));
+      pos_[copy] = pos_[n];
+      order.insert(order.begin() + std::ptrdiff_t(at), copy);
+      ir::Arg a = n->args()[size_t(written[k])];
+      a.value = copy->output();
+      n->set_arg(size_t(written[k]), a);
+    }
+    return true;
+  }
+
   // Why N must stay functional, or nullopt when it can write in place.
   std::optional<std::string> blocker(const Node* n) {
     const OpDef& op = *n->op();
@@ -114,9 +157,15 @@ class Reinplacer {
       if (w->is_input()) {
         auto it = writeback_of_.find(w);
         if (it == writeback_of_.end() || it->second != o)
-          return fmt::format("'{}' (argument '{}') is a graph input whose caller's buffer must keep "
-                             "its value",
-                             w->name(), arg);
+          return fmt::format(
+              "'{}' (argument '{}') is a graph input whose caller's buffer must keep "
+              "its value",
+              w->name(), arg);
+        if (o->layout().pool == ir::Pool::symm && !(w->layout() == o->layout()))
+          return fmt::format(
+              "'{}' (argument '{}') is a graph input in caller memory but the result "
+              "must be in {}",
+              w->name(), arg, o->layout().str());
       } else {
         if (w->producer()->kind() == NodeKind::op) {
           const auto& ra = w->producer()->op()->aliases().returns_alias;
@@ -125,8 +174,8 @@ class Reinplacer {
                                w->producer()->display_name());
         }
         if (o->layout().pool != ir::Pool::unassigned && !(w->layout() == o->layout()))
-          return fmt::format("'{}' (argument '{}') is in {} but the result must be in {}", w->name(),
-                             arg, w->layout().str(), o->layout().str());
+          return fmt::format("'{}' (argument '{}') is in {} but the result must be in {}",
+                             w->name(), arg, w->layout().str(), o->layout().str());
       }
       for (const Node* u : w->uses()) {
         if (is_view_of(u, w))
@@ -183,6 +232,8 @@ class Reinplacer {
 
 }  // namespace
 
-void reinplace(ir::Graph& graph) { Reinplacer(graph).run(); }
+void reinplace(ir::Graph& graph) {
+  Reinplacer(graph).run();
+}
 
 }  // namespace symmflow::passes

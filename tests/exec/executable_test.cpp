@@ -9,6 +9,7 @@
 #include "exec_util.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
+#include "symmflow/passes/pipeline.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
 namespace symmflow {
@@ -25,7 +26,8 @@ class ExecTest : public ::testing::TestWithParam<int> {
 
 std::vector<Tensor> mlp_inputs(int layers, int rank, int seed) {
   std::vector<Tensor> in{make_input({16, 64}, DType::f32, rank, seed)};
-  for (int l = 0; l < layers; ++l) in.push_back(make_input({64, 64}, DType::f32, rank, seed + 1 + l));
+  for (int l = 0; l < layers; ++l)
+    in.push_back(make_input({64, 64}, DType::f32, rank, seed + 1 + l));
   return in;
 }
 
@@ -77,7 +79,8 @@ TEST_P(ExecTest, ZeroCopyInputBindingAndCopyBinding) {
   std::shared_ptr<const ir::Graph> source = testing::parse(kStagedSource, w);
   run_threads(w, [&](Runtime& rt) {
     Executable exe(plan);
-    Tensor x = make_input({8, 4}, DType::f32, rt.rank(), 1), y = make_input({8, 4}, DType::f32, rt.rank(), 2);
+    Tensor x = make_input({8, 4}, DType::f32, rt.rank(), 1),
+           y = make_input({8, 4}, DType::f32, rt.rank(), 2);
     std::vector<Tensor> want = exec::interpret(*source, {x, y});
     // Copy binding: the caller's own tensor is copied into the staging buffer.
     std::vector<Tensor> got = exe.run({x, y});
@@ -115,7 +118,8 @@ TEST_P(ExecTest, RepeatedRunsReusePoolsAndOutputViews) {
     EXPECT_EQ(allocations, 2u);  // one host pool, one heap
     uint64_t seq_before = rt.group("tp")->next_allocation_seq();
     std::vector<Tensor> first_owned = exe.run(mlp_inputs(layers, rt.rank(), 0));
-    std::vector<Tensor> first_view = exe.run(mlp_inputs(layers, rt.rank(), 0), {OutputMode::view, {}});
+    std::vector<Tensor> first_view =
+        exe.run(mlp_inputs(layers, rt.rank(), 0), {OutputMode::view, {}});
     EXPECT_EQ(first_view[0].raw_data(), exe.buffer("r1").raw_data());  // a view into the pool
     EXPECT_NE(first_owned[0].raw_data(), first_view[0].raw_data());
     testing::expect_same(first_owned[0], first_view[0], "owned vs view");
@@ -199,12 +203,14 @@ TEST_P(ExecTest, MutationViewsFusedMatchEager) {
     run_threads(w, [&](Runtime& rt) {
       Executable exe(plan);
       for (OutputMode mode : {OutputMode::owned, OutputMode::view}) {
-        Tensor x = make_input({4, 8}, DType::f32, rt.rank(), 4), y = make_input({4, 8}, DType::f32, rt.rank(), 5);
+        Tensor x = make_input({4, 8}, DType::f32, rt.rank(), 4),
+               y = make_input({4, 8}, DType::f32, rt.rank(), 5);
         Tensor x_eager = testing::make_input({4, 8}, DType::f32, rt.rank(), 4);
         std::vector<Tensor> want = exec::interpret(*source, {x_eager, y});
         std::vector<Tensor> got = exe.run({x, y}, {mode, {}});
         ASSERT_EQ(got.size(), 3u);
-        for (size_t i = 0; i < 3; ++i) testing::expect_same(got[i], want[i], "output " + std::to_string(i));
+        for (size_t i = 0; i < 3; ++i)
+          testing::expect_same(got[i], want[i], "output " + std::to_string(i));
         testing::expect_same(x, x_eager, "the mutated input");
         // functional: a copy of x for the update, its writeback; in place: none.
         EXPECT_EQ(exe.last_stats().copies, functional ? 2u : 0u);
@@ -252,23 +258,35 @@ TEST(Exec, BadInputs) {
   run_threads(1, [&](Runtime&) {
     Executable exe(plan);
     Tensor x = Tensor::empty({16, 64}, DType::f32), w0 = Tensor::empty({64, 64}, DType::f32);
-    EXPECT_EQ(error_of([&] { exe.run({x}); }), "run: graph 'tp_mlp' takes 2 inputs (x, w0) but got 1");
-    EXPECT_EQ(error_of([&] { exe.run({x, w0, x}); }), "run: graph 'tp_mlp' takes 2 inputs (x, w0) but got 3");
-    EXPECT_EQ(error_of([&] { exe.run({Tensor::empty({16, 32}, DType::f32), w0}); }),
+    EXPECT_EQ(error_of([&] { exe.run({x}); }),
+              "run: graph 'tp_mlp' takes 2 inputs (x, w0) but got 1");
+    EXPECT_EQ(error_of([&] {
+                exe.run({x, w0, x});
+              }),
+              "run: graph 'tp_mlp' takes 2 inputs (x, w0) but got 3");
+    EXPECT_EQ(error_of([&] {
+                exe.run({Tensor::empty({16, 32}, DType::f32), w0});
+              }),
               "run: input 'x' (#0) expects f32[16, 64] but got f32[16, 32]");
-    EXPECT_EQ(error_of([&] { exe.run({x, Tensor::empty({64, 64}, DType::f64)}); }),
+    EXPECT_EQ(error_of([&] {
+                exe.run({x, Tensor::empty({64, 64}, DType::f64)});
+              }),
               "run: input 'w0' (#1) expects f32[64, 64] but got f64[64, 64]");
-    EXPECT_EQ(error_of([&] { exe.run({Tensor(), w0}); }),
+    EXPECT_EQ(error_of([&] {
+                exe.run({Tensor(), w0});
+              }),
               "run: input 'x' (#0) is an undefined tensor; expected f32[16, 64]");
-    EXPECT_EQ(error_of([&] { exe.input_handle(2); }), "input_handle: graph 'tp_mlp' has 2 inputs, no input #2");
+    EXPECT_EQ(error_of([&] { exe.input_handle(2); }),
+              "input_handle: graph 'tp_mlp' has 2 inputs, no input #2");
     EXPECT_EQ(error_of([&] { exec::interpret(*plan->graph, {x}); }),
               "interpret: graph 'tp_mlp' takes 2 inputs (x, w0) but got 1");
     // The Executable still runs after refusing.
     EXPECT_EQ(exe.run({x, w0}).size(), 1u);
   });
-  EXPECT_EQ(error_of([&] { run_threads(2, [&](Runtime&) { Executable exe(plan); }); }),
-            "rank 0: Executable: graph 'tp_mlp' was built for a world of 1 ranks but runs on 2 (parse or "
-            "build it with world_size 2)");
+  EXPECT_EQ(
+      error_of([&] { run_threads(2, [&](Runtime&) { Executable exe(plan); }); }),
+      "rank 0: Executable: graph 'tp_mlp' was built for a world of 1 ranks but runs on 2 (parse or "
+      "build it with world_size 2)");
 }
 
 TEST(Exec, LocalGraphRunsWithoutARank) {
@@ -284,6 +302,39 @@ TEST(Exec, LocalGraphRunsWithoutARank) {
   std::vector<Tensor> want = exec::interpret(*plan->graph, {x});
   testing::expect_same(got[0], want[0], "c");
   testing::expect_same(got[1], want[1], "b (a view)");
+}
+
+}  // namespace
+}  // namespace symmflow
+
+namespace symmflow {
+namespace {
+
+// Found by tests/e2e: x is staged for an in-place all-reduce and also read by `neg`, which the
+// schedule runs after the all-reduce. Bound zero-copy, the caller's x would be the staging buffer
+// the all-reduce overwrites, so `neg` would read the reduced values: the handle must not be it.
+TEST(Exec, ZeroCopyBindingRefusedWhenTheInputHasOtherReaders) {
+  const char* kSource = R"sf(group tp
+graph g(x: f32[8]) {
+  a = aten::neg(x)
+  symm_mem::two_shot_all_reduce_(x, "sum", "tp")
+  return a, x
+}
+)sf";
+  std::shared_ptr<const passes::Plan> plan = passes::compile(testing::parse(kSource, 2));
+  std::shared_ptr<const ir::Graph> source = testing::parse(kSource, 2);
+  run_threads(2, [&](Runtime& rt) {
+    Executable exe(plan);
+    Tensor x = make_input({8}, DType::f32, rt.rank(), 1);
+    Tensor x_eager = make_input({8}, DType::f32, rt.rank(), 1);
+    std::vector<Tensor> want = exec::interpret(*source, {x_eager});
+    Tensor handle = exe.input_handle(0);
+    std::memcpy(handle.raw_data(), x.raw_data(), x.nbytes());
+    std::vector<Tensor> got = exe.run({handle});
+    testing::expect_same(got[0], want[0], "neg(x)");
+    testing::expect_same(got[1], want[1], "x after the all-reduce");
+    testing::expect_same(handle, x_eager, "the caller's x");
+  });
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ void check_plan(const Plan& plan) {
     ASSERT_LE(b.last_step, end) << b.name;
     if (b.pool < 0) {
       ASSERT_GE(b.alias_of, 0) << b.name;
-      ASSERT_GE(plan.buffers[size_t(b.alias_of)].pool, 0) << b.name << " aliases a buffer with memory";
+      ASSERT_GE(plan.buffers[size_t(b.alias_of)].pool, 0)
+          << b.name << " aliases a buffer with memory";
       ASSERT_GE(plan.buffers[size_t(b.alias_of)].last_step, b.last_step) << b.name;
       continue;
     }
@@ -39,7 +40,8 @@ void check_plan(const Plan& plan) {
     EXPECT_GE(plan.pools[p].tried.size(), 2u) << plan.pools[p].name;
   }
   // Replay of the recorded events: an allocation never overlaps a live buffer of its pool.
-  std::vector<std::map<size_t, std::pair<size_t, int>>> live(plan.pools.size());  // offset -> (end, buffer)
+  std::vector<std::map<size_t, std::pair<size_t, int>>> live(
+      plan.pools.size());  // offset -> (end, buffer)
   int step = -1;
   for (const HeapEvent& e : plan.events) {
     ASSERT_GE(e.step, step) << "events out of step order";
@@ -48,7 +50,8 @@ void check_plan(const Plan& plan) {
     if (e.kind == HeapEvent::Kind::free) {
       auto it = m.find(e.offset);
       while (it != m.end() && it->second.second != e.buffer) ++it;
-      ASSERT_NE(it, m.end()) << "free of a buffer not live: " << plan.buffers[size_t(e.buffer)].name;
+      ASSERT_NE(it, m.end()) << "free of a buffer not live: "
+                             << plan.buffers[size_t(e.buffer)].name;
       m.erase(it);
       continue;
     }
@@ -99,9 +102,11 @@ TEST(Planner, PlanPrintsLikeAProgram) {
             "  pool regular: 4096 bytes (lower bound 4096, order start)\n"
             "  pool symm[tp]: 4096 bytes (lower bound 4096, order start)\n"
             "  0: h0 = aten::mm.out(x, w0) -> symm[tp]+0x0 f32[16, 64]\n"
-            "  1: r0 = symm_mem::one_shot_all_reduce_out(h0, \"sum\", \"tp\") -> regular+0x0 f32[16, 64]\n"
+            "  1: r0 = symm_mem::one_shot_all_reduce_out(h0, \"sum\", \"tp\") -> regular+0x0 "
+            "f32[16, 64]\n"
             "  2: h1 = aten::mm.out(r0, w1) -> symm[tp]+0x0 f32[16, 64]\n"
-            "  3: r1 = symm_mem::one_shot_all_reduce_out(h1, \"sum\", \"tp\") -> regular+0x0 f32[16, 64]\n"
+            "  3: r1 = symm_mem::one_shot_all_reduce_out(h1, \"sum\", \"tp\") -> regular+0x0 "
+            "f32[16, 64]\n"
             "  return r1\n"
             "}\n");
 }
@@ -137,16 +142,21 @@ TEST(Planner, CopiesViewsAndStaging) {
   EXPECT_EQ(plan->copies[1].reason, "y is read after the update");
   EXPECT_EQ(plan->copies[2].kind, "writeback");
   std::string text = plan->str();
-  EXPECT_NE(text.find("  0: x_s = copy(x) -> symm[tp]+0x0 f32[8] # copy: graph input 'x' feeds symm arg "
-                      "'input' of symm_mem::one_shot_all_reduce (group tp)\n"),
+  EXPECT_NE(
+      text.find("  0: x_s = copy(x) -> symm[tp]+0x0 f32[8] # copy: graph input 'x' feeds symm arg "
+                "'input' of symm_mem::one_shot_all_reduce (group tp)\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("y_1 = functional<aten::add_.Tensor>(y, a) -> regular+"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# copy: y is read after the update\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  4: v = aten::view(y_1, [2, 4]) -> view of y_1 f32[2, 4]\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("y_1 = functional<aten::add_.Tensor>(y, a) -> regular+"), std::string::npos) << text;
-  EXPECT_NE(text.find("# copy: y is read after the update\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  4: v = aten::view(y_1, [2, 4]) -> view of y_1 f32[2, 4]\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  writeback y = y_1 # copy: graph input 'y' is mutated: its final value 'y_1' is "
-                      "written back\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("  writeback y = y_1 # copy: graph input 'y' is mutated: its final value 'y_1' is "
+                "written back\n"),
+      std::string::npos)
       << text;
 }
 
@@ -158,7 +168,8 @@ TEST(Planner, ViewOfInputHasNoBuffer) {
 })sf");
   check_plan(*plan);
   EXPECT_FALSE(plan->buffer_of.count(plan->graph->find_value("v")));
-  EXPECT_NE(plan->str().find("v = aten::view(x, [2, 4]) -> caller memory f32[2, 4]"), std::string::npos);
+  EXPECT_NE(plan->str().find("v = aten::view(x, [2, 4]) -> caller memory f32[2, 4]"),
+            std::string::npos);
 }
 
 // Random DAGs of pointwise ops over a few sizes, in two colours.
@@ -196,8 +207,9 @@ TEST(Planner, PropertiesOnRandomGraphs) {
     check_plan(*plan);
     for (const auto& p : plan->pools) {
       if (seed <= 4)
-        fmt::print("seed {} pool {}: peak {} lower bound {} ({:.1f}%) order {}\n", seed, p.name, p.bytes,
-                   p.lower_bound, 100.0 * double(p.bytes) / double(p.lower_bound), p.order);
+        fmt::print("seed {} pool {}: peak {} lower bound {} ({:.1f}%) order {}\n", seed, p.name,
+                   p.bytes, p.lower_bound, 100.0 * double(p.bytes) / double(p.lower_bound),
+                   p.order);
       size_t best = SIZE_MAX;
       for (const auto& [order, peak] : p.tried) {
         if (peak) best = std::min(best, peak);
@@ -223,8 +235,9 @@ TEST(Planner, LargeGraphsPlanFast) {
     for (const auto& p : plan->pools) {
       std::string tried;
       for (const auto& [order, peak] : p.tried) tried += fmt::format(" {}={}", order, peak);
-      fmt::print("reach {}: {:.3f} s, pool {}: peak {} lower bound {} ({:.1f}%), tried{}\n", reach, s,
-                 p.name, p.bytes, p.lower_bound, 100.0 * double(p.bytes) / double(p.lower_bound), tried);
+      fmt::print("reach {}: {:.3f} s, pool {}: peak {} lower bound {} ({:.1f}%), tried{}\n", reach,
+                 s, p.name, p.bytes, p.lower_bound, 100.0 * double(p.bytes) / double(p.lower_bound),
+                 tried);
     }
   }
 }
@@ -234,7 +247,8 @@ TEST(Planner, RefusesUndeclaredGroup) {
     testing::plan_text("graph g(x: f32[8]) {\n  r = aten::relu(x) @ symm[ep]\n  return r\n}\n");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "plan_memory: value 'r' is placed in symm[ep] but group 'ep' is not declared");
+    EXPECT_STREQ(e.what(),
+                 "plan_memory: value 'r' is placed in symm[ep] but group 'ep' is not declared");
   }
 }
 
@@ -254,7 +268,8 @@ graph p(x: f32[8]) {
   e = aten::cos(d) @ regular
   f = aten::exp(e) @ symm[tp]
   return f
-})sf", 2);
+})sf",
+                                 2);
   check_plan(*plan);
   const auto& g = *plan->graph;
   const BufferPlan& d = plan->buffers[size_t(plan->buffer_of.at(g.find_value("d")))];
@@ -262,6 +277,35 @@ graph p(x: f32[8]) {
   EXPECT_EQ(d.last_step, int(plan->steps.size()));
   const BufferPlan& b = plan->buffers[size_t(plan->buffer_of.at(g.find_value("b")))];
   EXPECT_EQ(b.last_step, 3);  // only read by the put: a plain live range
+}
+
+}  // namespace
+}  // namespace symmflow
+
+namespace symmflow {
+namespace {
+
+// Found by tests/e2e: `s` was freed at the get and `t` reused its bytes while a peer still read
+// them; the src of a get lives until the group's next synchronising op.
+TEST(Planner, GetSourceLivesUntilTheNextBarrier) {
+  auto plan = testing::plan_text(R"sf(group tp
+graph p(x: f32[16]) {
+  s = aten::relu(x) @ symm[tp]
+  o = aten::zeros([16]) @ regular
+  symm_mem::barrier("tp")
+  symm_mem::get(s, 1, "tp", o)
+  t = aten::neg(o) @ symm[tp]
+  symm_mem::barrier("tp")
+  u = aten::sin(t) @ regular
+  return u
+})sf",
+                                 2);
+  check_plan(*plan);
+  const auto& g = *plan->graph;
+  const BufferPlan& s = plan->buffers[size_t(plan->buffer_of.at(g.find_value("s")))];
+  const BufferPlan& t = plan->buffers[size_t(plan->buffer_of.at(g.find_value("t")))];
+  EXPECT_EQ(s.last_step, 5);
+  EXPECT_NE(s.offset, t.offset);
 }
 
 }  // namespace

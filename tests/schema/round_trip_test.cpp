@@ -16,10 +16,10 @@ const std::vector<std::string> kSymmMemSchemas = {
     "symm_mem::one_shot_all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor",
     "symm_mem::one_shot_all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) "
     "out) -> ()",
-    "symm_mem::one_shot_all_reduce_copy(Tensor symm_buffer, Tensor local_input, str reduce_op, str "
-    "group_name) -> Tensor",
-    "symm_mem::one_shot_all_reduce_copy_out(Tensor symm_buffer, Tensor local_input, str reduce_op, "
-    "str group_name, Tensor(a!) out) -> ()",
+    "symm_mem::one_shot_all_reduce_copy(Tensor(a!) symm_buffer, Tensor local_input, str "
+    "reduce_op, str group_name) -> Tensor",
+    "symm_mem::one_shot_all_reduce_copy_out(Tensor(a!) symm_buffer, Tensor local_input, str "
+    "reduce_op, str group_name, Tensor(b!) out) -> ()",
     "symm_mem::two_shot_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()",
     "symm_mem::two_shot_all_reduce_out(Tensor(a!) input, str reduce_op, str group_name, Tensor(b!) "
     "output) -> ()",

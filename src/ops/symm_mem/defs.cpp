@@ -42,11 +42,14 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   // all-reduce
   m.def("one_shot_all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor", like_arg(0));
   m.def("one_shot_all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
-  m.def("one_shot_all_reduce_copy(Tensor symm_buffer, Tensor local_input, str reduce_op, "
+  // Deviation from OPS.md as first written: the _copy variants copy local_input into
+  // symm_buffer, so symm_buffer is annotated as written (a!); without it the compiler let later
+  // readers of that value see local_input instead (found by tests/e2e).
+  m.def("one_shot_all_reduce_copy(Tensor(a!) symm_buffer, Tensor local_input, str reduce_op, "
         "str group_name) -> Tensor",
         like_arg(1));
-  m.def("one_shot_all_reduce_copy_out(Tensor symm_buffer, Tensor local_input, str reduce_op, "
-        "str group_name, Tensor(a!) out) -> ()");
+  m.def("one_shot_all_reduce_copy_out(Tensor(a!) symm_buffer, Tensor local_input, str reduce_op, "
+        "str group_name, Tensor(b!) out) -> ()");
   m.def("two_shot_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()");
   m.def("two_shot_all_reduce_out(Tensor(a!) input, str reduce_op, str group_name, "
         "Tensor(b!) output) -> ()");
