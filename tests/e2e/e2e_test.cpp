@@ -258,8 +258,9 @@ TEST(E2E, RandomProgramsCompiledEqualsEager) {
   int min_count = std::max(1, kMinCoverage * programs / 500);
   for (const auto& [name, count] : totals.features) fmt::print("  {:45} {}\n", name, count);
   for (const char* name : kRequired) {  // not checked when rerunning a few programs
-    if (programs >= 100)
+    if (programs >= 100) {
       EXPECT_GE(totals.features[name], min_count) << name << " is exercised too rarely";
+    }
   }
 }
 
