@@ -28,6 +28,8 @@
 // a timeout waiting only for them says "waiting for peers".
 #include "mpi_bootstrap.hpp"
 
+#include "futex.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -132,6 +134,10 @@ MpiBootstrap::MpiBootstrap() {
   SF_MPI_CHECK(MPI_Comm_rank(node_, &node_rank));
   SF_MPI_CHECK(MPI_Comm_size(node_, &node_size));
   local_ranks_ = node_size;
+  std::vector<uint64_t> mask = cpu_mask();
+  SF_MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, mask.data(), int(mask.size()), MPI_UINT64_T, MPI_BOR, node_));
+  local_cpus_ = cpu_count(mask);
   int leader = rank_;
   SF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_));
   host_id_.resize(size_t(size_));

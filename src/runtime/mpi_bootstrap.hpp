@@ -45,6 +45,7 @@ class MpiBootstrap : public Bootstrap {
   int world_size() const override { return size_; }
   const char* transport() const override { return "mpi"; }
   int local_ranks() const override { return local_ranks_; }
+  int local_cpus() const override { return local_cpus_; }
   double timeout_s() const override;
 
   std::vector<std::string> allgather(const std::vector<int>& members, const std::string& key,
@@ -80,6 +81,7 @@ class MpiBootstrap : public Bootstrap {
   int rank_ = 0;
   int size_ = 0;
   int local_ranks_ = 1;  // ranks on this host
+  int local_cpus_ = 1;   // CPUs of the union of their CPU sets
   bool torn_down_ = false;
   MPI_Comm world_ = MPI_COMM_NULL;  // dup of MPI_COMM_WORLD: exchanges among all ranks
   MPI_Comm p2p_ = MPI_COMM_NULL;    // dup of MPI_COMM_WORLD: rendezvous and teardown barrier

@@ -65,6 +65,13 @@ const std::vector<Row>& rows() {
               "Busy polls before a wait yields when this host runs more ranks than usable CPUs"),
       INT_ROW(yield_count, 0, int64_t(1) << 40, "Yields before a wait parks (futex) or sleeps"),
       INT_ROW(sleep_us, 0, 1000000, "Microseconds slept between polls once a wait backed off"),
+      Row{"pin_threads",
+          "1: on the threads transport, rank r runs on the r-th usable CPU when there are at least "
+          "as many CPUs as ranks",
+          [](const Tunables& t) { return std::string(t.pin_threads ? "1" : "0"); },
+          [](Tunables& t, const std::string& v) {
+            t.pin_threads = parse_int(env_name("pin_threads"), v, 0, 1) != 0;
+          }},
       INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),

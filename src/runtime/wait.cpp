@@ -19,8 +19,7 @@ namespace {
 constexpr std::chrono::microseconds kParkSlice{1000};
 
 bool oversubscribed(const Bootstrap* bootstrap) {
-  static const int cpus = usable_cpus();
-  return bootstrap && bootstrap->local_ranks() > cpus;
+  return bootstrap && bootstrap->local_ranks() > bootstrap->local_cpus();
 }
 }  // namespace
 

@@ -1,9 +1,14 @@
 // The runtime on threads: groups, signal pads, heaps and every failure behaviour, each with its
 // error text. Waits use a short timeout so failing paths end quickly.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
 #include <gtest/gtest.h>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
@@ -146,6 +151,42 @@ TEST(Runtime, ParkedSignalIsWokenByThePut) {
   set_tunables(saved);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(s, 0.4) << "each park waited for its slice: wake-ups are lost";
+}
+
+// Note [rank threads on their own CPUs]: with enough CPUs, rank r runs on one CPU of its own, and
+// every rank still counts the process's CPUs (a pinned rank must not think it is oversubscribed).
+TEST(Runtime, RankThreadsArePinnedToTheirOwnCpus) {
+#if defined(__linux__)
+  cpu_set_t process;
+  CPU_ZERO(&process);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(process), &process), 0);
+  const int cpus = CPU_COUNT(&process);
+  if (cpus < 2) GTEST_SKIP() << "one CPU";
+  const int w = std::min(cpus, 4);
+  std::vector<int> cpu_of(size_t(w), -1);
+  run_threads(w, [&](Runtime& rt) {
+    EXPECT_EQ(rt.bootstrap().local_cpus(), cpus);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+    ASSERT_EQ(CPU_COUNT(&mine), 1);
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &mine)) cpu_of[size_t(rt.rank())] = c;
+    }
+  });
+  std::sort(cpu_of.begin(), cpu_of.end());
+  EXPECT_EQ(std::unique(cpu_of.begin(), cpu_of.end()), cpu_of.end()) << "two ranks share a CPU";
+  // More ranks than CPUs: nobody is pinned.
+  run_threads(cpus + 1, [&](Runtime& rt) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+    EXPECT_EQ(CPU_COUNT(&mine), cpus);
+    EXPECT_GT(rt.bootstrap().local_ranks(), rt.bootstrap().local_cpus());
+  });
+#else
+  GTEST_SKIP() << "Linux only";
+#endif
 }
 
 TEST(Runtime, SubgroupsAndOverlappingGroups) {

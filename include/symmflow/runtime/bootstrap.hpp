@@ -41,6 +41,9 @@ class Bootstrap {
   // Ranks of this world on this rank's host (all of them on threads): waits compare it with the
   // usable CPUs to tell whether spinning can help.
   virtual int local_ranks() const = 0;
+  // CPUs the ranks of this host may run on together (threads: the process's CPUs; mpi: the union
+  // of the local ranks' CPU sets, so a rank bound to one core by mpirun still counts the node).
+  virtual int local_cpus() const = 0;
   // Bound of every wait of this world, in seconds (tunables().timeout_s unless overridden).
   virtual double timeout_s() const = 0;
 
