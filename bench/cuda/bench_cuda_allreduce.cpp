@@ -29,6 +29,7 @@
 #include <nccl.h>
 #endif
 
+#include "bench_util.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/runtime.hpp"
@@ -36,13 +37,6 @@
 namespace {
 
 using namespace symmflow;
-
-#define CHECK_CUDA(call)                                                            \
-  do {                                                                              \
-    cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess)                                                          \
-      throw_error(ErrorCode::Cuda, "{} failed: {}", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 int64_t parse_bytes(std::string t) {
   int64_t unit = 1;
@@ -58,12 +52,6 @@ std::string fmt_bytes(int64_t b) {
   if (b >= (1 << 20)) return fmt::format("{}M", b >> 20);
   if (b >= 1024) return fmt::format("{}K", b >> 10);
   return fmt::format("{}", b);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 struct Options {
@@ -108,17 +96,7 @@ double time_graph(Group& g, cudaStream_t s, int calls, int replays,
   cudaEventDestroy(b);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  std::string blob(mine.size() * sizeof(double), '\0');
-  std::memcpy(blob.data(), mine.data(), blob.size());
-  std::vector<double> worst(mine.size(), 0.0);
-  for (const std::string& other : g.allgather(blob, "bench")) {
-    for (size_t i = 0; i < worst.size(); ++i) {
-      double v;
-      std::memcpy(&v, other.data() + i * sizeof(double), sizeof v);
-      worst[i] = std::max(worst[i], v);
-    }
-  }
-  return median(worst);
+  return bench::slowest_rank_median(g, mine);
 }
 
 void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {

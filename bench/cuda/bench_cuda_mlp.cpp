@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_util.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/core/half.hpp"
 #include "symmflow/runtime/cuda.hpp"
@@ -27,12 +28,6 @@ namespace {
 
 using namespace symmflow;
 
-#define CHECK_CUDA(call)                                                            \
-  do {                                                                              \
-    cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess)                                                          \
-      throw_error(ErrorCode::Cuda, "{} failed: {}", #call, cudaGetErrorString(e_)); \
-  } while (0)
 #define CHECK_CUBLAS(call) SF_CHECK((call) == CUBLAS_STATUS_SUCCESS, "{} failed", #call)
 
 struct Options {
@@ -102,24 +97,14 @@ double run(Runtime& rt, const Options& o) {
     CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
     if (r >= 0) mine.push_back(double(ms) * 1000.0);
   }
-  std::string blob(mine.size() * sizeof(double), '\0');
-  std::memcpy(blob.data(), mine.data(), blob.size());
-  std::vector<double> worst(mine.size(), 0.0);
-  for (const std::string& other : group->allgather(blob, "bench")) {
-    for (size_t i = 0; i < worst.size(); ++i) {
-      double v;
-      std::memcpy(&v, other.data() + i * sizeof(double), sizeof v);
-      worst[i] = std::max(worst[i], v);
-    }
-  }
-  std::sort(worst.begin(), worst.end());
+  const double us = bench::slowest_rank_median(*group, mine);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cublasDestroy(blas);
   cudaFree(workspace);
   for (void* w : weights) cudaFree(w);
   cudaStreamDestroy(s);
-  return worst[worst.size() / 2];
+  return us;
 }
 
 }  // namespace

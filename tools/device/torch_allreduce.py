@@ -7,38 +7,11 @@ in place), all bf16 sum on a symmetric buffer (rendezvoused once)."""
 import argparse
 import json
 import os
-import statistics
 
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
-
-
-def time_graph(fn, calls, replays):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up outside the graph (lazy initialisation)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for r in range(-3, replays):
-        dist.barrier()
-        torch.cuda.synchronize()
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        if r >= 0:
-            samples.append(start.elapsed_time(end) * 1000.0 / calls)
-    t = torch.tensor(samples, device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return statistics.median(t.tolist())
+from graph_timing import time_graph
 
 
 def main():

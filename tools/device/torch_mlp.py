@@ -6,37 +6,11 @@ Run under torchrun, one process per GPU."""
 import argparse
 import json
 import os
-import statistics
 
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
-
-
-def time_forward(fn, replays):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for r in range(-5, replays):
-        dist.barrier()
-        torch.cuda.synchronize()
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        if r >= 0:
-            samples.append(start.elapsed_time(end) * 1000.0)
-    t = torch.tensor(samples, device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return statistics.median(t.tolist())
+from graph_timing import time_graph
 
 
 def main():
@@ -72,7 +46,7 @@ def main():
 
     rows = []
     for name, fn in [("torch_mlp_nccl", nccl), ("torch_mlp_one_shot", one_shot)]:
-        us = time_forward(fn, args.replays)
+        us = time_graph(fn, calls=1, replays=args.replays, warmup=5)
         if dist.get_rank() == 0:
             print(f"{name}: {us:.1f} us per forward", flush=True)
             rows.append({"impl": name, "median_us": us, "ranks": dist.get_world_size()})

@@ -1,0 +1,46 @@
+// What the GPU benches share: CHECK_CUDA, and the figure they report (per-sample maximum over the
+// ranks, then the median), the same convention as tools/device/graph_timing.py.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/group.hpp"
+
+#define CHECK_CUDA(call)                                                           \
+  do {                                                                             \
+    cudaError_t e_ = (call);                                                       \
+    if (e_ != cudaSuccess)                                                         \
+      ::symmflow::throw_error(::symmflow::ErrorCode::Cuda, "{} failed: {}", #call, \
+                              cudaGetErrorString(e_));                             \
+  } while (0)
+
+namespace symmflow::bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Collective over g: the median over samples of the slowest rank's sample.
+inline double slowest_rank_median(Group& g, const std::vector<double>& mine) {
+  std::string blob(mine.size() * sizeof(double), '\0');
+  std::memcpy(blob.data(), mine.data(), blob.size());
+  std::vector<double> worst(mine.size(), 0.0);
+  for (const std::string& other : g.allgather(blob, "bench")) {
+    for (size_t i = 0; i < worst.size(); ++i) {
+      double v;
+      std::memcpy(&v, other.data() + i * sizeof(double), sizeof v);
+      worst[i] = std::max(worst[i], v);
+    }
+  }
+  return median(worst);
+}
+
+}  // namespace symmflow::bench

@@ -1,0 +1,35 @@
+"""Timing shared by the PyTorch comparison scripts: fn captured `calls` times as one CUDA graph,
+replayed `replays` times after `warmup` replays, each replay started together on every rank; a
+sample is one replay's time / calls on the slowest rank; returns the median sample in µs. The C++
+benches time symmflow the same way (bench/cuda/bench_util.hpp)."""
+import statistics
+
+import torch
+import torch.distributed as dist
+
+
+def time_graph(fn, calls=1, replays=30, warmup=3):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # lazy initialisation outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for r in range(-warmup, replays):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        if r >= 0:
+            samples.append(start.elapsed_time(end) * 1000.0 / calls)
+    t = torch.tensor(samples, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return statistics.median(t.tolist())
