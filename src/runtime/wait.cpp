@@ -1,6 +1,6 @@
-// Waiter: spin, then park on the awaited word (futex) or yield and sleep; check deadline and world
-// failure every 256 polls (and on every poll once backed off). Errors name op, group, this rank and
-// the peer waited for.
+// Waiter: spin, then yield, then park on the awaited word (futex) or, without one, sleep; check
+// deadline and world failure every 256 polls (and on every poll once backed off). Errors name op,
+// group, this rank and the peer waited for.
 #include "symmflow/runtime/wait.hpp"
 
 #include <algorithm>
