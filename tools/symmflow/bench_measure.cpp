@@ -149,6 +149,9 @@ std::vector<Measurement> measure_symmflow(Runtime& rt, const Options& o, const P
   auto heap = SymmetricHeap::allocate(rt.group("world"), size_t(largest), "bench collectives");
   // Small values so that repeated in-place sums stay finite for a long time.
   std::fill_n(static_cast<float*>(heap->local()), largest / 4, 1e-6f);
+  // Settle first: right after start-up, oversubscribed rank threads are still being spread over
+  // the CPUs, and the first op measured ran 1-2 us slower than the same op measured later.
+  for (int i = 0; i < 500; ++i) g.barrier(channel, "bench collectives");
   std::vector<Measurement> out;
   for (const std::string& op : o.ops) {
     for (int64_t bytes : sizes_for(o, op, g.size())) {
