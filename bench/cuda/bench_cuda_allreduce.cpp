@@ -74,22 +74,22 @@ double time_graph(Group& g, cudaStream_t s, int calls, int replays,
                   const std::function<void()>& call) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls; ++i) call();
-  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
+  SF_CUDA_CHECK(cudaEventCreate(&a));
+  SF_CUDA_CHECK(cudaEventCreate(&b));
   std::vector<double> mine;
   for (int r = -3; r < replays; ++r) {
     g.barrier(0, "bench");
-    CHECK_CUDA(cudaEventRecord(a, s));
-    CHECK_CUDA(cudaGraphLaunch(exec, s));
-    CHECK_CUDA(cudaEventRecord(b, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
+    SF_CUDA_CHECK(cudaEventRecord(a, s));
+    SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    SF_CUDA_CHECK(cudaEventRecord(b, s));
+    SF_CUDA_CHECK(cudaStreamSynchronize(s));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     if (r >= 0) mine.push_back(double(ms) * 1000.0 / calls);
   }
   cudaEventDestroy(a);
@@ -106,11 +106,11 @@ void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
   auto comm = cuda::Communicator::create(group, size_t(o.max_bytes));
   auto heap = cuda::DeviceHeap::allocate(group, size_t(o.max_bytes));
   void *in = nullptr, *out = nullptr;
-  CHECK_CUDA(cudaMalloc(&in, size_t(o.max_bytes)));
-  CHECK_CUDA(cudaMalloc(&out, size_t(o.max_bytes)));
-  CHECK_CUDA(cudaMemset(in, 0, size_t(o.max_bytes)));
+  SF_CUDA_CHECK(cudaMalloc(&in, size_t(o.max_bytes)));
+  SF_CUDA_CHECK(cudaMalloc(&out, size_t(o.max_bytes)));
+  SF_CUDA_CHECK(cudaMemset(in, 0, size_t(o.max_bytes)));
   cudaStream_t s;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  SF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 #ifdef SYMMFLOW_BENCH_NCCL
   ncclUniqueId id;
   if (rt.rank() == 0) ncclGetUniqueId(&id);
@@ -128,7 +128,7 @@ void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
   };
   // NCCL sets itself up on its first call, which must not be inside a capture.
   nccl_check(ncclAllReduce(in, in, 1024, nt, ncclSum, nccl, s), "ncclAllReduce (warm-up)");
-  CHECK_CUDA(cudaStreamSynchronize(s));
+  SF_CUDA_CHECK(cudaStreamSynchronize(s));
 #endif
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
     const int64_t n = bytes / int64_t(es);

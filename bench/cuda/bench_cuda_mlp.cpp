@@ -48,20 +48,20 @@ double run(Runtime& rt, const Options& o) {
     host[i] = BFloat16(float(int((i * 2654435761u + unsigned(rt.rank())) % 17) - 8) / 256.0f).bits;
   }
   for (void*& w : weights) {
-    CHECK_CUDA(cudaMalloc(&w, wbytes));
-    CHECK_CUDA(cudaMemcpy(w, host.data(), wbytes, cudaMemcpyHostToDevice));
+    SF_CUDA_CHECK(cudaMalloc(&w, wbytes));
+    SF_CUDA_CHECK(cudaMemcpy(w, host.data(), wbytes, cudaMemcpyHostToDevice));
   }
   char* buf = static_cast<char*>(heap->local());
   std::vector<uint16_t> x(size_t(o.tokens) * size_t(o.hidden), BFloat16(0.01f).bits);
-  CHECK_CUDA(cudaMemcpy(buf, x.data(), act, cudaMemcpyHostToDevice));
+  SF_CUDA_CHECK(cudaMemcpy(buf, x.data(), act, cudaMemcpyHostToDevice));
   cudaStream_t s;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  SF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cublasHandle_t blas;
   CHECK_CUBLAS(cublasCreate(&blas));
   CHECK_CUBLAS(cublasSetStream(blas, s));
   void* workspace = nullptr;
   const size_t ws_bytes = 32 << 20;
-  CHECK_CUDA(cudaMalloc(&workspace, ws_bytes));
+  SF_CUDA_CHECK(cudaMalloc(&workspace, ws_bytes));
   CHECK_CUBLAS(cublasSetWorkspace(blas, workspace, ws_bytes));
   auto forward = [&] {
     const float one = 1.0f, zero = 0.0f;
@@ -79,22 +79,22 @@ double run(Runtime& rt, const Options& o) {
   comm->synchronize(s);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   forward();
-  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
+  SF_CUDA_CHECK(cudaEventCreate(&a));
+  SF_CUDA_CHECK(cudaEventCreate(&b));
   std::vector<double> mine;
   for (int r = -5; r < o.replays; ++r) {
     group->barrier(0, "bench");
-    CHECK_CUDA(cudaEventRecord(a, s));
-    CHECK_CUDA(cudaGraphLaunch(exec, s));
-    CHECK_CUDA(cudaEventRecord(b, s));
+    SF_CUDA_CHECK(cudaEventRecord(a, s));
+    SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    SF_CUDA_CHECK(cudaEventRecord(b, s));
     comm->synchronize(s);
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     if (r >= 0) mine.push_back(double(ms) * 1000.0);
   }
   const double us = bench::slowest_rank_median(*group, mine);

@@ -1,24 +1,15 @@
-// What the GPU benches share: CHECK_CUDA, and the figure they report (per-sample maximum over the
-// ranks, then the median), the same convention as tools/device/graph_timing.py.
+// What the GPU benches share: SF_CUDA_CHECK (runtime/cuda/check.hpp), and the figure they report
+// (per-sample maximum over the ranks, then the median), the same convention as
+// tools/device/graph_timing.py.
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "symmflow/core/error.hpp"
+#include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/group.hpp"
-
-#define CHECK_CUDA(call)                                                           \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess)                                                         \
-      ::symmflow::throw_error(::symmflow::ErrorCode::Cuda, "{} failed: {}", #call, \
-                              cudaGetErrorString(e_));                             \
-  } while (0)
 
 namespace symmflow::bench {
 

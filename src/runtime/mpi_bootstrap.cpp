@@ -29,6 +29,7 @@
 #include "mpi_bootstrap.hpp"
 
 #include "futex.hpp"
+#include "runtime/rendezvous.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -371,17 +372,7 @@ std::vector<std::string> MpiBootstrap::allgather(const std::vector<int>& members
     keys[i].assign(p + 4, n);
     out[i].assign(p + 4 + n, size_t(b->counts[i]) - 4 - n);
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i] != key) {
-      std::string all;
-      for (size_t j = 0; j < keys.size(); ++j)
-        all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
-      invalid_usage(
-          "{}: ranks {} are not in the same collective (different order or different "
-          "calls):{}",
-          op, fmt::join(members, ", "), all);
-    }
-  }
+  check_same_collective(keys, key, members, op);
   return out;
 }
 

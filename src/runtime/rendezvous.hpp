@@ -1,10 +1,18 @@
 // The validated rendezvous of every symmetric allocation (host heaps in heap.cpp, GPU heaps in
-// cuda/heap.cpp). Private header of the runtime.
+// cuda/heap.cpp), and the check that the members of an all-gather are in the same collective
+// (both bootstraps). Private header of the runtime.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/core/error.hpp"
 
 #include "symmflow/runtime/group.hpp"
 
@@ -14,5 +22,20 @@ namespace symmflow {
 // member differs, every member raises the same InvalidUsage listing each rank's request. Returns
 // the allocation number.
 uint64_t validate_symmetric_request(Group& group, size_t bytes, std::string_view op);
+
+// Raises InvalidUsage listing every member's key when keys[i] (what member i was doing) differ
+// from `key` (what this rank is doing).
+inline void check_same_collective(const std::vector<std::string>& keys, const std::string& key,
+                                  const std::vector<int>& members, std::string_view op) {
+  for (const std::string& k : keys) {
+    if (k == key) continue;
+    std::string all;
+    for (size_t j = 0; j < keys.size(); ++j)
+      all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
+    invalid_usage(
+        "{}: ranks {} are not in the same collective (different order or different calls):{}", op,
+        fmt::join(members, ", "), all);
+  }
+}
 
 }  // namespace symmflow

@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "futex.hpp"
+#include "runtime/rendezvous.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
 #include "symmflow/runtime/tunables.hpp"
@@ -152,17 +153,7 @@ std::vector<std::string> ThreadsBootstrap::allgather(const std::vector<int>& mem
     keys = ex->keys;
     if (++ex->read == members.size()) world_->exchanges.erase(slot);
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i] != key) {
-      std::string all;
-      for (size_t j = 0; j < keys.size(); ++j)
-        all += fmt::format("\n  rank {}: {}", members[j], keys[j]);
-      invalid_usage(
-          "{}: ranks {} are not in the same collective (different order or different "
-          "calls):{}",
-          op, fmt::join(members, ", "), all);
-    }
-  }
+  check_same_collective(keys, key, members, op);
   return out;
 }
 
