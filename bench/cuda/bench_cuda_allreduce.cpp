@@ -68,37 +68,6 @@ struct Row {
   double median_us;
 };
 
-// Captures `calls` calls of `call` into a graph, replays it, returns the per-call median of the
-// slowest rank.
-double time_graph(Group& g, cudaStream_t s, int calls, int replays,
-                  const std::function<void()>& call) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) call();
-  SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  SF_CUDA_CHECK(cudaEventCreate(&a));
-  SF_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> mine;
-  for (int r = -3; r < replays; ++r) {
-    g.barrier(0, "bench");
-    SF_CUDA_CHECK(cudaEventRecord(a, s));
-    SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    SF_CUDA_CHECK(cudaEventRecord(b, s));
-    SF_CUDA_CHECK(cudaStreamSynchronize(s));
-    float ms = 0;
-    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 0) mine.push_back(double(ms) * 1000.0 / calls);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return bench::slowest_rank_median(g, mine);
-}
-
 void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
   cuda::bind_device();
   auto group = rt.group("world");
@@ -135,7 +104,7 @@ void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
     auto add = [&](const std::string& impl, const std::function<void()>& call) {
       if (!o.impls.empty() && ("," + o.impls + ",").find("," + impl + ",") == std::string::npos)
         return;
-      double us = time_graph(*group, s, o.calls, o.replays, call);
+      double us = bench::time_graph(*group, s, o.calls, o.replays, 3, call);
       comm->check();
       if (rt.rank() == 0) {
         rows.push_back({impl, bytes, us});

@@ -77,29 +77,8 @@ double run(Runtime& rt, const Options& o) {
   };
   forward();  // cuBLAS picks and loads its kernels outside the capture
   comm->synchronize(s);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  forward();
-  SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  SF_CUDA_CHECK(cudaEventCreate(&a));
-  SF_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> mine;
-  for (int r = -5; r < o.replays; ++r) {
-    group->barrier(0, "bench");
-    SF_CUDA_CHECK(cudaEventRecord(a, s));
-    SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    SF_CUDA_CHECK(cudaEventRecord(b, s));
-    comm->synchronize(s);
-    float ms = 0;
-    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 0) mine.push_back(double(ms) * 1000.0);
-  }
-  const double us = bench::slowest_rank_median(*group, mine);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  const double us = bench::time_graph(*group, s, 1, o.replays, 5, forward);
+  comm->check();  // a collective that timed out on the GPU raises here
   cublasDestroy(blas);
   cudaFree(workspace);
   for (void* w : weights) cudaFree(w);

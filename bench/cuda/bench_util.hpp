@@ -1,10 +1,11 @@
-// What the GPU benches share: SF_CUDA_CHECK (runtime/cuda/check.hpp), and the figure they report
-// (per-sample maximum over the ranks, then the median), the same convention as
+// What the GPU benches share: SF_CUDA_CHECK (runtime/cuda/check.hpp), CUDA-graph timing, and the
+// figure they report (per-sample maximum over the ranks, then the median), the same convention as
 // tools/device/graph_timing.py.
 #pragma once
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,38 @@ inline double slowest_rank_median(Group& g, const std::vector<double>& mine) {
     }
   }
   return median(worst);
+}
+
+// Collective over g: captures `calls` calls of `call` on stream s into a CUDA graph, replays it
+// `warmup` times and then `replays` times (every rank starting together), and returns the median
+// per-call time of the slowest rank in µs.
+inline double time_graph(Group& g, cudaStream_t s, int calls, int replays, int warmup,
+                         const std::function<void()>& call) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) call();
+  SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  SF_CUDA_CHECK(cudaEventCreate(&a));
+  SF_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> mine;
+  for (int r = -warmup; r < replays; ++r) {
+    g.barrier(0, "bench");
+    SF_CUDA_CHECK(cudaEventRecord(a, s));
+    SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    SF_CUDA_CHECK(cudaEventRecord(b, s));
+    SF_CUDA_CHECK(cudaStreamSynchronize(s));
+    float ms = 0;
+    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 0) mine.push_back(double(ms) * 1000.0 / calls);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return slowest_rank_median(g, mine);
 }
 
 }  // namespace symmflow::bench

@@ -38,6 +38,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/collectives.hpp"
 
 namespace symmflow::cuda {
@@ -151,9 +153,8 @@ __device__ __forceinline__ Pack<T, K> reduce_units(const Pack<T, K>* const* srcs
   float acc[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) acc[k] = to_f(first.v[k]);
-  // Unrolled over kMaxRanks so that srcs stays in registers.
 #pragma unroll
-  for (int s = 1; s < kMaxRanks; ++s) {
+  for (int s = 1; s < kMaxRanks; ++s) {  // unrolled over kMaxRanks: srcs stays in registers
     if (s >= world) break;
     Pack<T, K> p = srcs[s][i];
 #pragma unroll
@@ -344,6 +345,25 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
   finish(v, call);
 }
 
+// f(std::integral_constant<ReduceKind, op>{}): the reduce op as a template argument.
+template <typename F>
+void by_op(ReduceKind op, F&& f) {
+  switch (op) {
+    case ReduceKind::sum:
+      f(std::integral_constant<ReduceKind, ReduceKind::sum>{});
+      return;
+    case ReduceKind::avg:
+      f(std::integral_constant<ReduceKind, ReduceKind::avg>{});
+      return;
+    case ReduceKind::max:
+      f(std::integral_constant<ReduceKind, ReduceKind::max>{});
+      return;
+    case ReduceKind::min:
+      f(std::integral_constant<ReduceKind, ReduceKind::min>{});
+      return;
+  }
+}
+
 template <typename T, int K>
 void one_shot_as(const WorkspaceView& v, const void* in, void* out, int64_t n, ReduceKind op,
                  const Launch& l, cudaStream_t s) {
@@ -351,24 +371,18 @@ void one_shot_as(const WorkspaceView& v, const void* in, void* out, int64_t n, R
   auto* i = static_cast<const P*>(in);
   auto* o = static_cast<P*>(out);
   const int64_t units = n / K;
-  switch (op) {
-    case ReduceKind::sum: one_shot_kernel<T, K, ReduceKind::sum><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-    case ReduceKind::avg: one_shot_kernel<T, K, ReduceKind::avg><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-    case ReduceKind::max: one_shot_kernel<T, K, ReduceKind::max><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-    case ReduceKind::min: one_shot_kernel<T, K, ReduceKind::min><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-  }
+  by_op(op, [&](auto tag) {
+    one_shot_kernel<T, K, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, i, o, units);
+  });
 }
 
 template <typename T, int K>
 void two_shot_as(const WorkspaceView& v, int64_t n, ReduceKind op, const Launch& l,
                  cudaStream_t s) {
   const int64_t units = n / K;
-  switch (op) {
-    case ReduceKind::sum: two_shot_kernel<T, K, ReduceKind::sum><<<l.blocks, l.threads, 0, s>>>(v, units); break;
-    case ReduceKind::avg: two_shot_kernel<T, K, ReduceKind::avg><<<l.blocks, l.threads, 0, s>>>(v, units); break;
-    case ReduceKind::max: two_shot_kernel<T, K, ReduceKind::max><<<l.blocks, l.threads, 0, s>>>(v, units); break;
-    case ReduceKind::min: two_shot_kernel<T, K, ReduceKind::min><<<l.blocks, l.threads, 0, s>>>(v, units); break;
-  }
+  by_op(op, [&](auto tag) {
+    two_shot_kernel<T, K, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, units);
+  });
 }
 
 template <typename T, int K>
@@ -385,12 +399,9 @@ struct OneShotLL {
     auto* i = static_cast<const uint2*>(in);
     auto* o = static_cast<uint2*>(out);
     const int64_t units = n * int64_t(sizeof(T)) / 8;
-    switch (op) {
-      case ReduceKind::sum: one_shot_ll_kernel<T, ReduceKind::sum><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-      case ReduceKind::avg: one_shot_ll_kernel<T, ReduceKind::avg><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-      case ReduceKind::max: one_shot_ll_kernel<T, ReduceKind::max><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-      case ReduceKind::min: one_shot_ll_kernel<T, ReduceKind::min><<<l.blocks, l.threads, 0, s>>>(v, i, o, units); break;
-    }
+    by_op(op, [&](auto tag) {
+      one_shot_ll_kernel<T, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, i, o, units);
+    });
   }
 };
 template <typename T, int K>
@@ -425,8 +436,8 @@ int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n
   return int(cudaGetLastError());
 }
 
-int launch_one_shot_ll(const WorkspaceView& v, const void* in, void* out, int64_t n,
-                       ElemType type, ReduceKind op, const Launch& l, void* stream) {
+int launch_one_shot_ll(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
+                       ReduceKind op, const Launch& l, void* stream) {
   dispatch<OneShotLL>(type, false, v, in, out, n, op, l, static_cast<cudaStream_t>(stream));
   return int(cudaGetLastError());
 }
