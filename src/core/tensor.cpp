@@ -17,6 +17,33 @@ std::shared_ptr<Storage> Storage::allocate_host(size_t bytes, bool zero) {
   return s;
 }
 
+namespace {
+DeviceAllocator& cuda_allocator() {
+  static DeviceAllocator a = nullptr;
+  return a;
+}
+void check_on_host(const Tensor& t, const char* what) {
+  SF_CHECK(t.device().type != DeviceType::cuda,
+           "{}: tensor {} is on {}; copy it to the host first (aten::copy_ into a host tensor)",
+           what, t.str(), t.device().str());
+}
+}  // namespace
+
+void set_device_allocator(DeviceType type, DeviceAllocator allocator) {
+  SF_CHECK(type == DeviceType::cuda, "set_device_allocator: only cuda devices take an allocator");
+  cuda_allocator() = allocator;
+}
+
+std::shared_ptr<Storage> Storage::allocate(Device device, size_t bytes, bool zero) {
+  if (device.type == DeviceType::cpu) return allocate_host(bytes, zero);
+  SF_CHECK(device.type == DeviceType::cuda, "cannot allocate memory on {}", device.str());
+  SF_CHECK(cuda_allocator(),
+           "cannot allocate on {}: the cuda backend is not loaded (link symmflow_cuda and call "
+           "symmflow::cuda::bind_device())",
+           device.str());
+  return cuda_allocator()(device.index, bytes, zero);
+}
+
 Storage::Storage(void* data, size_t bytes, Device device, MemoryKind kind)
     : data_(data), bytes_(bytes), device_(device), kind_(kind) {}
 
@@ -24,15 +51,16 @@ Storage::~Storage() {
   if (owns_host_memory_) std::free(data_);
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
-  auto storage = Storage::allocate_host(size_t(symmflow::numel(shape)) * dtype_size(dtype));
+  auto storage = Storage::allocate(device, size_t(symmflow::numel(shape)) * dtype_size(dtype));
   return from_storage(std::move(storage), 0, dtype, shape);
 }
 
-Tensor Tensor::uninitialized(const Shape& shape, DType dtype) {
+Tensor Tensor::uninitialized(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
-  auto storage = Storage::allocate_host(size_t(symmflow::numel(shape)) * dtype_size(dtype), false);
+  auto storage =
+      Storage::allocate(device, size_t(symmflow::numel(shape)) * dtype_size(dtype), false);
   return from_storage(std::move(storage), 0, dtype, shape);
 }
 
@@ -99,6 +127,7 @@ void store_double(const TensorView& t, int64_t off, double value) {
 }
 
 double Tensor::item_as_double(std::span<const int64_t> index) const {
+  check_on_host(*this, "item_as_double");
   SF_CHECK(int64_t(index.size()) == dim(), "index of rank {} for tensor {}", index.size(), str());
   int64_t off = 0;
   for (size_t i = 0; i < index.size(); ++i) off += index[i] * strides_[i];
@@ -106,6 +135,7 @@ double Tensor::item_as_double(std::span<const int64_t> index) const {
 }
 
 std::vector<double> Tensor::to_doubles() const {
+  check_on_host(*this, "to_doubles");
   std::vector<double> out(static_cast<size_t>(numel()));
   if (out.empty()) return out;
   TensorView v = view();
@@ -124,6 +154,7 @@ std::vector<double> Tensor::to_doubles() const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous() || is_meta()) return *this;
+  check_on_host(*this, "contiguous");
   Tensor out = empty(shape_, dtype_);
   size_t elem = dtype_size(dtype_);
   std::vector<int64_t> idx(shape_.size(), 0);

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/executable_step.hpp"
 #include "exec/util.hpp"
 #include "symmflow/exec/fused.hpp"
 #include "symmflow/exec/groups.hpp"
@@ -33,13 +34,6 @@
 namespace symmflow::exec {
 
 namespace {
-
-struct ArgRef {
-  ir::Arg::Kind kind = ir::Arg::Kind::literal;
-  int slot = -1;
-  std::vector<int> slots;
-  Value literal;
-};
 
 // Whether peers write one of n's buffers: n is an op (or functional<op>) with a group that
 // writes one of its symm args (Note [barrier before each run]).
@@ -56,18 +50,10 @@ bool writes_symm_arg(const ir::Node& n) {
 
 }  // namespace
 
-struct Executable::Step {
-  const ir::Node* node = nullptr;
-  const OpDef* op = nullptr;  // the op called (the out variant when lowered)
-  bool out_variant = false;
-  std::vector<ArgRef> args;                        // in `op`'s schema order
-  std::vector<int> out_slots;                      // the node's outputs
-  std::vector<bool> alias_return;                  // op nodes: return r aliases an argument
-  std::vector<std::pair<size_t, int>> new_values;  // functional: (written arg, output slot)
-};
-
-Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::move(plan)) {
+Executable::Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions options)
+    : plan_(std::move(plan)), options_(options) {
   SF_CHECK(plan_ && plan_->graph, "Executable: no plan");
+  if (options_.device.type != DeviceType::cpu) device_ = make_device_backend(options_);
   const ir::Graph& g = *plan_->graph;
   bool communicates = false;
   for (const passes::PoolPlan& p : plan_->pools) communicates |= p.layout.pool == ir::Pool::symm;
@@ -85,16 +71,22 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
   for (const passes::PoolPlan& p : plan_->pools) {
     if (p.layout.pool != ir::Pool::symm) regular_bytes = std::max(regular_bytes, p.bytes);
   }
-  regular_ = Storage::allocate_host(std::max<size_t>(regular_bytes, 64));
+  regular_ = device_ ? device_->allocate(std::max<size_t>(regular_bytes, 64))
+                    : Storage::allocate_host(std::max<size_t>(regular_bytes, 64));
   pool_storages_.push_back(regular_.get());
   ++allocations_;
   std::vector<std::shared_ptr<Storage>> symm_storage(plan_->pools.size());
   for (size_t i = 0; i < plan_->pools.size(); ++i) {
     const passes::PoolPlan& p = plan_->pools[i];
     if (p.layout.pool != ir::Pool::symm) continue;
-    heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group),
-                                        std::max<size_t>(p.bytes, 64), "Executable");
-    symm_storage[i] = std::make_shared<SymmetricStorage>(heaps_[i]);
+    if (device_) {
+      symm_storage[i] = device_->allocate_symmetric(runtime_->group(p.layout.group),
+                                                    std::max<size_t>(p.bytes, 64));
+    } else {
+      heaps_[i] = SymmetricHeap::allocate(runtime_->group(p.layout.group),
+                                          std::max<size_t>(p.bytes, 64), "Executable");
+      symm_storage[i] = std::make_shared<SymmetricStorage>(heaps_[i]);
+    }
     pool_storages_.push_back(symm_storage[i].get());
     ++allocations_;
   }
@@ -111,6 +103,7 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
   auto new_slot = [&](const ir::Value* v) {
     int s = int(slots_.size());
     slot_of[v] = s;
+    slot_value_.push_back(v);
     auto b = plan_->buffer_of.find(v);
     slots_.push_back(b != plan_->buffer_of.end() ? buffer_views_[size_t(b->second)] : Tensor());
     return s;
@@ -250,6 +243,7 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan) : plan_(std::mo
   handles_.resize(g.inputs().size());
   snapshots_.resize(g.inputs().size());
   skip_copy_.assign(steps_.size(), false);
+  if (device_) prepare_device();
 }
 
 Executable::~Executable() = default;
@@ -258,6 +252,7 @@ Tensor Executable::input_handle(size_t i) {
   const ir::Graph& g = *plan_->graph;
   SF_CHECK(i < g.inputs().size(), "input_handle: graph '{}' has {} inputs, no input #{}", g.name(),
            g.inputs().size(), i);
+  if (device_) return handles_[i];  // the fixed device buffer the steps read (executable_device)
   if (staging_step_[i] >= 0) return slots_[size_t(steps_[size_t(staging_step_[i])]->out_slots[0])];
   if (!handles_[i].defined())
     handles_[i] = Tensor::empty(g.inputs()[i]->type().shape, g.inputs()[i]->type().dtype);
@@ -303,7 +298,11 @@ void Executable::run_step(const Step& step) {
       std::vector<Tensor> ins, outs;
       for (const ArgRef& a : step.args) ins.push_back(slots_[size_t(a.slot)]);
       for (int s : step.out_slots) outs.push_back(slots_[size_t(s)]);
-      run_fused(*n.body(), ins, outs);
+      if (device_) {
+        device_->run_fused(*n.body(), ins, outs);
+      } else {
+        run_fused(*n.body(), ins, outs);
+      }
       return;
     }
     case ir::NodeKind::functional:
@@ -340,6 +339,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   const ir::Graph& g = *plan_->graph;
   detail::check_inputs(g, inputs, "run");
   stats_ = {};
+  if (device_) return run_on_device(inputs, options);
   for (Group* group : entry_barriers_)
     group->barrier(0, "Executable::run");  // Note [barrier before each run]
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -377,6 +377,12 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     if (!detail::same_memory(inputs[size_t(input)], slots_[size_t(slot)]))
       copy(inputs[size_t(input)], slots_[size_t(slot)]);
   }
+  std::vector<Tensor> results = collect_outputs(options);
+  for (int slot : transient_slots_) slots_[size_t(slot)] = Tensor();  // keep no caller memory alive
+  return results;
+}
+
+std::vector<Tensor> Executable::collect_outputs(const RunOptions& options) {
   std::vector<Tensor> results;
   results.reserve(output_slot_.size());
   for (int slot : output_slot_) {
@@ -389,7 +395,6 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
       stats_.output_bytes += t.nbytes();
     }
   }
-  for (int slot : transient_slots_) slots_[size_t(slot)] = Tensor();  // keep no caller memory alive
   return results;
 }
 

@@ -41,7 +41,7 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor clone_tensor(const Tensor& src) {
-  Tensor out = Tensor::empty(src.shape(), src.dtype());
+  Tensor out = Tensor::uninitialized(src.shape(), src.dtype(), src.device());
   if (src.numel() > 0) copy_tensor(out, src);
   return out;
 }

@@ -1,9 +1,12 @@
 // Eager dispatch. Contract: bind_args maps positional and keyword arguments onto the schema
 // (defaults filled, ints accepted for float, a number for Scalar, None only where optional) and
 // names op and argument on any mismatch; call_bound runs the shape function, allocates each fresh
-// return as a contiguous host tensor, and runs the kernel of the backend of the first tensor
-// argument (cpu when there is none).
+// return as a contiguous tensor, and runs the kernel of the backend of the first tensor
+// argument (or of a preset output when no argument is a tensor; cpu when neither is); fresh
+// returns are allocated on that device.
 #include "symmflow/ops/call.hpp"
+
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -79,14 +82,15 @@ std::optional<Value> coerce(const Value& v, const Type& t) {
   return std::nullopt;
 }
 
-Backend backend_of(std::span<const Value> args) {
-  for (const Value& v : args) {
+// The device of the first defined tensor among `values` (cpu for meta), if any.
+std::optional<Device> device_of(std::span<const Value> values) {
+  for (const Value& v : values) {
     const Tensor* t = nullptr;
     if (v.is_tensor()) t = &v.to_tensor();
     if (v.is_tensor_list() && !v.to_tensor_list().empty()) t = &v.to_tensor_list()[0];
-    if (t && t->defined()) return t->device().type == DeviceType::cuda ? Backend::cuda : Backend::cpu;
+    if (t && t->defined()) return t->device().type == DeviceType::cuda ? t->device() : Device::cpu();
   }
-  return Backend::cpu;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -129,7 +133,9 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
 }
 
 void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs) {
-  Backend backend = backend_of(bound);
+  // A factory (no tensor argument) runs where its preset output lives.
+  Device device = device_of(bound).value_or(device_of(outputs).value_or(Device::cpu()));
+  Backend backend = device.type == DeviceType::cuda ? Backend::cuda : Backend::cpu;
   const Kernel* kernel = op.kernel(backend);
   SF_CHECK(kernel, "op '{}' has no {} kernel", op.name(), backend_name(backend));
   const FunctionSchema& s = op.schema();
@@ -144,7 +150,8 @@ void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<
              op.name(), specs.size(), s.returns.size());
     for (size_t r = 0; r < s.returns.size(); ++r) {
       if (op.aliases().returns_alias[r] >= 0 || outputs[r].is_tensor()) continue;
-      outputs[r] = Tensor::uninitialized(specs[r].shape, specs[r].dtype);  // kernels write all
+      // Kernels write every element; fresh returns live on the device of the arguments.
+      outputs[r] = Tensor::uninitialized(specs[r].shape, specs[r].dtype, device);
     }
   }
   KernelCall kc{op, bound, outputs};

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The GPU work of symmflow in one call of the device tool (nvidia-h200-x2):
+# The GPU work of symmflow in one call of the device tool (nvidia-h200-x2, or one GPU):
 #   device run: bash tools/device/run.sh [full|quick|sweep]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
-# compute-sanitizer memcheck and racecheck), the all-reduce bench beside NCCL, and PyTorch's
-# paths on the same GPUs, and prints the merged table last. Logs go to $OUT.
+# compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
+# --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
+# symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's paths (two or more GPUs),
+# and prints the tables last. Logs go to $OUT.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symmflow-device}
@@ -17,11 +19,27 @@ step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda bench_cuda_allreduce bench_cuda_mlp \
+cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_ops test_cuda_exec symmflow_cli \
+  bench_cuda_allreduce bench_cuda_mlp \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
-step tests
-timeout 300 build/device/tests/cuda/test_cuda 2>&1 | tee "$OUT/test_cuda.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \]|Failure|error" | head -40
+gpus=$(nvidia-smi -L | wc -l)
+S=build/device/bin/symmflow
+for t in test_cuda test_cuda_ops test_cuda_exec; do
+  step "$t"
+  timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|rror:" | head -30
+done
+step "examples on the GPU (--check)"
+for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce; do
+  for r in 1 2; do
+    echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
+  done
+done | tee "$OUT/examples.txt"
+step "mlp compiled by symmflow"
+for r in 1 2; do
+  timeout 200 $S run examples/tp_mlp.sf --device cuda --ranks $r --iters 200 2>&1 | tee -a "$OUT/mlp_symmflow.txt" | grep -E "replay|rror"
+done
+PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node 1 tools/device/torch_mlp.py --json "$OUT/torch_mlp1.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
 if [[ "$mode" == full ]]; then
   for tool in memcheck racecheck; do
     step "compute-sanitizer $tool"
@@ -29,7 +47,15 @@ if [[ "$mode" == full ]]; then
       build/device/tests/cuda/test_cuda --gtest_filter='CudaAllReduce.EveryAlgorithm*:CudaAllReduce.Zero*' \
       >"$OUT/sanitizer_$tool.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | head -5
+    timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_ops \
+      --gtest_filter='CudaOps.Binary*:CudaOps.Copies*:CudaOps.RmsNorm*' >"$OUT/sanitizer_ops_$tool.log" 2>&1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_ops_$tool.log" | head -5
   done
+fi
+
+if (( gpus < 2 )); then
+  step "one GPU: the two-GPU benches are skipped"
+  exit 0
 fi
 
 if [[ "$mode" == sweep ]]; then

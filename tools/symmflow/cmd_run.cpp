@@ -11,6 +11,10 @@
 // first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
 // step (pid 0, tid = rank, name = the step's op, cat "comm" for ops with a group argument else
 // "compute", ts/dur in microseconds from the start) and "M" thread_name events "rank N".
+// --device cuda runs each rank on a GPU (rank % GPUs; ranks may share one): the plan is captured
+// into a CUDA graph on the first iteration; inputs are copied from the host every iteration (so
+// --check sees new values), and afterwards the inputs are bound into the plan's input buffers
+// once and --iters graph replays run back to back, whose mean is printed as "replay".
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,7 +33,11 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
+#include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#ifdef SYMMFLOW_HAVE_CUDA
+#include "symmflow/runtime/cuda_memory.hpp"
+#endif
 
 namespace symmflow::tool {
 
@@ -39,6 +47,7 @@ using Clock = std::chrono::steady_clock;
 struct RunCmdOptions {
   std::string file;
   std::string transport = "threads";
+  std::string device = "cpu";
   std::string trace;
   std::vector<std::string> plugins;
   int ranks = 1;
@@ -56,6 +65,8 @@ struct TraceEvent {
 
 struct RankResult {
   std::vector<double> iter_us;
+  double replay_us = 0;  // --device cuda: mean of back-to-back graph replays
+  std::string device;    // the executable's device description
   std::vector<TraceEvent> events;
   std::optional<std::string> mismatch;  // the first bad element, when --check failed
   size_t outputs = 0;
@@ -134,6 +145,44 @@ std::optional<std::string> compare(const Tensor& got, const Tensor& want, const 
   return std::nullopt;
 }
 
+// A host copy of a run's output (a device tensor on --device cuda).
+Tensor on_host(const Tensor& t) {
+#ifdef SYMMFLOW_HAVE_CUDA
+  if (t.device().type == DeviceType::cuda) return cuda::to_host(t);
+#endif
+  return t;
+}
+
+exec::ExecOptions exec_options(const std::string& device) {
+  exec::ExecOptions eo;
+  if (device == "cpu") return eo;
+  SF_CHECK(device == "cuda", "--device: 'cpu' or 'cuda' (got '{}')", device);
+#ifdef SYMMFLOW_HAVE_CUDA
+  SF_CHECK(cuda::device_count() > 0, "--device cuda: no GPU is visible to this process");
+  eo.device = Device::cuda(cuda::bind_device());
+  return eo;
+#else
+  invalid_usage("--device cuda: this symmflow was built without the cuda backend");
+#endif
+}
+
+// --device cuda: --iters replays with the inputs bound into the plan (no copies), back to back.
+double time_replays(exec::Executable& exe, const std::vector<Tensor>& inputs, int iters) {
+  std::vector<Tensor> bound;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bound.push_back(exe.input_handle(i));
+    call("aten::copy_", {bound.back(), inputs[i]});
+  }
+  exec::RunOptions ro{exec::OutputMode::view};
+  ro.synchronize = false;
+  exe.run(bound, ro);
+  exe.synchronize();
+  Clock::time_point begin = Clock::now();
+  for (int i = 0; i < iters; ++i) exe.run(bound, ro);
+  exe.synchronize();
+  return std::chrono::duration<double, std::micro>(Clock::now() - begin).count() / iters;
+}
+
 void write_trace(const std::string& path, const passes::Plan& plan,
                  const std::vector<RankResult>& results) {
   nlohmann::json events = nlohmann::json::array();
@@ -166,6 +215,8 @@ int run_run(const RunCmdOptions& o) {
   SF_CHECK(o.transport == "threads", "--transport: only 'threads' is supported (got '{}')",
            o.transport);
   SF_CHECK(o.iters >= 1, "--iters must be at least 1 (got {})", o.iters);
+  SF_CHECK(o.device == "cpu" || o.trace.empty(),
+           "--trace times host steps; on --device cuda the steps are one CUDA graph");
   std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins);
   std::shared_ptr<const ir::Graph> source;
   if (o.check) source = load_graph(o.file, o.ranks);
@@ -185,7 +236,8 @@ int run_run(const RunCmdOptions& o) {
       return inputs;
     };
     std::vector<std::vector<Tensor>> inputs{draw()};  // per iteration with --check, else one
-    exec::Executable exe(plan);
+    exec::Executable exe(plan, exec_options(o.device));
+    res.device = exe.device_description();
     exec::RunOptions run_options;
     int iter = 0;
     if (!o.trace.empty()) {
@@ -201,8 +253,12 @@ int run_run(const RunCmdOptions& o) {
       Clock::time_point begin = Clock::now();
       std::vector<Tensor> out = exe.run(exe_inputs, run_options);
       res.iter_us.push_back(us(Clock::now()) - us(begin));
-      if (o.check) got.push_back(std::move(out));
+      if (o.check) {
+        for (Tensor& t : out) t = on_host(t);
+        got.push_back(std::move(out));
+      }
     }
+    if (o.device != "cpu") res.replay_us = time_replays(exe, inputs.back(), o.iters);
     if (!o.check) return;
     for (size_t it = 0; it < got.size(); ++it) {
       // Collective: every rank interprets every iteration, even after a mismatch.
@@ -218,8 +274,16 @@ int run_run(const RunCmdOptions& o) {
   });
   std::vector<double> t = results[0].iter_us;
   std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
-  fmt::print("run: {} on {} ranks ({}), {} iterations: median {:.1f} us/iter (rank 0)\n",
-             plan->graph->name(), o.ranks, o.transport, o.iters, t[t.size() / 2]);
+  fmt::print("run: {} on {} ranks ({}, {}), {} iterations: median {:.1f} us/iter (rank 0)\n",
+             plan->graph->name(), o.ranks, o.transport, results[0].device, o.iters,
+             t[t.size() / 2]);
+  if (o.device != "cpu") {
+    double slowest = 0;
+    for (const RankResult& r : results) slowest = std::max(slowest, r.replay_us);
+    fmt::print("replay: {:.1f} us/iter (CUDA graph, inputs bound, {} replays back to back, "
+               "slowest rank)\n",
+               slowest, o.iters);
+  }
   if (!o.trace.empty()) {
     write_trace(o.trace, *plan, results);
     fmt::print("trace: {}\n", o.trace);
@@ -244,6 +308,7 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("file", o->file, "Graph file (.sf)")->required();
   sub->add_option("--ranks", o->ranks, "Number of ranks (default 1)");
   sub->add_option("--transport", o->transport, "How ranks run: threads (default)");
+  sub->add_option("--device", o->device, "Where each rank computes: cpu (default) or cuda");
   sub->add_option("--iters", o->iters, "Iterations; the median time is printed (default 1)");
   sub->add_option("--seed", o->seed, "Seed of the random inputs (rank r uses seed + r)");
   sub->add_flag("--check", o->check, "Compare the outputs with the eager interpreter");

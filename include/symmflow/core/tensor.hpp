@@ -23,6 +23,9 @@ class Storage {
  public:
   // Allocates `bytes` of 64-byte aligned host memory, zero-filled unless `zero` is false.
   static std::shared_ptr<Storage> allocate_host(size_t bytes, bool zero = true);
+  // Allocates on `device`: host memory for cpu, the registered allocator otherwise (a backend
+  // library registers one for its device type; InvalidUsage when none is registered).
+  static std::shared_ptr<Storage> allocate(Device device, size_t bytes, bool zero = true);
 
   Storage(void* data, size_t bytes, Device device, MemoryKind kind);
   virtual ~Storage();
@@ -41,6 +44,11 @@ class Storage {
   MemoryKind kind_;
   bool owns_host_memory_ = false;
 };
+
+// A backend's allocator of regular memory on its devices (zero-filled when `zero`), registered
+// once by the backend library (the cuda backend on its first bind_device()).
+using DeviceAllocator = std::shared_ptr<Storage> (*)(int index, size_t bytes, bool zero);
+void set_device_allocator(DeviceType type, DeviceAllocator allocator);
 
 // Non-owning description of strided memory. `storage` may be null for foreign memory.
 struct TensorView {
@@ -62,10 +70,10 @@ struct TensorView {
 class Tensor {
  public:
   Tensor() = default;
-  // Contiguous, zero-filled host tensor.
-  static Tensor empty(const Shape& shape, DType dtype);
-  // Contiguous host tensor whose contents are unspecified: for outputs a kernel fully writes.
-  static Tensor uninitialized(const Shape& shape, DType dtype);
+  // Contiguous, zero-filled tensor (on the host unless `device` says otherwise).
+  static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
+  // Contiguous tensor whose contents are unspecified: for outputs a kernel fully writes.
+  static Tensor uninitialized(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype) { return empty(shape, dtype); }
   static Tensor full(const Shape& shape, DType dtype, double value);
   // Shape and dtype only, no memory.
@@ -102,7 +110,8 @@ class Tensor {
 
   // Same storage, new shape/strides/offset (elements).
   Tensor as_strided(const Shape& shape, const Strides& strides, int64_t storage_offset_elems) const;
-  // Element at a multi-index, converted to double (for tests and printing).
+  // Element at a multi-index, converted to double (for tests and printing). These host accessors
+  // (item_as_double, contiguous, to_doubles) refuse a tensor on a GPU: copy it to the host first.
   double item_as_double(std::span<const int64_t> index) const;
   // Contiguous copy (or *this when already contiguous).
   Tensor contiguous() const;

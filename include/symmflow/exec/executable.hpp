@@ -8,6 +8,13 @@
 //   Tensor x = exe.input_handle(0);                    // write the input here: zero copies
 //   std::vector<Tensor> out = exe.run({x, w0, w1});
 //   exe.last_stats().copies;                           // 0
+//
+// On a GPU (ExecOptions{.device = Device::cuda(i)}, after cuda::bind_device()) the pools are
+// device memory and GPU symmetric heaps; each step runs on a compute or a communication stream
+// with events where the plan's data flow crosses them; the first run captures the steps into one
+// CUDA graph and later runs replay it. Inputs (host or device tensors) are copied into fixed
+// device buffers before the graph (cudaMemcpyAsync), except an input that already is that buffer
+// (input_handle): zero copies.
 #pragma once
 
 #include <chrono>
@@ -17,6 +24,7 @@
 #include <vector>
 
 #include "symmflow/core/tensor.hpp"
+#include "symmflow/exec/device_backend.hpp"
 #include "symmflow/passes/plan.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
@@ -29,8 +37,16 @@ enum class OutputMode {
           // next run() of this Executable
 };
 
+struct ExecOptions {
+  Device device = Device::cpu();  // cuda:i: run on that GPU (the rank thread's bound GPU)
+  bool cuda_graph = true;         // capture the steps on the first run and replay them later
+};
+
 struct RunOptions {
   OutputMode output_mode = OutputMode::owned;
+  // On a GPU: wait for the run (raising what failed) before returning. false returns as soon as
+  // the run is enqueued; call Executable::synchronize() before reading its outputs.
+  bool synchronize = true;
   // Called after each executed step (skipped copy-ins excluded) with its index into plan().steps
   // and when it began and ended, e.g. for traces. Empty: no clock is read.
   std::function<void(size_t step, std::chrono::steady_clock::time_point begin,
@@ -54,7 +70,7 @@ class Executable {
  public:
   // On the calling rank (Runtime::current()); collective over the groups of the plan's symm pools.
   // Creates the graph's groups when the runtime lacks them (ensure_groups).
-  explicit Executable(std::shared_ptr<const passes::Plan> plan);
+  explicit Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions options = {});
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -71,6 +87,11 @@ class Executable {
   // copy. Otherwise a tensor of the input's type owned by the Executable (made once).
   Tensor input_handle(size_t i);
 
+  // Waits for the device work of earlier runs and raises what failed (no-op on the cpu).
+  void synchronize();
+  // "cpu", or the device backend's description (device, streams, graph).
+  std::string device_description() const;
+
   const RunStats& last_stats() const { return stats_; }
   const passes::Plan& plan() const { return *plan_; }
   // The view of the planned buffer of value `name` (for tests and debugging); throws InvalidUsage
@@ -84,13 +105,21 @@ class Executable {
  private:
   void run_step(const Step& step);
   void copy(const Tensor& dst, const Tensor& src);
+  void prepare_device();
+  std::vector<Tensor> run_on_device(const std::vector<Tensor>& inputs, const RunOptions& options);
+  std::vector<Tensor> collect_outputs(const RunOptions& options);
 
   std::shared_ptr<const passes::Plan> plan_;
+  ExecOptions options_;
+  std::unique_ptr<DeviceBackend> device_;  // null on the cpu
+  RunStats graph_stats_;                   // copies inside the captured steps (replays repeat them)
+  bool captured_ = false;
   Runtime* runtime_ = nullptr;
   std::shared_ptr<Storage> regular_;
   std::vector<std::shared_ptr<SymmetricHeap>> heaps_;  // per pool; null for the regular pool
   std::vector<Tensor> buffer_views_;                   // per planned buffer (undefined for views)
   std::vector<Tensor> slots_;                          // per IR value: its tensor this run
+  std::vector<const ir::Value*> slot_value_;           // per slot: its IR value
   std::vector<int> input_slot_;                        // per graph input
   std::vector<int> output_slot_;                       // per graph output
   std::vector<int> transient_slots_;                   // inputs and views: cleared after a run
@@ -101,6 +130,7 @@ class Executable {
   std::vector<const Storage*> pool_storages_;          // the storages of the pools
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<bool> skip_copy_;         // per step, this run
+  std::vector<bool> skip_always_;       // per step: a copy-in done before the steps (device)
   std::vector<Group*> entry_barriers_;  // Note [barrier before each run] (executable.cpp)
   RunStats stats_;
   size_t allocations_ = 0;

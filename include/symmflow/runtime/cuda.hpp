@@ -37,8 +37,11 @@ namespace symmflow::cuda {
 
 // GPUs visible to this process; 0 without a driver, without a GPU or without the cuda backend.
 int device_count();
-// Selects GPU (rank % device_count()) for the calling rank thread and enables peer access to every
-// other GPU. Returns the device index.
+// Selects GPU (rank % device_count()) for the calling rank thread, enables peer access to every
+// other GPU, gives the thread its own stream (cuda_memory.hpp) and registers the device allocator
+// (Storage::allocate on cuda devices). Returns the device index. Several ranks may share a GPU
+// (more rank threads than GPUs): the collectives then keep to a share of the GPU's
+// multiprocessors, so that one rank's waiting kernel never starves the peer it waits for.
 int bind_device();
 
 class DeviceHeap {
@@ -51,6 +54,8 @@ class DeviceHeap {
   size_t bytes() const { return bytes_; }
   void* local() const;
   void* peer(int group_rank) const;
+  int device() const;                    // this rank's GPU
+  int device_of(int group_rank) const;   // a member's GPU
 
   struct Blocks;  // the members' allocations, owned jointly (src/runtime/cuda/heap.cpp)
 

@@ -1,59 +1,17 @@
 // CPU kernels of the aten view, copy, cat and factory ops.
-//  - view, slice.Tensor, t, transpose.int: the output aliases self (same storage, new shape,
-//    strides and offset, from aten_meta's geometry). reshape aliases when a view exists and
-//    returns a fresh contiguous copy otherwise.
+//  - view, reshape, slice.Tensor, t, transpose.int: kernels/views.hpp (the same on every backend).
 //  - clone, _to_copy, copy_: dtype-converting strided copies (copy_ broadcasts src and snapshots
 //    it first when it overlaps self).
 //  - cat (+ out): each input is copied into its slice of the destination.
 //  - empty/zeros/full (+ out): fill the destination (the dispatcher's outputs are zeroed already;
 //    zeros still fills so that out variants and reused buffers are right).
 #include "kernels/cpu/common.hpp"
+#include "kernels/views.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::cpu {
 namespace {
-
-void set_view(KernelCall& call, const Tensor& self, const aten_meta::ViewGeometry& g) {
-  call.outputs.at(0) = self.as_strided(g.shape, g.strides, g.offset);
-}
-
-void view_kernel(KernelCall& call) {
-  const Tensor& self = call.arg("self").to_tensor();
-  set_view(call, self, aten_meta::view_geometry(call.op.name(), self, call.arg("size")));
-}
-
-void reshape_kernel(KernelCall& call) {
-  const Tensor& self = call.arg("self").to_tensor();
-  aten_meta::ReshapeGeometry g =
-      aten_meta::reshape_geometry(call.op.name(), self, call.arg("shape"));
-  if (g.strides) {
-    set_view(call, self, {g.shape, *g.strides, 0});
-    return;
-  }
-  Tensor copy = Tensor::empty(self.shape(), self.dtype());
-  copy_into(copy, self);
-  call.outputs.at(0) = copy.as_strided(g.shape, contiguous_strides(g.shape), 0);
-}
-
-void slice_kernel(KernelCall& call) {
-  const Tensor& self = call.arg("self").to_tensor();
-  set_view(call, self,
-           aten_meta::slice_geometry(call.op.name(), self, call.arg("dim"), call.arg("start"),
-                                     call.arg("end"), call.arg("step")));
-}
-
-void t_kernel(KernelCall& call) {
-  const Tensor& self = call.arg("self").to_tensor();
-  set_view(call, self, aten_meta::t_geometry(call.op.name(), self));
-}
-
-void transpose_kernel(KernelCall& call) {
-  const Tensor& self = call.arg("self").to_tensor();
-  set_view(call, self,
-           aten_meta::transpose_geometry(call.op.name(), self, call.arg("dim0").to_int(),
-                                         call.arg("dim1").to_int()));
-}
 
 void clone_kernel(KernelCall& call) { copy_into(call.out(0), call.arg("self").to_tensor()); }
 
@@ -106,11 +64,7 @@ Kernel fill_out_kernel(bool zeros) {
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
-  m.impl("view", view_kernel);
-  m.impl("reshape", reshape_kernel);
-  m.impl("slice.Tensor", slice_kernel);
-  m.impl("t", t_kernel);
-  m.impl("transpose.int", transpose_kernel);
+  kernels::register_view_kernels(m);
   m.impl("cat", cat_kernel(false));
   m.impl("cat.out", cat_kernel(true));
   m.impl("clone", clone_kernel);

@@ -75,7 +75,8 @@ struct Communicator::State {
   std::shared_ptr<DeviceHeap> staging, flags, ll;
   void* words = nullptr;  // calls, done, status (this rank only)
   int device = 0;
-  int sms = 1;
+  int sms = 1;      // multiprocessors this rank's collectives may occupy
+  int sharing = 1;  // members of the group on this rank's GPU
   size_t max_bytes = 0;
   double timeout_s = 0;
   bool failed = false;
@@ -103,6 +104,10 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   s->flags = DeviceHeap::allocate(group, size_t(kFlagWords) * 4, "cuda::Communicator");
   const size_t ll_bytes = 2 * size_t(std::min<int64_t>(kLLMaxBytes, int64_t(s->max_bytes)));
   s->ll = DeviceHeap::allocate(group, 2 * size_t(w) * ll_bytes, "cuda::Communicator");
+  // Ranks that share a GPU split its multiprocessors (bind_device()).
+  s->sharing = 0;
+  for (int r = 0; r < w; ++r) s->sharing += s->staging->device_of(r) == s->device;
+  s->sms = std::max(1, s->sms / s->sharing);
   SF_CUDA_CHECK(cudaMalloc(&s->words, 64));
   SF_CUDA_CHECK(cudaMemset(s->words, 0, 64));
   SF_CUDA_CHECK(cudaDeviceSynchronize());
@@ -198,8 +203,8 @@ void Communicator::all_reduce_inplace(const DeviceHeap& heap, size_t offset_byte
   l.vec = bytes % 16 == 0 && aligned(local, 16);
   const int64_t units = l.vec ? bytes / 16 : n;
   l.threads = int(tunables().cuda_threads) / 32 * 32;
-  l.blocks = blocks_for((units + v.world - 1) / v.world, l.threads, 4,
-                        int(tunables().cuda_blocks_per_sm) * s.sms);
+  const int per_sm = s.sharing > 1 ? 1 : int(tunables().cuda_blocks_per_sm);
+  l.blocks = blocks_for((units + v.world - 1) / v.world, l.threads, 4, per_sm * s.sms);
   int err = launch_two_shot(v, n, type, op, l, stream);
   SF_CUDA_CHECK(cudaError_t(err));
 }

@@ -15,9 +15,12 @@
 #include "runtime/cuda/check.hpp"
 #include "runtime/rendezvous.hpp"
 #include "symmflow/runtime/cuda.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
 namespace symmflow::cuda {
+
+void register_exec_backend();  // exec/cuda/backend.cpp
 
 namespace {
 
@@ -66,6 +69,22 @@ int bind_device() {
   Runtime* rt = Runtime::current_or_null();
   int dev = rt ? rt->rank() % n : 0;
   SF_CUDA_CHECK(cudaSetDevice(dev));
+  set_device_allocator(DeviceType::cuda, &allocate_device);
+  register_exec_backend();
+  thread_local struct ThreadStream {
+    cudaStream_t stream = nullptr;
+    int device = -1;
+    ~ThreadStream() {
+      if (stream) cudaStreamDestroy(stream);
+    }
+  } own;
+  if (own.device != dev) {
+    if (own.stream) cudaStreamDestroy(own.stream);
+    own.stream = nullptr;
+    SF_CUDA_CHECK(cudaStreamCreateWithFlags(&own.stream, cudaStreamNonBlocking));
+    own.device = dev;
+  }
+  set_current_stream(own.stream);
   // Peer access is a property of the context: enabled once per (device, peer) in this process.
   static std::mutex mutex;
   static std::set<std::pair<int, int>> enabled;
@@ -126,6 +145,10 @@ DeviceHeap::~DeviceHeap() = default;
 
 void* DeviceHeap::local() const {
   return blocks_->all[blocks_->mine]->ptr;
+}
+int DeviceHeap::device() const { return blocks_->all[blocks_->mine]->device; }
+int DeviceHeap::device_of(int group_rank) const {
+  return blocks_->all.at(size_t(group_->member_index(group_rank)))->device;
 }
 void* DeviceHeap::peer(int group_rank) const {
   return blocks_->all.at(size_t(group_->member_index(group_rank)))->ptr;

@@ -1,0 +1,80 @@
+// Tensors on GPUs: device memory, the rank thread's stream, GPU symmetric tensors and the
+// per-group communicators that the cuda kernels of the symm_mem ops use.
+//
+//   symmflow::run_threads(2, [](symmflow::Runtime& rt) {
+//     symmflow::cuda::bind_device();   // GPU rank % count; registers the device allocator
+//     Tensor x = cuda::empty_symmetric({16, 4096}, DType::bf16, "world");
+//     Tensor r = call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}).to_tensor();
+//     Tensor h = cuda::to_host(r);     // waits for the rank's stream
+//   });
+//
+// Every kernel of the cuda backend is enqueued on cuda::current_stream(), which bind_device()
+// sets to a non-blocking stream of the rank thread; the executor switches it between its compute
+// and communication streams. Host reads of device tensors go through to_host (or aten::copy_ into
+// a host tensor followed by synchronize()). Nothing here allocates or rendezvouses while the
+// current stream is being captured into a CUDA graph: such a call raises InvalidUsage.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "symmflow/core/tensor.hpp"
+#include "symmflow/runtime/cuda.hpp"
+
+namespace symmflow::cuda {
+
+// The calling thread's stream (cudaStream_t); bind_device() makes one per rank thread.
+void* current_stream();
+void set_current_stream(void* stream);
+class StreamGuard {
+ public:
+  explicit StreamGuard(void* stream) : saved_(current_stream()) { set_current_stream(stream); }
+  ~StreamGuard() { set_current_stream(saved_); }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  void* saved_;
+};
+// Waits for the current stream; raises Cuda on an asynchronous error.
+void synchronize();
+// Whether the current stream is being captured into a CUDA graph.
+bool capturing();
+// Raises InvalidUsage naming `what` when the current stream is being captured.
+void check_not_capturing(std::string_view what);
+
+// Regular device memory on GPU `device` (zero-filled when `zero`); the allocator that
+// Storage::allocate uses for cuda devices.
+std::shared_ptr<Storage> allocate_device(int device, size_t bytes, bool zero);
+
+// Storage over a whole DeviceHeap (kind symmetric, on the heap's GPU).
+class SymmetricDeviceStorage : public Storage {
+ public:
+  explicit SymmetricDeviceStorage(std::shared_ptr<DeviceHeap> heap);
+  const std::shared_ptr<DeviceHeap>& heap() const { return heap_; }
+
+ private:
+  std::shared_ptr<DeviceHeap> heap_;
+};
+
+// A zeroed contiguous tensor in a new GPU symmetric heap of `group` (collective).
+Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group);
+// The GPU heap a symm argument lives in, checked for an op: InvalidUsage when the tensor is not in
+// GPU symmetric memory (naming op and argument and how to fix it), when it belongs to another
+// group, or when it is not contiguous.
+const DeviceHeap& heap_of(const Tensor& t, std::string_view op, std::string_view arg,
+                          const Group& group);
+
+// Host copy of a tensor (any device); waits for the current stream.
+Tensor to_host(const Tensor& t);
+// Copy of a host tensor on the GPU bound to this thread.
+Tensor to_device(const Tensor& t);
+
+// The calling rank thread's communicator of `group`, able to take a call of `bytes`: made on first
+// use and remade larger when a call needs more (collective either way: every rank makes the same
+// calls in the same order). Raises InvalidUsage when that would happen during capture.
+Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
+// Drops the calling thread's communicators (their memory is freed once no peer uses it).
+void release_communicators();
+
+}  // namespace symmflow::cuda

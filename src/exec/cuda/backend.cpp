@@ -1,0 +1,157 @@
+// The cuda DeviceBackend of exec::Executable (device_backend.hpp): two streams of the rank's GPU
+// with events between them (Note [streams of a plan] in executable_device.cpp), pools in device
+// memory and GPU symmetric heaps, communicators and the cuBLAS handle made before the first run,
+// and the whole run captured into one CUDA graph on the first call and replayed afterwards.
+// bind_device() registers the factory (register_exec_backend).
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "exec/cuda/fused.hpp"
+#include "kernels/cuda/blas.hpp"
+#include "runtime/cuda/check.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+
+namespace symmflow::cuda {
+
+namespace {
+
+class CudaBackend : public exec::DeviceBackend {
+ public:
+  explicit CudaBackend(const exec::ExecOptions& options) : graphs_(options.cuda_graph) {
+    int current = 0;
+    SF_CUDA_CHECK(cudaGetDevice(&current));
+    SF_CHECK(options.device.index == current,
+             "Executable: asked to run on {} but this rank thread is bound to cuda:{} "
+             "(cuda::bind_device())",
+             options.device.str(), current);
+    device_ = options.device;
+    SF_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[0], cudaStreamNonBlocking));
+    SF_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[1], cudaStreamNonBlocking));
+    SF_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    SF_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  }
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(streams_[0]);
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    for (cudaEvent_t e : events_) {
+      if (e) cudaEventDestroy(e);
+    }
+    cudaEventDestroy(fork_);
+    cudaEventDestroy(join_);
+    cudaStreamDestroy(streams_[0]);
+    cudaStreamDestroy(streams_[1]);
+  }
+
+  Device device() const override { return device_; }
+
+  std::shared_ptr<Storage> allocate(size_t bytes) override {
+    return allocate_device(device_.index, bytes, true);
+  }
+
+  std::shared_ptr<Storage> allocate_symmetric(const std::shared_ptr<Group>& group,
+                                              size_t bytes) override {
+    return std::make_shared<SymmetricDeviceStorage>(DeviceHeap::allocate(group, bytes, "Executable"));
+  }
+
+  void prepare(const std::vector<exec::StepStream>& steps,
+               const std::map<std::shared_ptr<Group>, size_t>& collective_bytes) override {
+    steps_ = steps;
+    events_.assign(steps.size(), nullptr);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (steps[s].recorded)
+        SF_CUDA_CHECK(cudaEventCreateWithFlags(&events_[s], cudaEventDisableTiming));
+    }
+    for (const auto& [group, bytes] : collective_bytes)
+      comms_.push_back(&communicator(group, bytes));
+    blas_handle();
+    SF_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed pools and heaps are ready
+  }
+
+  void run(const std::function<void()>& before, const std::function<void()>& steps) override {
+    StreamGuard guard(streams_[0]);
+    before();
+    if (graphs_ && exec_) {
+      SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
+      return;
+    }
+    if (!graphs_) return enqueue(steps);
+    SF_CUDA_CHECK(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue(steps);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(streams_[0], &broken);
+      if (broken) cudaGraphDestroy(broken);
+      cudaGetLastError();
+      throw;
+    }
+    SF_CUDA_CHECK(cudaStreamEndCapture(streams_[0], &graph_));
+    SF_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    SF_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &graph_nodes_));
+    SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
+  }
+
+  void begin_step(size_t step) override {
+    const exec::StepStream& s = steps_[step];
+    set_current_stream(streams_[s.stream]);
+    if (s.wait_for >= 0)
+      SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[s.stream], events_[size_t(s.wait_for)], 0));
+  }
+
+  void end_step(size_t step) override {
+    const exec::StepStream& s = steps_[step];
+    if (s.recorded) SF_CUDA_CHECK(cudaEventRecord(events_[step], streams_[s.stream]));
+  }
+
+  void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
+                 std::span<const Tensor> outputs) override {
+    cuda::run_fused(body, inputs, outputs);
+  }
+
+  void synchronize() override {
+    SF_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    for (Communicator* c : comms_) c->check();
+  }
+
+  std::string describe() const override {
+    std::string graph = !graphs_ ? "no CUDA graph (steps enqueued every run)"
+                        : exec_  ? fmt::format("CUDA graph of {} nodes, replayed", graph_nodes_)
+                                 : "CUDA graph captured on the first run";
+    return fmt::format("{}, compute and communication streams, {}", device_.str(), graph);
+  }
+
+ private:
+  // The steps between a fork of the communication stream off the compute stream and its join.
+  void enqueue(const std::function<void()>& steps) {
+    SF_CUDA_CHECK(cudaEventRecord(fork_, streams_[0]));
+    SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[1], fork_, 0));
+    steps();
+    set_current_stream(streams_[0]);
+    SF_CUDA_CHECK(cudaEventRecord(join_, streams_[1]));
+    SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[0], join_, 0));
+  }
+
+  Device device_;
+  bool graphs_ = true;
+  cudaStream_t streams_[2] = {nullptr, nullptr};  // compute, communication
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  std::vector<exec::StepStream> steps_;
+  std::vector<Communicator*> comms_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  size_t graph_nodes_ = 0;
+};
+
+std::unique_ptr<exec::DeviceBackend> make_backend(const exec::ExecOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace
+
+void register_exec_backend() { exec::set_device_backend_factory(DeviceType::cuda, &make_backend); }
+
+}  // namespace symmflow::cuda

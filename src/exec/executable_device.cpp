@@ -1,0 +1,211 @@
+// The Executable on a device (executable.hpp): streams, input buffers, capture and replay.
+//
+// Note [streams of a plan]: a step that communicates (its op has a group) runs on the
+// communication stream, every other step on the compute stream. Step s waits for the last earlier
+// step t of the other stream that conflicts with it: t writes memory that s reads or writes, or t
+// reads memory that s writes. Memory is compared by byte range (planned buffers share pools, so a
+// buffer reused at the same offset conflicts with its previous tenant); a value whose memory is
+// not known before the run (a view made at run time without a planned root) conflicts with
+// everything. Waiting for t covers every earlier step of t's stream, so one event per step
+// suffices, and a wait already implied by an earlier wait of the same stream is left out.
+//
+// Note [device inputs]: the captured steps read every graph input from a fixed device buffer:
+// the input's staging buffer when the caller may bind it (Note [zero-copy input binding]; its
+// copy-in step then moves out of the graph), else a buffer of the Executable. run() copies each
+// input there before the steps (on the compute stream, cudaMemcpyAsync: host or device tensors)
+// unless the caller passed that very buffer (input_handle): zero copies.
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "exec/executable_step.hpp"
+#include "exec/util.hpp"
+#include "symmflow/exec/executable.hpp"
+
+namespace symmflow::exec {
+
+namespace {
+
+std::mutex& factory_mutex() {
+  static std::mutex m;
+  return m;
+}
+DeviceBackendFactory& cuda_factory() {
+  static DeviceBackendFactory f = nullptr;
+  return f;
+}
+
+struct Range {
+  const char* lo = nullptr;
+  const char* hi = nullptr;
+  bool unknown = false;
+  bool overlaps(const Range& o) const {
+    return unknown || o.unknown || (lo < o.hi && o.lo < hi);
+  }
+};
+
+Range range_of(const Tensor& t) {
+  const char* base = static_cast<const char*>(t.raw_data());
+  int64_t span = 1;
+  for (size_t d = 0; d < t.shape().size(); ++d) span += (t.shape()[d] - 1) * t.strides()[d];
+  if (t.numel() == 0) span = 0;
+  return {base, base + span * int64_t(dtype_size(t.dtype())), false};
+}
+
+}  // namespace
+
+void set_device_backend_factory(DeviceType type, DeviceBackendFactory factory) {
+  SF_CHECK(type == DeviceType::cuda, "set_device_backend_factory: only cuda takes a factory");
+  std::lock_guard lock(factory_mutex());
+  cuda_factory() = factory;
+}
+
+std::unique_ptr<DeviceBackend> make_device_backend(const ExecOptions& options) {
+  SF_CHECK(options.device.type == DeviceType::cuda, "Executable: cannot run on {}",
+           options.device.str());
+  DeviceBackendFactory f = nullptr;
+  {
+    std::lock_guard lock(factory_mutex());
+    f = cuda_factory();
+  }
+  SF_CHECK(f,
+           "Executable: the cuda backend is not loaded; link symmflow_cuda and call "
+           "symmflow::cuda::bind_device() on each rank thread before making the Executable");
+  return f(options);
+}
+
+void Executable::prepare_device() {
+  const ir::Graph& g = *plan_->graph;
+  // Every step needs a kernel on the device's backend (checked now, not mid-capture).
+  for (const auto& step : steps_) {
+    const ir::Node& n = *step->node;
+    if (n.kind() != ir::NodeKind::op && n.kind() != ir::NodeKind::functional) continue;
+    SF_CHECK(step->op->kernel(Backend::cuda),
+             "Executable: {} ({}) has no cuda kernel yet; run this graph on the cpu", 
+             n.display_name(), step->op->name());
+  }
+  // Note [device inputs]
+  skip_always_.assign(steps_.size(), false);
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    if (staging_step_[i] >= 0) {
+      handles_[i] = slots_[size_t(steps_[size_t(staging_step_[i])]->out_slots[0])];
+      skip_always_[size_t(staging_step_[i])] = true;
+    } else {
+      const ir::TensorType& t = g.inputs()[i]->type();
+      handles_[i] = Tensor::empty(t.shape, t.dtype, options_.device);
+      ++allocations_;
+    }
+    slots_[size_t(input_slot_[i])] = handles_[i];
+  }
+  // Note [streams of a plan]
+  auto range_of_slot = [&](int slot) -> Range {
+    if (slots_[size_t(slot)].defined()) return range_of(slots_[size_t(slot)]);
+    auto it = plan_->buffer_of.find(slot_value_[size_t(slot)]);
+    if (it != plan_->buffer_of.end()) {
+      int b = it->second;
+      while (plan_->buffers[size_t(b)].alias_of >= 0) b = plan_->buffers[size_t(b)].alias_of;
+      if (buffer_views_[size_t(b)].defined()) return range_of(buffer_views_[size_t(b)]);
+    }
+    return {nullptr, nullptr, true};
+  };
+  std::vector<std::vector<Range>> reads(steps_.size()), writes(steps_.size());
+  std::vector<StepStream> streams(steps_.size());
+  std::map<std::shared_ptr<Group>, size_t> collective_bytes;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = *steps_[s];
+    const ir::Node& n = *step.node;
+    for (const ArgRef& a : step.args) {
+      if (a.kind == ir::Arg::Kind::value) reads[s].push_back(range_of_slot(a.slot));
+      for (int slot : a.slots) reads[s].push_back(range_of_slot(slot));
+    }
+    for (int slot : step.out_slots) writes[s].push_back(range_of_slot(slot));
+    if (n.kind() == ir::NodeKind::op) {
+      for (int w : step.op->aliases().written_args) {
+        const ArgRef& a = step.args[size_t(w)];
+        if (a.kind == ir::Arg::Kind::value) writes[s].push_back(range_of_slot(a.slot));
+        for (int slot : a.slots) writes[s].push_back(range_of_slot(slot));
+      }
+    }
+    if (n.group().empty()) continue;
+    streams[s].stream = 1;
+    size_t& bytes = collective_bytes[runtime_->group(n.group())];
+    for (const ir::Arg& a : n.args()) {
+      if (a.kind == ir::Arg::Kind::value)
+        bytes = std::max(bytes, size_t(numel(a.value->type().shape)) * dtype_size(a.value->type().dtype));
+    }
+  }
+  auto conflict = [&](size_t t, size_t s) {
+    for (const Range& w : writes[t]) {
+      for (const Range& r : reads[s]) if (w.overlaps(r)) return true;
+      for (const Range& r : writes[s]) if (w.overlaps(r)) return true;
+    }
+    for (const Range& r : reads[t]) {
+      for (const Range& w : writes[s]) if (r.overlaps(w)) return true;
+    }
+    return false;
+  };
+  int waited[2] = {-1, -1};  // per stream: the last step of the other stream it waited for
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (skip_always_[s]) continue;
+    const int mine = streams[s].stream;
+    for (size_t t = s; t-- > 0 && int(t) > waited[mine];) {
+      if (skip_always_[t] || streams[t].stream == mine || !conflict(t, s)) continue;
+      streams[s].wait_for = int(t);
+      streams[t].recorded = true;
+      waited[mine] = int(t);
+      break;
+    }
+  }
+  device_->prepare(streams, collective_bytes);
+}
+
+std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
+                                              const RunOptions& options) {
+  SF_CHECK(!options.on_step,
+           "Executable::run: on_step times host steps, but on a GPU the steps are enqueued "
+           "asynchronously (captured into a CUDA graph); time whole runs instead");
+  auto before = [&] {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (detail::same_memory(inputs[i], handles_[i])) {
+        if (staging_step_[i] >= 0) ++stats_.input_copies_skipped;
+        continue;
+      }
+      copy(handles_[i], inputs[i]);
+    }
+  };
+  bool ran_steps = false;
+  auto steps = [&] {
+    const RunStats start = stats_;
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      if (skip_always_[s]) continue;
+      device_->begin_step(s);
+      run_step(*steps_[s]);
+      device_->end_step(s);
+    }
+    graph_stats_.copies = stats_.copies - start.copies;
+    graph_stats_.bytes_copied = stats_.bytes_copied - start.bytes_copied;
+    ran_steps = true;
+  };
+  device_->run(before, steps);
+  if (!ran_steps) {  // a replay: the captured steps made the same copies
+    stats_.copies += graph_stats_.copies;
+    stats_.bytes_copied += graph_stats_.bytes_copied;
+  }
+  for (auto [input, slot] : writebacks_) {
+    if (!detail::same_memory(inputs[size_t(input)], slots_[size_t(slot)]))
+      copy(inputs[size_t(input)], slots_[size_t(slot)]);
+  }
+  std::vector<Tensor> results = collect_outputs(options);
+  if (options.synchronize) device_->synchronize();
+  return results;
+}
+
+void Executable::synchronize() {
+  if (device_) device_->synchronize();
+}
+
+std::string Executable::device_description() const {
+  return device_ ? device_->describe() : "cpu";
+}
+
+}  // namespace symmflow::exec

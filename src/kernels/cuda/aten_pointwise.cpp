@@ -1,0 +1,162 @@
+// cuda kernels of the aten pointwise, copy and factory ops, as pointwise programs (program.hpp):
+// add/sub/mul/div in every overload, sin ... neg with out and in-place variants, copy_ (also
+// between host and GPU), clone, _to_copy, empty/zeros/full (+ out), and the view ops
+// (kernels/views.hpp). Arithmetic takes f32, bf16, f16 and f64, like PyTorch's promotion on
+// these (aten_meta); copies and fills take every dtype. Results equal the CPU kernels' bits for
+// add, sub, mul and div (Note [pointwise programs]).
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/program.hpp"
+#include "kernels/views.hpp"
+#include "ops/aten/meta.hpp"
+#include "runtime/cuda/check.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/library.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+using aten_meta::BinaryOp;
+using aten_meta::UnaryOp;
+
+void check_float(std::string_view op, DType d) {
+  SF_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16 || d == DType::f64,
+           "{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op, dtype_name(d));
+}
+
+// Copies with conversion and broadcasting between tensors on this GPU.
+void device_copy(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  if (dst.dtype() == src.dtype() && dst.shape() == src.shape() && dst.is_contiguous() &&
+      src.is_contiguous()) {
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
+                                  cudaMemcpyDefault, static_cast<cudaStream_t>(current_stream())));
+    return;
+  }
+  ProgramBuilder b(dst.shape());
+  b.store(dst, b.load(src, DType::f64));  // f64: no rounding before the store's conversion
+  b.launch();
+}
+
+void copy_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& src = call.arg("src").to_tensor();
+  aten_meta::check_copy(call.op.name(), self, src);
+  const bool self_gpu = self.device().type == DeviceType::cuda;
+  const bool src_gpu = src.device().type == DeviceType::cuda;
+  if (self_gpu && src_gpu) return device_copy(self, src);
+  // Between host and GPU: one cudaMemcpy when nothing converts, else through a GPU temporary.
+  if (self.dtype() == src.dtype() && self.shape() == src.shape() && self.is_contiguous() &&
+      src.is_contiguous()) {
+    if (self.numel() == 0) return;
+    SF_CUDA_CHECK(cudaMemcpyAsync(self.raw_data(), src.raw_data(), self.nbytes(),
+                                  cudaMemcpyDefault, static_cast<cudaStream_t>(current_stream())));
+    synchronize();  // the host side may be a temporary
+    return;
+  }
+  if (self_gpu) return device_copy(self, to_device(src));
+  Tensor host = to_host(src);
+  std::vector<Value> none;
+  call_bound_into(call.op, std::vector<Value>{self, host, false}, none);  // the cpu kernel
+}
+
+void clone_kernel(KernelCall& call) { device_copy(call.out(0), call.arg("self").to_tensor()); }
+
+void fill(const Tensor& dst, double value) {
+  if (dst.numel() == 0) return;
+  ProgramBuilder b(dst.shape());
+  b.store(dst, b.konst(value, DType::f64));
+  b.launch();
+}
+
+Kernel fill_kernel(bool zeros, bool out_variant) {
+  return [=](KernelCall& call) {
+    const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
+    if (out_variant) {
+      Shape shape = aten_meta::factory_size(call.op.name(), call.arg("size"));
+      aten_meta::check_out(call.op.name(), "out", dst, TensorSpec{dst.dtype(), shape});
+    }
+    fill(dst, zeros ? 0.0 : call.arg("fill_value").to_double());
+  };
+}
+
+void binary_compute(BinaryOp kind, const Tensor& dst, DType dtype, const Tensor& self,
+                    const Value& other, const Value& alpha) {
+  if (dst.numel() == 0) return;
+  ProgramBuilder b(dst.shape());
+  int x = b.load(self, dtype);
+  int y = other.is_tensor() ? b.load(other.to_tensor(), dtype) : b.konst(other.to_double(), dtype);
+  int r = emit_binary(b, kind, x, y, alpha, dtype);
+  b.store(dst, r);
+  b.launch();
+}
+
+Kernel binary_kernel(BinaryOp kind, bool has_alpha, const char* written) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const Tensor& self = call.arg("self").to_tensor();
+    const Value& other = call.arg("other");
+    Value alpha = has_alpha ? call.arg("alpha") : Value();
+    TensorSpec spec = aten_meta::binary_spec(op, kind, self, other, alpha);
+    check_float(op, spec.dtype);
+    const Tensor& dst = *written ? call.arg(written).to_tensor() : call.out(0);
+    if (*written) aten_meta::check_out(op, written, dst, spec);
+    binary_compute(kind, dst, spec.dtype, self, other, alpha);
+  };
+}
+
+Kernel unary_kernel(UnaryOp kind, const char* written) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const Tensor& self = call.arg("self").to_tensor();
+    bool tanh_gelu = kind == UnaryOp::gelu && aten_meta::gelu_is_tanh(op, call.arg("approximate"));
+    TensorSpec spec = aten_meta::unary_spec(op, kind, self);
+    check_float(op, spec.dtype);
+    const Tensor& dst = *written ? call.arg(written).to_tensor() : call.out(0);
+    if (*written) aten_meta::check_out(op, written, dst, spec);
+    if (dst.numel() == 0) return;
+    ProgramBuilder b(dst.shape());
+    int x = b.load(self, spec.dtype);
+    b.store(dst, b.op(unary_instr(kind, tanh_gelu), x, x, spec.dtype));
+    b.launch();
+  };
+}
+
+void impl_binary(Library& m, const std::string& name, BinaryOp kind, bool has_alpha) {
+  m.impl(name + ".Tensor", binary_kernel(kind, has_alpha, ""));
+  m.impl(name + ".Scalar", binary_kernel(kind, has_alpha, ""));
+  m.impl(name + ".out", binary_kernel(kind, has_alpha, "out"));
+  m.impl(name + "_.Tensor", binary_kernel(kind, has_alpha, "self"));
+}
+
+void impl_unary(Library& m, UnaryOp kind, bool has_out) {
+  std::string name = aten_meta::unary_name(kind);
+  m.impl(name, unary_kernel(kind, ""));
+  m.impl(name + "_", unary_kernel(kind, "self"));
+  if (has_out) m.impl(name + ".out", unary_kernel(kind, "out"));
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
+  kernels::register_view_kernels(m);
+  m.impl("copy_", copy_kernel);
+  m.impl("clone", clone_kernel);
+  m.impl("_to_copy", clone_kernel);
+  m.impl("empty.memory_format", [](KernelCall&) {});  // the dispatcher allocated it
+  m.impl("zeros", fill_kernel(true, false));
+  m.impl("zeros.out", fill_kernel(true, true));
+  m.impl("full", fill_kernel(false, false));
+  m.impl("full.out", fill_kernel(false, true));
+  impl_binary(m, "add", BinaryOp::add, true);
+  impl_binary(m, "sub", BinaryOp::sub, true);
+  impl_binary(m, "mul", BinaryOp::mul, false);
+  impl_binary(m, "div", BinaryOp::div, false);
+  for (UnaryOp k : {UnaryOp::sin, UnaryOp::cos, UnaryOp::exp, UnaryOp::tanh, UnaryOp::gelu,
+                    UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::neg})
+    impl_unary(m, k, true);
+  impl_unary(m, UnaryOp::relu, false);
+}
+
+}  // namespace symmflow::cuda

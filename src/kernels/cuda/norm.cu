@@ -1,0 +1,144 @@
+// Row kernels: rms_norm (one block per row, a block-wide sum of squares) and softmax (one thread
+// per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
+// arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
+// x * scale * w; max, sum of exp(x - max), exp(x - max) / sum; float accumulation (double for
+// f64), so results agree up to summation order.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/norm.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+template <typename A>
+__device__ __forceinline__ A ld(const void* p, PwType t, int64_t i) {
+  switch (t) {
+    case PwType::f32: return A(static_cast<const float*>(p)[i]);
+    case PwType::f64: return A(static_cast<const double*>(p)[i]);
+    case PwType::bf16: return A(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]));
+    case PwType::f16: return A(__half2float(static_cast<const __half*>(p)[i]));
+    default: return A(0);
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ void st(void* p, PwType t, int64_t i, A v) {
+  switch (t) {
+    case PwType::f32: static_cast<float*>(p)[i] = float(v); return;
+    case PwType::f64: static_cast<double*>(p)[i] = double(v); return;
+    case PwType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(float(v)); return;
+    case PwType::f16: static_cast<__half*>(p)[i] = __float2half_rn(float(v)); return;
+    default: return;
+  }
+}
+
+template <typename A>
+__device__ A block_sum(A v) {
+  __shared__ A partial[32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = threadIdx.x < warps ? partial[threadIdx.x] : A(0);
+  if (warp == 0) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) partial[0] = v;
+  }
+  __syncthreads();
+  A total = partial[0];
+  __syncthreads();
+  return total;
+}
+
+template <typename A>
+__global__ void rms_norm_kernel(const void* x, PwType xt, const void* w, PwType wt, void* y,
+                                PwType yt, int64_t n, double eps) {
+  const int64_t base = int64_t(blockIdx.x) * n;
+  A ss = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    A v = ld<A>(x, xt, base + j);
+    ss += v * v;
+  }
+  ss = block_sum(ss);
+  const A scale = A(1) / sqrt(ss / A(n) + A(eps));
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    A v = ld<A>(x, xt, base + j) * scale;
+    if (w) v = v * ld<A>(w, wt, j);
+    st(y, yt, base + j, v);
+  }
+}
+
+// One warp per row of n (inner == 1).
+template <typename A>
+__global__ void softmax_rows(const void* x, PwType xt, void* y, PwType yt, int64_t rows,
+                             int64_t n) {
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int64_t base = row * n;
+  A mx = -INFINITY;
+  for (int64_t j = lane; j < n; j += 32) mx = max(mx, ld<A>(x, xt, base + j));
+  for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  A sum = 0;
+  for (int64_t j = lane; j < n; j += 32) sum += exp(ld<A>(x, xt, base + j) - mx);
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  for (int64_t j = lane; j < n; j += 32) st(y, yt, base + j, exp(ld<A>(x, xt, base + j) - mx) / sum);
+}
+
+template <typename A>
+__global__ void softmax_columns(const void* x, PwType xt, void* y, PwType yt, int64_t outer,
+                                int64_t n, int64_t inner) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= outer * inner) return;
+  const int64_t base = (c / inner) * n * inner + c % inner;
+  A mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < n; ++i) mx = max(mx, ld<A>(x, xt, base + i * inner));
+  for (int64_t i = 0; i < n; ++i) sum += exp(ld<A>(x, xt, base + i * inner) - mx);
+  for (int64_t i = 0; i < n; ++i)
+    st(y, yt, base + i * inner, exp(ld<A>(x, xt, base + i * inner) - mx) / sum);
+}
+
+}  // namespace
+
+int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y, PwType yt,
+                    int64_t rows, int64_t n, double eps, void* stream) {
+  if (rows == 0 || n == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int threads = n >= 1024 ? 1024 : int((n + 31) / 32 * 32);
+  for (int64_t r = 0; r < rows; r += 65535) {  // grid.x limit per launch
+    const int64_t part = rows - r < 65535 ? rows - r : 65535;
+    const int64_t off = r * n;
+    auto at = [&](const void* p, PwType t) {
+      return static_cast<const char*>(p) + off * (t == PwType::f32 ? 4 : t == PwType::f64 ? 8 : 2);
+    };
+    void* yo = const_cast<char*>(at(y, yt));
+    if (xt == PwType::f64) {
+      rms_norm_kernel<double><<<unsigned(part), threads, 0, s>>>(at(x, xt), xt, w, wt, yo, yt, n, eps);
+    } else {
+      rms_norm_kernel<float><<<unsigned(part), threads, 0, s>>>(at(x, xt), xt, w, wt, yo, yt, n, eps);
+    }
+  }
+  return int(cudaGetLastError());
+}
+
+int launch_softmax(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t n,
+                   int64_t inner, void* stream) {
+  if (outer == 0 || n == 0 || inner == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const bool wide = xt == PwType::f64;
+  if (inner == 1) {
+    const unsigned blocks = unsigned((outer + 7) / 8);
+    if (wide) softmax_rows<double><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n);
+    else softmax_rows<float><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n);
+  } else {
+    const unsigned blocks = unsigned((outer * inner + 255) / 256);
+    if (wide) softmax_columns<double><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, inner);
+    else softmax_columns<float><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, inner);
+  }
+  return int(cudaGetLastError());
+}
+
+}  // namespace symmflow::cuda

@@ -1,0 +1,19 @@
+// Launchers of the row kernels of norm.cu (rms_norm, softmax), callable without CUDA headers;
+// they return the cudaError_t of the launch. Private to the cuda backend.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/pointwise.hpp"
+
+namespace symmflow::cuda {
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) (* w) for `rows` contiguous rows of n; x, y and
+// w (n elements, or null) of the given types; f32 accumulation (f64 for f64 inputs).
+int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y, PwType yt,
+                    int64_t rows, int64_t n, double eps, void* stream);
+// Softmax along the middle dim of a contiguous [outer, n, inner] block.
+int launch_softmax(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t n,
+                   int64_t inner, void* stream);
+
+}  // namespace symmflow::cuda

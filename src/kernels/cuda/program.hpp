@@ -1,0 +1,49 @@
+// Building pointwise programs (pointwise.hpp) from symmflow tensors: the host side that the cuda
+// aten kernels and the executor's fused regions share. Private to the cuda backend.
+//
+//   ProgramBuilder b(out.shape());
+//   int x = b.load(self, DType::bf16);          // broadcast to the shape, rounded to bf16
+//   int y = b.op(PwOp::sin, x, x, DType::bf16);
+//   b.store(out, y);
+//   b.launch();                                 // on cuda::current_stream()
+#pragma once
+
+#include "kernels/cuda/pointwise.hpp"
+#include "ops/aten/meta.hpp"
+#include "symmflow/core/tensor.hpp"
+
+namespace symmflow::cuda {
+
+PwType pw_type(DType d);
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(const Shape& shape);
+  // A register holding `t` (on this GPU, broadcastable to the shape), rounded to `round`.
+  int load(const Tensor& t, DType round);
+  int konst(double value, DType round);
+  // r = op(a, b) (b ignored by unary ops; c is addmul's factor), rounded to `round`.
+  int op(PwOp op, int a, int b, DType round, double c = 0);
+  // Writes register `reg` into `t` (on this GPU, the program's shape), converted to its dtype.
+  void store(const Tensor& t, int reg);
+  // Registers are reused once their last reader has run: the caller says when one dies.
+  void release(int reg);
+  void launch();
+
+ private:
+  int operand(const Tensor& t, bool broadcast);
+  int new_reg();
+  void emit(const PwInstr& in);
+  PwProgram p_;
+  Shape shape_;
+  std::vector<int> free_regs_;
+  int regs_ = 0;
+};
+
+// The instruction of a unary op (gelu's tanh approximation when `tanh_gelu`).
+PwOp unary_instr(aten_meta::UnaryOp kind, bool tanh_gelu);
+// r = x <kind> y (* alpha for add and sub; alpha None is 1), as the CPU computes it in `dtype`.
+int emit_binary(ProgramBuilder& b, aten_meta::BinaryOp kind, int x, int y, const Value& alpha,
+                DType dtype);
+
+}  // namespace symmflow::cuda

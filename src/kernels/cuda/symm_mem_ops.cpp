@@ -1,0 +1,115 @@
+// cuda kernels of the all-reduce ops of OPS.md over GPU symmetric memory, on the rank thread's
+// communicator of the op's group (cuda_memory.hpp) and the current stream:
+//   one_shot_all_reduce(_out), one_shot_all_reduce_copy(_out): the one_shot kernels (input
+//     pushed into every peer's staging; any output pointer);
+//   two_shot_all_reduce_(_out): in place in the input's heap, algorithm by size
+//     (Communicator::choose, the same on every rank); _out then copies the result to `output`;
+//   multimem_*: refused, multicast is not used on these hosts.
+// Symm args must be GPU symmetric tensors of the op's group (heap_of names op and argument).
+// The other collectives of OPS.md have no cuda kernel yet: the dispatcher reports that.
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/check.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/library.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+std::shared_ptr<Group> group_for(std::string_view op, std::string_view name) {
+  Runtime& rt = Runtime::current();
+  try {
+    return rt.group(name);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", op, e.what()));
+  }
+}
+
+void check_like(std::string_view op, std::string_view arg, const Tensor& t, const Tensor& like) {
+  SF_CHECK(t.dtype() == like.dtype() && t.shape() == like.shape(),
+           "{}: argument '{}' is {} but must be {} (like the input)", op, arg, t.str(),
+           like.str());
+  SF_CHECK(t.device() == like.device(), "{}: argument '{}' is on {} but the input is on {}", op,
+           arg, t.device().str(), like.device().str());
+}
+
+void copy(const Tensor& dst, const Tensor& src) {
+  std::vector<Value> none;
+  call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{dst, src, false},
+                  none);
+}
+
+void one_shot(std::string_view op, const Tensor& input, std::string_view reduce_op,
+              std::string_view group_name, const Tensor& out) {
+  auto group = group_for(op, group_name);
+  heap_of(input, op, "input", *group);
+  check_like(op, "out", out, input);
+  Tensor dst = out.is_contiguous() ? out : Tensor::uninitialized(out.shape(), out.dtype(), out.device());
+  communicator(group, input.nbytes())
+      .all_reduce(input.raw_data(), dst.raw_data(), input.numel(), input.dtype(), reduce_op,
+                  current_stream(), Algo::one_shot);
+  if (dst.raw_data() != out.raw_data()) copy(out, dst);
+}
+
+void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_op,
+              std::string_view group_name, const Tensor* output) {
+  auto group = group_for(op, group_name);
+  const DeviceHeap& heap = heap_of(input, op, "input", *group);
+  if (output) check_like(op, "output", *output, input);
+  const size_t offset =
+      size_t(static_cast<const char*>(input.raw_data()) - static_cast<const char*>(heap.local()));
+  communicator(group, input.nbytes())
+      .all_reduce_inplace(heap, offset, input.numel(), input.dtype(), reduce_op, current_stream());
+  if (output) copy(*output, input);
+}
+
+[[noreturn]] void refuse_multicast(std::string_view op, std::string_view instead) {
+  invalid_usage("{} needs multicast (NVLink SHARP), which symmflow does not use on these hosts; "
+                "use {}",
+                op, instead);
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
+  m.impl("one_shot_all_reduce", [](KernelCall& c) {
+    one_shot("symm_mem::one_shot_all_reduce", c.arg(0).to_tensor(), c.arg(1).to_string(),
+             c.arg(2).to_string(), c.out(0));
+  });
+  m.impl("one_shot_all_reduce_out", [](KernelCall& c) {
+    one_shot("symm_mem::one_shot_all_reduce_out", c.arg(0).to_tensor(), c.arg(1).to_string(),
+             c.arg(2).to_string(), c.arg(3).to_tensor());
+  });
+  m.impl("one_shot_all_reduce_copy", [](KernelCall& c) {
+    copy(c.arg(0).to_tensor(), c.arg(1).to_tensor());
+    one_shot("symm_mem::one_shot_all_reduce_copy", c.arg(0).to_tensor(), c.arg(2).to_string(),
+             c.arg(3).to_string(), c.out(0));
+  });
+  m.impl("one_shot_all_reduce_copy_out", [](KernelCall& c) {
+    copy(c.arg(0).to_tensor(), c.arg(1).to_tensor());
+    one_shot("symm_mem::one_shot_all_reduce_copy_out", c.arg(0).to_tensor(), c.arg(2).to_string(),
+             c.arg(3).to_string(), c.arg(4).to_tensor());
+  });
+  m.impl("two_shot_all_reduce_", [](KernelCall& c) {
+    two_shot("symm_mem::two_shot_all_reduce_", c.arg(0).to_tensor(), c.arg(1).to_string(),
+             c.arg(2).to_string(), nullptr);
+  });
+  m.impl("two_shot_all_reduce_out", [](KernelCall& c) {
+    two_shot("symm_mem::two_shot_all_reduce_out", c.arg(0).to_tensor(), c.arg(1).to_string(),
+             c.arg(2).to_string(), &c.arg(3).to_tensor());
+  });
+  m.impl("multimem_all_reduce_", [](KernelCall&) {
+    refuse_multicast("symm_mem::multimem_all_reduce_", "symm_mem::two_shot_all_reduce_");
+  });
+  m.impl("multimem_one_shot_all_reduce", [](KernelCall&) {
+    refuse_multicast("symm_mem::multimem_one_shot_all_reduce", "symm_mem::one_shot_all_reduce");
+  });
+  m.impl("multimem_one_shot_all_reduce_out", [](KernelCall&) {
+    refuse_multicast("symm_mem::multimem_one_shot_all_reduce_out",
+                     "symm_mem::one_shot_all_reduce_out");
+  });
+}
+
+}  // namespace symmflow::cuda

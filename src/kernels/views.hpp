@@ -1,0 +1,14 @@
+// The aten view kernels, the same on every backend: a view is new geometry over the same storage
+// (aten_meta computes it), so no device memory is touched. Each backend's SYMMFLOW_LIBRARY_IMPL
+// block calls register_view_kernels. reshape returns a view when one exists and otherwise a fresh
+// contiguous copy made through the registry's clone on the tensor's backend.
+#pragma once
+
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::kernels {
+
+// view, reshape, slice.Tensor, t, transpose.int.
+void register_view_kernels(Library& m);
+
+}  // namespace symmflow::kernels

@@ -1,0 +1,158 @@
+// Device memory, streams, GPU symmetric tensors and the communicator cache (cuda_memory.hpp).
+#include <algorithm>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/check.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+
+namespace {
+
+class DeviceStorage : public Storage {
+ public:
+  DeviceStorage(void* p, size_t bytes, int device)
+      : Storage(p, bytes, Device::cuda(device), MemoryKind::regular) {}
+  ~DeviceStorage() override {
+    if (!data_) return;
+    int saved = 0;
+    cudaGetDevice(&saved);
+    cudaSetDevice(device_.index);
+    cudaFree(data_);
+    cudaSetDevice(saved);
+  }
+};
+
+thread_local cudaStream_t tls_stream = nullptr;
+
+struct CachedCommunicator {
+  std::shared_ptr<Group> group;
+  size_t bytes = 0;
+  std::unique_ptr<Communicator> comm;
+};
+thread_local std::vector<CachedCommunicator> tls_communicators;
+
+}  // namespace
+
+void* current_stream() { return tls_stream; }
+void set_current_stream(void* stream) { tls_stream = static_cast<cudaStream_t>(stream); }
+
+void synchronize() { SF_CUDA_CHECK(cudaStreamSynchronize(tls_stream)); }
+
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  SF_CUDA_CHECK(cudaStreamIsCapturing(tls_stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void check_not_capturing(std::string_view what) {
+  SF_CHECK(!capturing(),
+           "{} would allocate or rendezvous while the stream is being captured into a CUDA graph; "
+           "do it before the capture (the executor does all of it when it is constructed)",
+           what);
+}
+
+std::shared_ptr<Storage> allocate_device(int device, size_t bytes, bool zero) {
+  check_not_capturing("allocating GPU memory");
+  int saved = 0;
+  SF_CUDA_CHECK(cudaGetDevice(&saved));
+  if (saved != device) SF_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  cudaError_t err = cudaMalloc(&p, rounded);
+  if (err == cudaSuccess && zero) err = cudaMemsetAsync(p, 0, rounded, tls_stream);
+  if (saved != device) cudaSetDevice(saved);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (p) cudaFree(p);
+    throw_error(ErrorCode::Cuda, "allocating {} bytes on cuda:{} failed: {}", bytes, device,
+                cudaGetErrorString(err));
+  }
+  return std::make_shared<DeviceStorage>(p, bytes, device);
+}
+
+SymmetricDeviceStorage::SymmetricDeviceStorage(std::shared_ptr<DeviceHeap> heap)
+    : Storage(heap->local(), heap->bytes(), Device::cuda(heap->device()), MemoryKind::symmetric),
+      heap_(std::move(heap)) {}
+
+Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) {
+  check_not_capturing("cuda::empty_symmetric");
+  const size_t bytes = size_t(numel(shape)) * dtype_size(dtype);
+  auto heap = DeviceHeap::allocate(Runtime::current().group(group), bytes, "cuda::empty_symmetric");
+  return Tensor::from_storage(std::make_shared<SymmetricDeviceStorage>(std::move(heap)), 0, dtype,
+                              shape);
+}
+
+const DeviceHeap& heap_of(const Tensor& t, std::string_view op, std::string_view arg,
+                          const Group& group) {
+  const auto* s = dynamic_cast<const SymmetricDeviceStorage*>(t.storage().get());
+  if (!s) {
+    invalid_usage(
+        "argument '{}' of {} ({} on {}) is not in GPU symmetric memory; allocate it with "
+        "symmflow::cuda::empty_symmetric(shape, dtype, \"{}\") (or let the compiler place it)",
+        arg, op, t.str(), t.device().str(), group.name());
+  }
+  SF_CHECK(s->heap()->group()->name() == group.name(),
+           "argument '{}' of {} was allocated in group '{}' but the op runs in group '{}'", arg,
+           op, s->heap()->group()->name(), group.name());
+  SF_CHECK(t.is_contiguous(),
+           "argument '{}' of {} ({} with strides {}) must be contiguous: peers address it at the "
+           "same offsets",
+           arg, op, t.str(), shape_str(t.strides()));
+  return *s->heap();
+}
+
+Tensor to_host(const Tensor& t) {
+  if (t.device().type != DeviceType::cuda) return t;
+  Tensor src = t;
+  if (!src.is_contiguous()) {
+    src = Tensor::uninitialized(t.shape(), t.dtype(), t.device());
+    std::vector<Value> out;
+    call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{src, t, false}, out);
+  }
+  Tensor host = Tensor::uninitialized(t.shape(), t.dtype());
+  if (host.nbytes() > 0) {
+    SF_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), src.raw_data(), host.nbytes(),
+                                  cudaMemcpyDeviceToHost, tls_stream));
+  }
+  synchronize();
+  return host;
+}
+
+Tensor to_device(const Tensor& t) {
+  int device = 0;
+  SF_CUDA_CHECK(cudaGetDevice(&device));
+  Tensor src = t.contiguous();
+  Tensor d = Tensor::uninitialized(t.shape(), t.dtype(), Device::cuda(device));
+  if (d.nbytes() > 0) {
+    SF_CUDA_CHECK(cudaMemcpyAsync(d.raw_data(), src.raw_data(), d.nbytes(),
+                                  cudaMemcpyHostToDevice, tls_stream));
+    synchronize();  // src may be a temporary
+  }
+  return d;
+}
+
+Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes) {
+  auto it = std::find_if(tls_communicators.begin(), tls_communicators.end(),
+                         [&](const CachedCommunicator& c) { return c.group == group; });
+  if (it != tls_communicators.end() && it->bytes >= bytes) return *it->comm;
+  check_not_capturing("creating the cuda communicator of a group");
+  size_t size = std::max<size_t>(1 << 20, it != tls_communicators.end() ? 2 * it->bytes : 0);
+  while (size < bytes) size *= 2;
+  if (it == tls_communicators.end()) {
+    tls_communicators.push_back({group, 0, nullptr});
+    it = tls_communicators.end() - 1;
+  }
+  it->comm.reset();  // the old one's memory is freed once every member dropped it
+  it->comm = Communicator::create(group, size);
+  it->bytes = size;
+  return *it->comm;
+}
+
+void release_communicators() { tls_communicators.clear(); }
+
+}  // namespace symmflow::cuda

@@ -1,0 +1,240 @@
+// The cuda backend's aten kernels against the cpu kernels on the same inputs: pointwise ops in
+// every overload (bitwise for add/sub/mul/div, a few ulps for transcendental functions), copies
+// between host and GPU with every dtype conversion and strided views, matmul through cuBLAS,
+// rms_norm and softmax, and the refusals (no kernel, capture-time allocation). Awkward sizes
+// (0, 1, 7, 1023, 4099) everywhere. Skipped without a GPU.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no GPU";
+    bind_device();
+  }
+};
+
+Tensor random(const Shape& shape, DType dtype, uint64_t seed, double lo = -2, double hi = 2) {
+  Tensor t = Tensor::empty(shape, dtype);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  TensorView v = t.view();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    double u = double(s >> 11) * 0x1.0p-53;
+    store_double(v, i, is_floating(dtype) ? lo + (hi - lo) * u : double(int64_t(s % 9) - 4));
+  }
+  return t;
+}
+
+// Every element of `got` (from the GPU) against `want` (from the cpu): equal bits when tol is 0,
+// else within tol relative to max(|want|, 1).
+void expect_close(const Tensor& got_gpu, const Tensor& want, double tol, const std::string& what) {
+  Tensor got = to_host(got_gpu);
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (tol == 0) {
+      ASSERT_EQ(a[i], b[i]) << what << " element " << i;
+    } else {
+      ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max(1.0, std::abs(b[i]))) << what << " element " << i;
+    }
+  }
+}
+
+double ulps(DType d) {
+  switch (d) {
+    case DType::bf16: return 8e-3;
+    case DType::f16: return 1e-3;
+    case DType::f32: return 2e-6;
+    default: return 1e-12;
+  }
+}
+
+const std::vector<int64_t> kSizes = {0, 1, 7, 1023, 4099};
+const std::vector<DType> kFloats = {DType::f32, DType::bf16, DType::f16, DType::f64};
+
+TEST_F(CudaOps, BinaryOpsEqualCpuBitwise) {
+  for (DType d : kFloats) {
+    for (int64_t n : kSizes) {
+      Tensor a = random({n}, d, 1), b = random({n}, d, 2, 0.5, 3);
+      Tensor ga = to_device(a), gb = to_device(b);
+      for (const char* op : {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor",
+                             "aten::div.Tensor"}) {
+        std::string what = fmt::format("{} {} n={}", op, dtype_name(d), n);
+        Tensor want = call(op, {a, b}).to_tensor();
+        expect_close(call(op, {ga, gb}).to_tensor(), want, 0, what);
+      }
+      KwArgs alpha{{"alpha", 0.375}};
+      expect_close(call("aten::add.Tensor", {ga, gb}, alpha).to_tensor(),
+                   call("aten::add.Tensor", {a, b}, alpha).to_tensor(), 0, "add alpha");
+      expect_close(call("aten::sub.Scalar", {ga, 1.3}, alpha).to_tensor(),
+                   call("aten::sub.Scalar", {a, 1.3}, alpha).to_tensor(), 0, "sub.Scalar alpha");
+      expect_close(call("aten::mul.Scalar", {ga, 1.000244140625}).to_tensor(),
+                   call("aten::mul.Scalar", {a, 1.000244140625}).to_tensor(), 0, "mul.Scalar");
+    }
+  }
+}
+
+TEST_F(CudaOps, BroadcastMixedDtypesAndInPlace) {
+  Tensor a = random({5, 7}, DType::bf16, 3), row = random({7}, DType::f32, 4);
+  Tensor ga = to_device(a), grow = to_device(row);
+  expect_close(call("aten::add.Tensor", {ga, grow}).to_tensor(),
+               call("aten::add.Tensor", {a, row}).to_tensor(), 0, "broadcast bf16 + f32 row");
+  // In place on a strided view (a transposed matrix).
+  Tensor at = call("aten::t", {a}).to_tensor();
+  Tensor gat = call("aten::t", {ga}).to_tensor();
+  Tensor c = random({7, 5}, DType::bf16, 5);
+  call("aten::mul_.Tensor", {at, c});
+  call("aten::mul_.Tensor", {gat, to_device(c)});
+  expect_close(ga, a, 0, "in-place mul through a transposed view");
+}
+
+TEST_F(CudaOps, UnaryOpsWithinUlps) {
+  for (DType d : kFloats) {
+    for (int64_t n : kSizes) {
+      Tensor a = random({n}, d, 6, -3, 3);
+      Tensor ga = to_device(a);
+      for (const char* op : {"aten::sin", "aten::cos", "aten::exp", "aten::tanh", "aten::relu",
+                             "aten::gelu", "aten::silu", "aten::sigmoid", "aten::neg"}) {
+        std::string what = fmt::format("{} {} n={}", op, dtype_name(d), n);
+        expect_close(call(op, {ga}).to_tensor(), call(op, {a}).to_tensor(), 4 * ulps(d), what);
+      }
+      KwArgs tanh{{"approximate", "tanh"}};
+      expect_close(call("aten::gelu", {ga}, tanh).to_tensor(), call("aten::gelu", {a}, tanh).to_tensor(),
+                   4 * ulps(d), "gelu tanh");
+    }
+  }
+}
+
+TEST_F(CudaOps, IntegerArithmeticIsRefused) {
+  Tensor g = to_device(random({4}, DType::i32, 7));
+  try {
+    call("aten::add.Tensor", {g, g});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("aten::add.Tensor: dtype i32 has no cuda kernel"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(CudaOps, CopiesConvertEveryDtype) {
+  const std::vector<DType> all = {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i8,
+                                  DType::i32, DType::i64, DType::u32, DType::boolean};
+  for (DType from : all) {
+    for (DType to : all) {
+      Tensor src = random({3, 1023}, from, 8);
+      Tensor want = Tensor::empty({3, 1023}, to);
+      call("aten::copy_", {want, src});
+      Tensor got = Tensor::empty({3, 1023}, to, Device::cuda(0));
+      call("aten::copy_", {got, to_device(src)});  // device to device with conversion
+      expect_close(got, want, 0, fmt::format("copy {} -> {}", dtype_name(from), dtype_name(to)));
+    }
+  }
+  // Host -> strided device view -> host.
+  Tensor host = random({4, 6}, DType::f32, 9);
+  Tensor dev = Tensor::empty({6, 4}, DType::f32, Device::cuda(0));
+  Tensor view = call("aten::t", {dev}).to_tensor();
+  call("aten::copy_", {view, host});
+  expect_close(view, host, 0, "host into a transposed device view");
+  Tensor back = Tensor::empty({4, 6}, DType::f32);
+  call("aten::copy_", {back, view});
+  synchronize();
+  expect_close(to_device(back), host, 0, "strided device view back to host");
+}
+
+TEST_F(CudaOps, FactoriesFillOnTheGpu) {
+  Tensor out = Tensor::empty({3, 5}, DType::bf16, Device::cuda(0));
+  call("aten::full.out", {std::vector<int64_t>{3, 5}, 2.5}, {{"out", out}});
+  expect_close(out, Tensor::full({3, 5}, DType::bf16, 2.5), 0, "full.out");
+  call("aten::zeros.out", {std::vector<int64_t>{3, 5}}, {{"out", out}});
+  expect_close(out, Tensor::zeros({3, 5}, DType::bf16), 0, "zeros.out");
+}
+
+TEST_F(CudaOps, MatmulMatchesCpu) {
+  struct Case {
+    int64_t m, k, n;
+  };
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (Case c : {Case{1, 1, 1}, Case{7, 13, 5}, Case{16, 256, 128}, Case{33, 0, 9}, Case{0, 4, 3}}) {
+      Tensor a = random({c.m, c.k}, d, 10, -1, 1), b = random({c.k, c.n}, d, 11, -1, 1);
+      std::string what = fmt::format("mm {} {}x{}x{}", dtype_name(d), c.m, c.k, c.n);
+      double tol = d == DType::f32 ? 1e-5 : d == DType::f64 ? 1e-12 : 2e-2;
+      expect_close(call("aten::mm", {to_device(a), to_device(b)}).to_tensor(),
+                   call("aten::mm", {a, b}).to_tensor(), tol, what);
+      // Transposed operands go to cuBLAS as they are.
+      Tensor bt = random({c.n, c.k}, d, 12, -1, 1);
+      Tensor gbt = call("aten::t", {to_device(bt)}).to_tensor();
+      expect_close(call("aten::mm", {to_device(a), gbt}).to_tensor(),
+                   call("aten::mm", {a, call("aten::t", {bt}).to_tensor()}).to_tensor(), tol,
+                   what + " transposed");
+    }
+  }
+  Tensor x = random({3, 5, 7}, DType::f32, 13), y = random({3, 7, 2}, DType::f32, 14);
+  expect_close(call("aten::bmm", {to_device(x), to_device(y)}).to_tensor(),
+               call("aten::bmm", {x, y}).to_tensor(), 1e-5, "bmm");
+  Tensor bias = random({4}, DType::f32, 15), m1 = random({6, 3}, DType::f32, 16),
+         m2 = random({3, 4}, DType::f32, 17);
+  KwArgs ab{{"beta", 0.5}, {"alpha", 2.0}};
+  expect_close(call("aten::addmm", {to_device(bias), to_device(m1), to_device(m2)}, ab).to_tensor(),
+               call("aten::addmm", {bias, m1, m2}, ab).to_tensor(), 1e-5, "addmm");
+}
+
+TEST_F(CudaOps, RmsNormAndSoftmaxMatchCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t n : {1, 7, 1023, 4099}) {
+      Tensor x = random({3, n}, d, 18), w = random({n}, d, 19);
+      std::vector<Value> args{x, std::vector<int64_t>{n}, w, 1e-5};
+      std::vector<Value> gargs{to_device(x), std::vector<int64_t>{n}, to_device(w), 1e-5};
+      double tol = d == DType::f64 ? 1e-12 : d == DType::f32 ? 1e-5 : 2e-2;
+      expect_close(call("aten::rms_norm", gargs).to_tensor(), call("aten::rms_norm", args).to_tensor(),
+                   tol, fmt::format("rms_norm {} n={}", dtype_name(d), n));
+      for (int64_t dim : {0, 1}) {
+        expect_close(call("aten::_softmax", {to_device(x), dim, false}).to_tensor(),
+                     call("aten::_softmax", {x, dim, false}).to_tensor(), tol,
+                     fmt::format("softmax {} n={} dim={}", dtype_name(d), n, dim));
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, AllocationDuringCaptureIsRefused) {
+  Tensor x = to_device(random({16}, DType::f32, 20));
+  auto stream = static_cast<cudaStream_t>(current_stream());
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  std::string message;
+  try {
+    call("aten::sin", {x});  // a fresh output would be allocated inside the capture
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(stream, &g);
+  if (g) cudaGraphDestroy(g);
+  cudaGetLastError();
+  EXPECT_NE(message.find("allocating GPU memory would allocate or rendezvous while the stream is "
+                         "being captured"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace symmflow::cuda
