@@ -106,9 +106,9 @@ TEST_P(CudaExec, MatchesTheInterpreterAndReplays) {
 INSTANTIATE_TEST_SUITE_P(Examples, CudaExec,
                          ::testing::Values("tp_mlp_small.sf", "pointwise_then_allreduce.sf",
                                            "input_allreduce.sf", "inplace_allreduce.sf"),
-                         [](const auto& info) {
-                           std::string n = info.param.substr(0, info.param.find('.'));
-                           return n;
+                         [](const auto& param_info) {
+                           const std::string& file = param_info.param;
+                           return file.substr(0, file.find('.'));
                          });
 
 TEST(CudaExecGraph, ThousandReplaysWithNewInputsAndZeroCopy) {
@@ -126,7 +126,9 @@ TEST(CudaExecGraph, ThousandReplaysWithNewInputsAndZeroCopy) {
       for (int64_t i = 0; i < n; ++i)
         store_double(h.view(), i, double((it + 1) * (rt.rank() + 1) + i % 7));
       call("aten::copy_", {x, h});
-      std::vector<Tensor> out = exe.run({x}, {exec::OutputMode::view});
+      exec::RunOptions views;
+      views.output_mode = exec::OutputMode::view;
+      std::vector<Tensor> out = exe.run({x}, views);
       ASSERT_EQ(exe.last_stats().copies, 0u) << "iteration " << it;
       ASSERT_EQ(exe.last_stats().input_copies_skipped, 1u);
       if (it % 100 != 99) continue;
@@ -179,7 +181,7 @@ TEST(CudaEager, AllReduceOpsOnSymmetricTensors) {
       on_ranks(2, [&](Runtime& rt) {
         Tensor h = Tensor::empty({n}, d);
         for (int64_t i = 0; i < n; ++i) store_double(h.view(), i, double((rt.rank() + 1) * (i % 5)));
-        Tensor x = empty_symmetric({n}, d, "world");
+        Tensor x = cuda::empty_symmetric({n}, d, "world");
         call("aten::copy_", {x, h});
         Tensor r = call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}).to_tensor();
         call("symm_mem::two_shot_all_reduce_", {x, "max", "world"});

@@ -173,7 +173,8 @@ double time_replays(exec::Executable& exe, const std::vector<Tensor>& inputs, in
     bound.push_back(exe.input_handle(i));
     call("aten::copy_", {bound.back(), inputs[i]});
   }
-  exec::RunOptions ro{exec::OutputMode::view};
+  exec::RunOptions ro;
+  ro.output_mode = exec::OutputMode::view;
   ro.synchronize = false;
   exe.run(bound, ro);
   exe.synchronize();
