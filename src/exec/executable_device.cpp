@@ -157,6 +157,10 @@ void Executable::prepare_device() {
     }
   }
   device_->prepare(streams, collective_bytes);
+  // No rank launches a collective before every peer finished preparing: on a shared GPU a peer
+  // still creating its handles could otherwise wait behind that kernel (Note [ranks sharing a
+  // GPU] in runtime/cuda/heap.cpp).
+  for (const auto& [group, bytes] : collective_bytes) group->barrier(0, "Executable");
 }
 
 std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
@@ -186,16 +190,19 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
     graph_stats_.bytes_copied = stats_.bytes_copied - start.bytes_copied;
     ran_steps = true;
   };
-  device_->run(before, steps);
+  std::vector<Tensor> results;
+  auto after = [&] {
+    for (auto [input, slot] : writebacks_) {
+      if (!detail::same_memory(inputs[size_t(input)], slots_[size_t(slot)]))
+        copy(inputs[size_t(input)], slots_[size_t(slot)]);
+    }
+    results = collect_outputs(options);
+  };
+  device_->run(before, steps, after);
   if (!ran_steps) {  // a replay: the captured steps made the same copies
     stats_.copies += graph_stats_.copies;
     stats_.bytes_copied += graph_stats_.bytes_copied;
   }
-  for (auto [input, slot] : writebacks_) {
-    if (!detail::same_memory(inputs[size_t(input)], slots_[size_t(slot)]))
-      copy(inputs[size_t(input)], slots_[size_t(slot)]);
-  }
-  std::vector<Tensor> results = collect_outputs(options);
   if (options.synchronize) device_->synchronize();
   return results;
 }

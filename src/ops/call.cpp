@@ -1,8 +1,9 @@
 // Eager dispatch. Contract: bind_args maps positional and keyword arguments onto the schema
 // (defaults filled, ints accepted for float, a number for Scalar, None only where optional) and
 // names op and argument on any mismatch; call_bound runs the shape function, allocates each fresh
-// return as a contiguous tensor, and runs the kernel of the backend of the first tensor
-// argument (or of a preset output when no argument is a tensor; cpu when neither is); fresh
+// return as a contiguous tensor, and runs the kernel of the arguments' backend: cuda when any
+// tensor argument is on a GPU (so copy_ between host and GPU runs the GPU kernel whichever side
+// it writes), else cpu; a factory (no tensor argument) runs where its preset output lives. Fresh
 // returns are allocated on that device.
 #include "symmflow/ops/call.hpp"
 
@@ -82,15 +83,21 @@ std::optional<Value> coerce(const Value& v, const Type& t) {
   return std::nullopt;
 }
 
-// The device of the first defined tensor among `values` (cpu for meta), if any.
+// The first GPU among the defined tensors of `values`, else cpu when there is a tensor (meta
+// counts as cpu), else nothing.
 std::optional<Device> device_of(std::span<const Value> values) {
+  std::optional<Device> found;
+  auto see = [&](const Tensor& t) {
+    if (!t.defined() || (found && found->type == DeviceType::cuda)) return;
+    found = t.device().type == DeviceType::cuda ? t.device() : Device::cpu();
+  };
   for (const Value& v : values) {
-    const Tensor* t = nullptr;
-    if (v.is_tensor()) t = &v.to_tensor();
-    if (v.is_tensor_list() && !v.to_tensor_list().empty()) t = &v.to_tensor_list()[0];
-    if (t && t->defined()) return t->device().type == DeviceType::cuda ? t->device() : Device::cpu();
+    if (v.is_tensor()) see(v.to_tensor());
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) see(t);
+    }
   }
-  return std::nullopt;
+  return found;
 }
 
 }  // namespace

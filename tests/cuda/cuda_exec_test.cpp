@@ -152,7 +152,7 @@ TEST(CudaExecGraph, AnOpWithoutACudaKernelIsRefusedAtConstruction) {
     }
   });
   for (const std::string& m : messages)
-    EXPECT_NE(m.find("collective_permute) has no cuda kernel yet"), std::string::npos) << m;
+    EXPECT_NE(m.find("collective_permute_out) has no cuda kernel yet"), std::string::npos) << m;
 }
 
 TEST(CudaExecGraph, NonSymmetricInputToACollectiveNamesTheFix) {

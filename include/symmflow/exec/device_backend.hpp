@@ -38,9 +38,11 @@ class DeviceBackend {
   virtual void prepare(const std::vector<StepStream>& steps,
                        const std::map<std::shared_ptr<Group>, size_t>& collective_bytes) = 0;
   // Enqueues a run: `before` (input staging) on the compute stream, then `steps`, which calls
-  // begin_step/end_step around each step; with graphs, `steps` is captured on the first run and
-  // the graph replayed afterwards (without calling `steps`).
-  virtual void run(const std::function<void()>& before, const std::function<void()>& steps) = 0;
+  // begin_step/end_step around each step, then `after` (writebacks, outputs) on the compute
+  // stream; with graphs, `steps` is captured on the first run and the graph replayed afterwards
+  // (without calling `steps`).
+  virtual void run(const std::function<void()>& before, const std::function<void()>& steps,
+                   const std::function<void()>& after) = 0;
   virtual void begin_step(size_t step) = 0;
   virtual void end_step(size_t step) = 0;
   // A fused pointwise region (fuse_pointwise) over flat tensors on this device.

@@ -44,14 +44,14 @@ struct ExecOptions {
 
 struct RunOptions {
   OutputMode output_mode = OutputMode::owned;
-  // On a GPU: wait for the run (raising what failed) before returning. false returns as soon as
-  // the run is enqueued; call Executable::synchronize() before reading its outputs.
-  bool synchronize = true;
   // Called after each executed step (skipped copy-ins excluded) with its index into plan().steps
   // and when it began and ended, e.g. for traces. Empty: no clock is read.
   std::function<void(size_t step, std::chrono::steady_clock::time_point begin,
                      std::chrono::steady_clock::time_point end)>
       on_step;
+  // On a GPU: wait for the run (raising what failed) before returning. false returns as soon as
+  // the run is enqueued; call Executable::synchronize() before reading its outputs.
+  bool synchronize = true;
 };
 
 // What one run did. Copies are the data copies the plan needed: copy-ins of graph inputs (0 when

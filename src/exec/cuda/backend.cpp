@@ -67,12 +67,20 @@ class CudaBackend : public exec::DeviceBackend {
     for (const auto& [group, bytes] : collective_bytes)
       comms_.push_back(&communicator(group, bytes));
     blas_handle();
-    SF_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed pools and heaps are ready
+    // Zeroed pools and heaps are ready (stream-ordered: Note [ranks sharing a GPU]).
+    SF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream())));
   }
 
-  void run(const std::function<void()>& before, const std::function<void()>& steps) override {
+  void run(const std::function<void()>& before, const std::function<void()>& steps,
+           const std::function<void()>& after) override {
     StreamGuard guard(streams_[0]);
     before();
+    launch(steps);
+    set_current_stream(streams_[0]);
+    after();
+  }
+
+  void launch(const std::function<void()>& steps) {
     if (graphs_ && exec_) {
       SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
       return;

@@ -9,6 +9,7 @@
 #include "kernels/cuda/collectives.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/cuda.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
@@ -109,8 +110,9 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   for (int r = 0; r < w; ++r) s->sharing += s->staging->device_of(r) == s->device;
   s->sms = std::max(1, s->sms / s->sharing);
   SF_CUDA_CHECK(cudaMalloc(&s->words, 64));
-  SF_CUDA_CHECK(cudaMemset(s->words, 0, 64));
-  SF_CUDA_CHECK(cudaDeviceSynchronize());
+  auto stream = static_cast<cudaStream_t>(current_stream());  // Note [ranks sharing a GPU]
+  SF_CUDA_CHECK(cudaMemsetAsync(s->words, 0, 64, stream));
+  SF_CUDA_CHECK(cudaStreamSynchronize(stream));
   WorkspaceView& v = s->view;
   for (int r = 0; r < w; ++r) {
     v.staging[r] = static_cast<char*>(s->staging->peer(r));

@@ -24,11 +24,36 @@ void register_exec_backend();  // exec/cuda/backend.cpp
 
 namespace {
 
+// Note [ranks sharing a GPU]: when several rank threads drive one GPU, one rank's collective
+// kernel spins on that GPU until its peers' kernels arrive, so nothing a rank does may wait for
+// the whole device: zeroing and synchronization are stream-ordered, regular memory comes from the
+// stream-ordered allocator, and a heap block (cudaFree synchronizes the device) is freed only when
+// no other rank thread is bound to its GPU, else at process exit.
+std::mutex& bound_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<int, int>& bound_threads() {  // device -> rank threads bound to it now
+  static std::map<int, int> m;
+  return m;
+}
+std::vector<void*>& deferred_frees() {
+  static std::vector<void*> v;
+  return v;
+}
+
 struct Block {
   void* ptr = nullptr;
   int device = 0;
   ~Block() {
     if (!ptr) return;
+    {
+      std::lock_guard lock(bound_mutex());
+      if (bound_threads()[device] > 1) {
+        deferred_frees().push_back(ptr);  // Note [ranks sharing a GPU]
+        return;
+      }
+    }
     int saved = 0;
     cudaGetDevice(&saved);
     cudaSetDevice(device);
@@ -74,15 +99,22 @@ int bind_device() {
   thread_local struct ThreadStream {
     cudaStream_t stream = nullptr;
     int device = -1;
-    ~ThreadStream() {
+    void release() {
       if (stream) cudaStreamDestroy(stream);
+      stream = nullptr;
+      if (device < 0) return;
+      std::lock_guard lock(bound_mutex());
+      --bound_threads()[device];
+      device = -1;
     }
+    ~ThreadStream() { release(); }
   } own;
   if (own.device != dev) {
-    if (own.stream) cudaStreamDestroy(own.stream);
-    own.stream = nullptr;
+    own.release();
     SF_CUDA_CHECK(cudaStreamCreateWithFlags(&own.stream, cudaStreamNonBlocking));
     own.device = dev;
+    std::lock_guard lock(bound_mutex());
+    ++bound_threads()[dev];
   }
   set_current_stream(own.stream);
   // Peer access is a property of the context: enabled once per (device, peer) in this process.
@@ -114,8 +146,11 @@ std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, s
   SF_CUDA_CHECK(cudaGetDevice(&block->device));
   size_t size = std::max<size_t>(bytes, 256);
   SF_CUDA_CHECK(cudaMalloc(&block->ptr, size));
-  SF_CUDA_CHECK(cudaMemset(block->ptr, 0, size));
-  SF_CUDA_CHECK(cudaDeviceSynchronize());
+  // Stream-ordered: a device-wide synchronization would wait for a peer's collective kernel on a
+  // shared GPU, which waits for this rank (Note [ranks sharing a GPU]).
+  auto stream = static_cast<cudaStream_t>(current_stream());
+  SF_CUDA_CHECK(cudaMemsetAsync(block->ptr, 0, size, stream));
+  SF_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::string key = fmt::format("{}:{}", group->name(), seq);
   size_t index = size_t(group->member_index(group->rank()));
   size_t members = group->ranks().size();

@@ -13,21 +13,19 @@ namespace symmflow::cuda {
 
 namespace {
 
+thread_local cudaStream_t tls_stream = nullptr;
+
 class DeviceStorage : public Storage {
  public:
   DeviceStorage(void* p, size_t bytes, int device)
       : Storage(p, bytes, Device::cuda(device), MemoryKind::regular) {}
+  // Stream-ordered (Note [ranks sharing a GPU] in heap.cpp): freed after the work already
+  // enqueued on the freeing thread's stream.
   ~DeviceStorage() override {
-    if (!data_) return;
-    int saved = 0;
-    cudaGetDevice(&saved);
-    cudaSetDevice(device_.index);
-    cudaFree(data_);
-    cudaSetDevice(saved);
+    if (data_) cudaFreeAsync(data_, tls_stream);
   }
 };
 
-thread_local cudaStream_t tls_stream = nullptr;
 
 struct CachedCommunicator {
   std::shared_ptr<Group> group;
@@ -63,12 +61,12 @@ std::shared_ptr<Storage> allocate_device(int device, size_t bytes, bool zero) {
   if (saved != device) SF_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
   const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
-  cudaError_t err = cudaMalloc(&p, rounded);
+  cudaError_t err = cudaMallocAsync(&p, rounded, tls_stream);
   if (err == cudaSuccess && zero) err = cudaMemsetAsync(p, 0, rounded, tls_stream);
   if (saved != device) cudaSetDevice(saved);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    if (p) cudaFree(p);
+    if (p) cudaFreeAsync(p, tls_stream);
     throw_error(ErrorCode::Cuda, "allocating {} bytes on cuda:{} failed: {}", bytes, device,
                 cudaGetErrorString(err));
   }
