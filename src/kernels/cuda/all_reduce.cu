@@ -412,6 +412,21 @@ struct TwoShot {
   }
 };
 
+// Loads every variant of the collective kernels (Note [ranks sharing a GPU] in heap.cpp).
+template <typename T, int K>
+struct Preload {
+  static void run() {
+    for (ReduceKind op : {ReduceKind::sum, ReduceKind::avg, ReduceKind::max, ReduceKind::min}) {
+      by_op(op, [&](auto tag) {
+        cudaFuncAttributes a;
+        cudaFuncGetAttributes(&a, one_shot_kernel<T, K, decltype(tag)::value>);
+        cudaFuncGetAttributes(&a, two_shot_kernel<T, K, decltype(tag)::value>);
+        cudaFuncGetAttributes(&a, one_shot_ll_kernel<T, decltype(tag)::value>);
+      });
+    }
+  }
+};
+
 // F<T, K>::run(args...) for the element type, K = 16 bytes of T when vectorized, else 1.
 template <template <typename, int> class F, typename... Args>
 void dispatch(ElemType type, bool vec, Args&&... args) {
@@ -429,6 +444,14 @@ void dispatch(ElemType type, bool vec, Args&&... args) {
 }
 
 }  // namespace
+
+int preload_collective_kernels() {
+  for (ElemType t : {ElemType::f32, ElemType::bf16, ElemType::f16}) {
+    dispatch<Preload>(t, false);
+    dispatch<Preload>(t, true);
+  }
+  return int(cudaGetLastError());
+}
 
 int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
                     ReduceKind op, const Launch& l, void* stream) {

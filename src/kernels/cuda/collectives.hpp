@@ -19,6 +19,10 @@ struct Launch {
   bool vec = false;  // 16-byte loads and stores (sizes and addresses allow it)
 };
 
+// Loads every collective kernel on the current GPU now rather than at its first launch (a lazy
+// load may wait for a peer's spinning kernel on a shared GPU: Note [ranks sharing a GPU]).
+int preload_collective_kernels();
+
 // out = reduce(in of every rank); see Note [cuda all-reduce] in all_reduce.cu.
 int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
                     ReduceKind op, const Launch& l, void* stream);

@@ -132,6 +132,15 @@ __global__ void pointwise_kernel(const __grid_constant__ PwProgram p) {
 
 }  // namespace
 
+int preload_pointwise_kernels() {
+  cudaFuncAttributes a;
+  cudaFuncGetAttributes(&a, pointwise_kernel<float, true>);
+  cudaFuncGetAttributes(&a, pointwise_kernel<float, false>);
+  cudaFuncGetAttributes(&a, pointwise_kernel<double, true>);
+  cudaFuncGetAttributes(&a, pointwise_kernel<double, false>);
+  return int(cudaGetLastError());
+}
+
 int launch_pointwise(const PwProgram& p, void* stream) {
   if (p.numel == 0) return 0;
   const int threads = 256;

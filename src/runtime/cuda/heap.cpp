@@ -12,6 +12,8 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "kernels/cuda/collectives.hpp"
+#include "kernels/cuda/pointwise.hpp"
 #include "runtime/cuda/check.hpp"
 #include "runtime/rendezvous.hpp"
 #include "symmflow/runtime/cuda.hpp"
@@ -27,8 +29,10 @@ namespace {
 // Note [ranks sharing a GPU]: when several rank threads drive one GPU, one rank's collective
 // kernel spins on that GPU until its peers' kernels arrive, so nothing a rank does may wait for
 // the whole device: zeroing and synchronization are stream-ordered, regular memory comes from the
-// stream-ordered allocator, and a heap block (cudaFree synchronizes the device) is freed only when
-// no other rank thread is bound to its GPU, else at process exit.
+// stream-ordered allocator, a heap block (cudaFree synchronizes the device) is freed only when
+// no other rank thread is bound to its GPU, else at process exit, and bind_device() loads the
+// backend's kernels up front (CUDA loads a kernel lazily at its first launch, and a load may wait
+// for the kernels running on the device).
 std::mutex& bound_mutex() {
   static std::mutex m;
   return m;
@@ -117,6 +121,15 @@ int bind_device() {
     ++bound_threads()[dev];
   }
   set_current_stream(own.stream);
+  {
+    static std::mutex preload_mutex;
+    static std::set<int> preloaded;
+    std::lock_guard lock(preload_mutex);
+    if (preloaded.insert(dev).second) {  // Note [ranks sharing a GPU]
+      SF_CUDA_CHECK(cudaError_t(preload_collective_kernels()));
+      SF_CUDA_CHECK(cudaError_t(preload_pointwise_kernels()));
+    }
+  }
   // Peer access is a property of the context: enabled once per (device, peer) in this process.
   static std::mutex mutex;
   static std::set<std::pair<int, int>> enabled;
