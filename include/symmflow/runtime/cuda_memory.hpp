@@ -74,7 +74,5 @@ Tensor to_device(const Tensor& t);
 // use and remade larger when a call needs more (collective either way: every rank makes the same
 // calls in the same order). Raises InvalidUsage when that would happen during capture.
 Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
-// Drops the calling thread's communicators (their memory is freed once no peer uses it).
-void release_communicators();
 
 }  // namespace symmflow::cuda

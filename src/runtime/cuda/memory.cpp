@@ -151,6 +151,4 @@ Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes) {
   return *it->comm;
 }
 
-void release_communicators() { tls_communicators.clear(); }
-
 }  // namespace symmflow::cuda
