@@ -11,6 +11,7 @@
 #include <climits>
 
 #include "kernels/cpu/common.hpp"
+#include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 
@@ -181,13 +182,7 @@ Kernel addmm_kernel(const char* written) {
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
-  m.impl("mm", mm_kernel(false, ""));
-  m.impl("mm.out", mm_kernel(false, "out"));
-  m.impl("bmm", mm_kernel(true, ""));
-  m.impl("bmm.out", mm_kernel(true, "out"));
-  m.impl("addmm", addmm_kernel(""));
-  m.impl("addmm.out", addmm_kernel("out"));
-  m.impl("addmm_", addmm_kernel("self"));
+  kernels::register_matmul_kernels(m, mm_kernel, addmm_kernel);
 }
 
 }  // namespace symmflow::cpu

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/strided.hpp"
+#include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 
@@ -242,36 +243,10 @@ Kernel unary_kernel(UnaryOp kind, const char* written) {
   };
 }
 
-void impl_binary(Library& m, const std::string& name, BinaryOp kind, bool has_alpha) {
-  m.impl(name + ".Tensor", binary_kernel(kind, has_alpha, ""));
-  m.impl(name + ".Scalar", binary_kernel(kind, has_alpha, ""));
-  m.impl(name + ".out", binary_kernel(kind, has_alpha, "out"));
-  m.impl(name + "_.Tensor", binary_kernel(kind, has_alpha, "self"));
-}
-
-void impl_unary(Library& m, UnaryOp kind, bool has_out) {
-  std::string name = aten_meta::unary_name(kind);
-  m.impl(name, unary_kernel(kind, ""));
-  m.impl(name + "_", unary_kernel(kind, "self"));
-  if (has_out) m.impl(name + ".out", unary_kernel(kind, "out"));
-}
-
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
-  impl_binary(m, "add", BinaryOp::add, true);
-  impl_binary(m, "sub", BinaryOp::sub, true);
-  impl_binary(m, "mul", BinaryOp::mul, false);
-  impl_binary(m, "div", BinaryOp::div, false);
-  impl_unary(m, UnaryOp::sin, true);
-  impl_unary(m, UnaryOp::cos, true);
-  impl_unary(m, UnaryOp::exp, true);
-  impl_unary(m, UnaryOp::tanh, true);
-  impl_unary(m, UnaryOp::relu, false);
-  impl_unary(m, UnaryOp::gelu, true);
-  impl_unary(m, UnaryOp::silu, true);
-  impl_unary(m, UnaryOp::sigmoid, true);
-  impl_unary(m, UnaryOp::neg, true);
+  kernels::register_pointwise_kernels(m, binary_kernel, unary_kernel);
 }
 
 }  // namespace symmflow::cpu

@@ -178,11 +178,7 @@ Kernel softmax_kernel(bool out_variant) {
     const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
     if (out_variant) aten_meta::check_out(op, "out", dst, info.spec, /*exact_dtype=*/true);
     Tensor x = as_dtype(self, self.dtype(), /*contiguous=*/true);
-    int64_t outer = 1, n = self.dim() == 0 ? 1 : self.size(info.dim), inner = 1;
-    for (int64_t d = 0; d < self.dim(); ++d) {
-      if (d < info.dim) outer *= self.size(d);
-      if (d > info.dim) inner *= self.size(d);
-    }
+    const int64_t outer = info.outer, n = info.n, inner = info.inner;
     Destination d(dst, info.spec.dtype, /*need_contiguous=*/true);
     visit_dtype(self.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

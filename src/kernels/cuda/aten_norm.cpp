@@ -4,22 +4,14 @@
 #include "kernels/cuda/program.hpp"
 #include "ops/aten/meta.hpp"
 #include "runtime/cuda/check.hpp"
-#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda {
 namespace {
 
-Tensor contiguous_on_gpu(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  return call("aten::clone", {t}).to_tensor();
-}
-
-void check_float(std::string_view op, DType d) {
-  SF_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16 || d == DType::f64,
-           "{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op, dtype_name(d));
-}
+Tensor contiguous_on_gpu(const Tensor& t) { return t.is_contiguous() ? t : aten::clone(t); }
 
 void rms_norm_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
@@ -48,22 +40,14 @@ Kernel softmax_kernel(bool out_variant) {
     const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
     if (out_variant) aten_meta::check_out(op, "out", dst, info.spec, /*exact_dtype=*/true);
     Tensor x = contiguous_on_gpu(self);
-    int64_t outer = 1, n = self.dim() == 0 ? 1 : self.size(info.dim), inner = 1;
-    for (int64_t d = 0; d < self.dim(); ++d) {
-      if (d < info.dim) outer *= self.size(d);
-      if (d > info.dim) inner *= self.size(d);
-    }
+    const int64_t outer = info.outer, n = info.n, inner = info.inner;
     Tensor y = dst.is_contiguous()
                    ? dst
                    : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
     SF_CUDA_CHECK(cudaError_t(launch_softmax(x.raw_data(), pw_type(x.dtype()), y.raw_data(),
                                              pw_type(y.dtype()), outer, n, inner,
                                              current_stream())));
-    if (y.raw_data() != dst.raw_data()) {
-      std::vector<Value> none;
-      call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{dst, y, false},
-                      none);
-    }
+    if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
   };
 }
 

@@ -7,10 +7,11 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/program.hpp"
+#include "kernels/families.hpp"
 #include "kernels/views.hpp"
 #include "ops/aten/meta.hpp"
 #include "runtime/cuda/check.hpp"
-#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
@@ -19,11 +20,6 @@ namespace {
 
 using aten_meta::BinaryOp;
 using aten_meta::UnaryOp;
-
-void check_float(std::string_view op, DType d) {
-  SF_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16 || d == DType::f64,
-           "{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op, dtype_name(d));
-}
 
 // Copies with conversion and broadcasting between tensors on this GPU.
 void device_copy(const Tensor& dst, const Tensor& src) {
@@ -56,9 +52,7 @@ void copy_kernel(KernelCall& call) {
     return;
   }
   if (self_gpu) return device_copy(self, to_device(src));
-  Tensor host = to_host(src);
-  std::vector<Value> none;
-  call_bound_into(call.op, std::vector<Value>{self, host, false}, none);  // the cpu kernel
+  aten::copy_(self, to_host(src));  // both on the host: the cpu kernel converts
 }
 
 void clone_kernel(KernelCall& call) { device_copy(call.out(0), call.arg("self").to_tensor()); }
@@ -123,20 +117,6 @@ Kernel unary_kernel(UnaryOp kind, const char* written) {
   };
 }
 
-void impl_binary(Library& m, const std::string& name, BinaryOp kind, bool has_alpha) {
-  m.impl(name + ".Tensor", binary_kernel(kind, has_alpha, ""));
-  m.impl(name + ".Scalar", binary_kernel(kind, has_alpha, ""));
-  m.impl(name + ".out", binary_kernel(kind, has_alpha, "out"));
-  m.impl(name + "_.Tensor", binary_kernel(kind, has_alpha, "self"));
-}
-
-void impl_unary(Library& m, UnaryOp kind, bool has_out) {
-  std::string name = aten_meta::unary_name(kind);
-  m.impl(name, unary_kernel(kind, ""));
-  m.impl(name + "_", unary_kernel(kind, "self"));
-  if (has_out) m.impl(name + ".out", unary_kernel(kind, "out"));
-}
-
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
@@ -149,14 +129,7 @@ SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("zeros.out", fill_kernel(true, true));
   m.impl("full", fill_kernel(false, false));
   m.impl("full.out", fill_kernel(false, true));
-  impl_binary(m, "add", BinaryOp::add, true);
-  impl_binary(m, "sub", BinaryOp::sub, true);
-  impl_binary(m, "mul", BinaryOp::mul, false);
-  impl_binary(m, "div", BinaryOp::div, false);
-  for (UnaryOp k : {UnaryOp::sin, UnaryOp::cos, UnaryOp::exp, UnaryOp::tanh, UnaryOp::gelu,
-                    UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::neg})
-    impl_unary(m, k, true);
-  impl_unary(m, UnaryOp::relu, false);
+  kernels::register_pointwise_kernels(m, binary_kernel, unary_kernel);
 }
 
 }  // namespace symmflow::cuda

@@ -11,9 +11,10 @@
 
 #include "kernels/cuda/blas.hpp"
 #include "kernels/cuda/program.hpp"
+#include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "runtime/cuda/check.hpp"
-#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
@@ -70,10 +71,7 @@ Operand as_operand(const Tensor& t) {
   const int64_t rs = t.strides()[size_t(d - 2)], cs = t.strides()[size_t(d - 1)];
   if ((cs == 1 || cols == 1) && rs >= std::max<int64_t>(cols, 1)) return {t, CUBLAS_OP_N, rs};
   if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(rows, 1)) return {t, CUBLAS_OP_T, cs};
-  Tensor c = Tensor::uninitialized(t.shape(), t.dtype(), t.device());
-  std::vector<Value> none;
-  call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{c, t, false}, none);
-  return {c, CUBLAS_OP_N, cols};
+  return {aten::clone(t), CUBLAS_OP_N, cols};  // contiguous
 }
 
 // out[b] = alpha * a[b] @ m[b] + beta * out[b] for `batch` matrices (batch strides in elements).
@@ -114,11 +112,9 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
 // back at the end.
 void into(const Tensor& dst, const std::function<void(const Tensor&)>& compute) {
   if (dst.is_contiguous()) return compute(dst);
-  Tensor tmp = Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
-  std::vector<Value> none;
-  call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{tmp, dst, false}, none);
+  Tensor tmp = aten::clone(dst);
   compute(tmp);
-  call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{dst, tmp, false}, none);
+  aten::copy_(dst, tmp);
 }
 
 Kernel mm_kernel(bool batched, const char* written) {
@@ -174,13 +170,7 @@ void* blas_handle() {
 }
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
-  m.impl("mm", mm_kernel(false, ""));
-  m.impl("mm.out", mm_kernel(false, "out"));
-  m.impl("bmm", mm_kernel(true, ""));
-  m.impl("bmm.out", mm_kernel(true, "out"));
-  m.impl("addmm", addmm_kernel(""));
-  m.impl("addmm.out", addmm_kernel("out"));
-  m.impl("addmm_", addmm_kernel("self"));
+  kernels::register_matmul_kernels(m, mm_kernel, addmm_kernel);
 }
 
 }  // namespace symmflow::cuda

@@ -23,6 +23,11 @@ PwType pw_type(DType d) {
   return PwType::f32;
 }
 
+void check_float(std::string_view op, DType d) {
+  SF_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16 || d == DType::f64,
+           "{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op, dtype_name(d));
+}
+
 ProgramBuilder::ProgramBuilder(const Shape& shape) : shape_(shape) {
   SF_CHECK(shape.size() <= size_t(kPwMaxDims), "cuda pointwise: {} dimensions (at most {})",
            shape.size(), kPwMaxDims);
@@ -78,10 +83,7 @@ void ProgramBuilder::emit(const PwInstr& in) {
   p_.code[p_.n_instrs++] = in;
 }
 
-int ProgramBuilder::load(const Tensor& t, DType round) {
-  PwInstr in;
-  in.op = PwOp::load;
-  in.a = uint8_t(operand(t, true));
+int ProgramBuilder::value(PwInstr in, DType round) {
   in.dst = uint8_t(new_reg());
   in.round = pw_type(round);
   if (round == DType::f64) p_.wide = true;
@@ -89,15 +91,18 @@ int ProgramBuilder::load(const Tensor& t, DType round) {
   return in.dst;
 }
 
-int ProgramBuilder::konst(double value, DType round) {
+int ProgramBuilder::load(const Tensor& t, DType round) {
+  PwInstr in;
+  in.op = PwOp::load;
+  in.a = uint8_t(operand(t, true));
+  return value(in, round);
+}
+
+int ProgramBuilder::konst(double c, DType round) {
   PwInstr in;
   in.op = PwOp::konst;
-  in.c = value;
-  in.dst = uint8_t(new_reg());
-  in.round = pw_type(round);
-  if (round == DType::f64) p_.wide = true;
-  emit(in);
-  return in.dst;
+  in.c = c;
+  return value(in, round);
 }
 
 int ProgramBuilder::op(PwOp op, int a, int b, DType round, double c) {
@@ -106,11 +111,7 @@ int ProgramBuilder::op(PwOp op, int a, int b, DType round, double c) {
   in.a = uint8_t(a);
   in.b = uint8_t(b);
   in.c = c;
-  in.dst = uint8_t(new_reg());
-  in.round = pw_type(round);
-  if (round == DType::f64) p_.wide = true;
-  emit(in);
-  return in.dst;
+  return value(in, round);
 }
 
 void ProgramBuilder::store(const Tensor& t, int reg) {

@@ -15,6 +15,8 @@
 namespace symmflow::cuda {
 
 PwType pw_type(DType d);
+// InvalidUsage "op: dtype X has no cuda kernel (f32, bf16, f16, f64)" for other dtypes.
+void check_float(std::string_view op, DType d);
 
 class ProgramBuilder {
  public:
@@ -34,6 +36,8 @@ class ProgramBuilder {
   int operand(const Tensor& t, bool broadcast);
   int new_reg();
   void emit(const PwInstr& in);
+  // Emits `in` into a new register rounded to `round`; returns the register.
+  int value(PwInstr in, DType round);
   PwProgram p_;
   Shape shape_;
   std::vector<int> free_regs_;

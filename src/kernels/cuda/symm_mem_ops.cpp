@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/cuda/check.hpp"
-#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
@@ -35,12 +35,6 @@ void check_like(std::string_view op, std::string_view arg, const Tensor& t, cons
            arg, t.device().str(), like.device().str());
 }
 
-void copy(const Tensor& dst, const Tensor& src) {
-  std::vector<Value> none;
-  call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{dst, src, false},
-                  none);
-}
-
 void one_shot(std::string_view op, const Tensor& input, std::string_view reduce_op,
               std::string_view group_name, const Tensor& out) {
   auto group = group_for(op, group_name);
@@ -50,7 +44,7 @@ void one_shot(std::string_view op, const Tensor& input, std::string_view reduce_
   communicator(group, input.nbytes())
       .all_reduce(input.raw_data(), dst.raw_data(), input.numel(), input.dtype(), reduce_op,
                   current_stream(), Algo::one_shot);
-  if (dst.raw_data() != out.raw_data()) copy(out, dst);
+  if (dst.raw_data() != out.raw_data()) aten::copy_(out, dst);
 }
 
 void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_op,
@@ -62,7 +56,7 @@ void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_
       size_t(static_cast<const char*>(input.raw_data()) - static_cast<const char*>(heap.local()));
   communicator(group, input.nbytes())
       .all_reduce_inplace(heap, offset, input.numel(), input.dtype(), reduce_op, current_stream());
-  if (output) copy(*output, input);
+  if (output) aten::copy_(*output, input);
 }
 
 [[noreturn]] void refuse_multicast(std::string_view op, std::string_view instead) {
@@ -83,12 +77,12 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
              c.arg(2).to_string(), c.arg(3).to_tensor());
   });
   m.impl("one_shot_all_reduce_copy", [](KernelCall& c) {
-    copy(c.arg(0).to_tensor(), c.arg(1).to_tensor());
+    aten::copy_(c.arg(0).to_tensor(), c.arg(1).to_tensor());
     one_shot("symm_mem::one_shot_all_reduce_copy", c.arg(0).to_tensor(), c.arg(2).to_string(),
              c.arg(3).to_string(), c.out(0));
   });
   m.impl("one_shot_all_reduce_copy_out", [](KernelCall& c) {
-    copy(c.arg(0).to_tensor(), c.arg(1).to_tensor());
+    aten::copy_(c.arg(0).to_tensor(), c.arg(1).to_tensor());
     one_shot("symm_mem::one_shot_all_reduce_copy_out", c.arg(0).to_tensor(), c.arg(2).to_string(),
              c.arg(3).to_string(), c.arg(4).to_tensor());
   });

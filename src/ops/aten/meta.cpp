@@ -346,6 +346,11 @@ SoftmaxInfo softmax_info(std::string_view op, const Tensor& self, const Value& d
   check_dtype(is_floating(t), op, "self", t, "f32, f64, bf16 or f16");
   info.dim = wrap_dim(dim.to_int(), self.dim(), "dim");
   info.spec = {t, self.shape()};
+  info.n = self.dim() == 0 ? 1 : self.size(info.dim);
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d < info.dim) info.outer *= self.size(d);
+    if (d > info.dim) info.inner *= self.size(d);
+  }
   if (half_to_float.to_bool()) {
     SF_CHECK(t == DType::f16 || t == DType::bf16,
              "{}: half_to_float is only supported for f16 and bf16 inputs, not {}", op,

@@ -82,6 +82,8 @@ RmsNormInfo rms_norm_info(std::string_view op, const Tensor& input, const Value&
 struct SoftmaxInfo {
   TensorSpec spec;
   int64_t dim = 0;
+  // self as a contiguous [outer, n, inner] block, softmax along n.
+  int64_t outer = 1, n = 1, inner = 1;
 };
 SoftmaxInfo softmax_info(std::string_view op, const Tensor& self, const Value& dim,
                          const Value& half_to_float);

@@ -5,7 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/cuda/check.hpp"
-#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/aten.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
@@ -106,12 +106,7 @@ const DeviceHeap& heap_of(const Tensor& t, std::string_view op, std::string_view
 
 Tensor to_host(const Tensor& t) {
   if (t.device().type != DeviceType::cuda) return t;
-  Tensor src = t;
-  if (!src.is_contiguous()) {
-    src = Tensor::uninitialized(t.shape(), t.dtype(), t.device());
-    std::vector<Value> out;
-    call_bound_into(Registry::global().get("aten::copy_"), std::vector<Value>{src, t, false}, out);
-  }
+  const Tensor src = t.is_contiguous() ? t : aten::clone(t);
   Tensor host = Tensor::uninitialized(t.shape(), t.dtype());
   if (host.nbytes() > 0) {
     SF_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), src.raw_data(), host.nbytes(),

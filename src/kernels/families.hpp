@@ -1,0 +1,24 @@
+// Op families whose variants every backend registers the same way: a backend gives one kernel
+// factory per family, called for each variant with the argument that variant writes ("" for the
+// functional op, "out" for the out variant, "self" for the in-place one). Each backend's
+// SYMMFLOW_LIBRARY_IMPL block calls these, so the variant lists live in one place.
+#pragma once
+
+#include "ops/aten/meta.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::kernels {
+
+using BinaryKernelFactory = Kernel (*)(aten_meta::BinaryOp kind, bool has_alpha,
+                                       const char* written);
+using UnaryKernelFactory = Kernel (*)(aten_meta::UnaryOp kind, const char* written);
+// add, sub, mul, div (.Tensor, .Scalar, .out, _.Tensor) and sin ... neg (with _ and .out; relu
+// has no .out).
+void register_pointwise_kernels(Library& m, BinaryKernelFactory binary, UnaryKernelFactory unary);
+
+using MatmulKernelFactory = Kernel (*)(bool batched, const char* written);
+using AddmmKernelFactory = Kernel (*)(const char* written);
+// mm, bmm (+ .out), addmm (+ .out, addmm_).
+void register_matmul_kernels(Library& m, MatmulKernelFactory mm, AddmmKernelFactory addmm);
+
+}  // namespace symmflow::kernels
