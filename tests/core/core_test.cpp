@@ -89,6 +89,31 @@ TEST(Tensor, MetaHasNoStorageAndDtypeChecks) {
   EXPECT_THROW(Tensor::empty({-1}, DType::f32), Error);
 }
 
+TEST(Tensor, GpuMemoryNeedsTheBackendAndStaysOffTheHost) {
+  try {
+    Tensor::empty({4}, DType::f32, Device::cuda(1));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot allocate on cuda:1: the cuda backend is not loaded (link symmflow_cuda "
+                 "and call symmflow::cuda::bind_device())");
+  }
+  // A tensor that claims GPU memory is never read on the host.
+  float fake[4] = {};
+  auto storage = std::make_shared<Storage>(fake, sizeof fake, Device::cuda(0), MemoryKind::regular);
+  Tensor g = Tensor::from_storage(storage, 0, DType::f32, {4});
+  try {
+    g.to_doubles();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "to_doubles: tensor f32[4] is on cuda:0; copy it to the host first (aten::copy_ "
+                 "into a host tensor)");
+  }
+  EXPECT_THROW(g.item_as_double(std::vector<int64_t>{0}), Error);
+  EXPECT_THROW(g.as_strided({2}, {2}, 0).contiguous(), Error);
+}
+
 TEST(Tensor, StorageIsAlignedAndZeroed) {
   Tensor t = Tensor::empty({17}, DType::f64);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u);

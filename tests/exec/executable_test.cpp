@@ -289,6 +289,18 @@ TEST(Exec, BadInputs) {
       "build it with world_size 2)");
 }
 
+TEST(Exec, GpuWithoutTheCudaBackendIsRefused) {
+  auto plan = testing::plan_text(R"sf(graph g(x: f32[3, 5]) {
+  a = aten::exp(x)
+  return a
+})sf");
+  EXPECT_EQ(error_of([&] { Executable exe(plan, exec::ExecOptions{Device::cuda(0)}); }),
+            "Executable: the cuda backend is not loaded; link symmflow_cuda and call "
+            "symmflow::cuda::bind_device() on each rank thread before making the Executable");
+  EXPECT_EQ(error_of([&] { Executable exe(plan, exec::ExecOptions{Device::meta()}); }),
+            "Executable: cannot run on meta");
+}
+
 TEST(Exec, LocalGraphRunsWithoutARank) {
   auto plan = testing::plan_text(R"sf(graph g(x: f32[3, 5]) {
   a = aten::exp(x)

@@ -153,17 +153,24 @@ Tensor on_host(const Tensor& t) {
   return t;
 }
 
-exec::ExecOptions exec_options(const std::string& device) {
-  exec::ExecOptions eo;
-  if (device == "cpu") return eo;
+// Checks --device before any rank starts: a name we know, and a GPU when it is cuda.
+void check_device(const std::string& device) {
+  if (device == "cpu") return;
   SF_CHECK(device == "cuda", "--device: 'cpu' or 'cuda' (got '{}')", device);
 #ifdef SYMMFLOW_HAVE_CUDA
   SF_CHECK(cuda::device_count() > 0, "--device cuda: no GPU is visible to this process");
-  eo.device = Device::cuda(cuda::bind_device());
-  return eo;
 #else
   invalid_usage("--device cuda: this symmflow was built without the cuda backend");
 #endif
+}
+
+// On the calling rank thread: the Executable's options (binds the rank's GPU for cuda).
+exec::ExecOptions exec_options(const std::string& device) {
+  exec::ExecOptions eo;
+#ifdef SYMMFLOW_HAVE_CUDA
+  if (device == "cuda") eo.device = Device::cuda(cuda::bind_device());
+#endif
+  return eo;
 }
 
 // --device cuda: --iters replays with the inputs bound into the plan (no copies), back to back.
@@ -218,6 +225,7 @@ int run_run(const RunCmdOptions& o) {
   SF_CHECK(o.iters >= 1, "--iters must be at least 1 (got {})", o.iters);
   SF_CHECK(o.device == "cpu" || o.trace.empty(),
            "--trace times host steps; on --device cuda the steps are one CUDA graph");
+  check_device(o.device);
   std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins);
   std::shared_ptr<const ir::Graph> source;
   if (o.check) source = load_graph(o.file, o.ranks);
