@@ -13,4 +13,11 @@ std::string Device::str() const {
   return "?";
 }
 
+namespace {
+thread_local Device bound_device = Device::cpu();
+}  // namespace
+
+Device thread_device() { return bound_device; }
+void set_thread_device(Device device) { bound_device = device; }
+
 }  // namespace symmflow

@@ -20,6 +20,7 @@
 
 #include "exec/executable_step.hpp"
 #include "exec/util.hpp"
+#include "symmflow/ops/call.hpp"
 #include "symmflow/exec/executable.hpp"
 
 namespace symmflow::exec {
@@ -169,6 +170,9 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
            "Executable::run: on_step times host steps, but on a GPU the steps are enqueued "
            "asynchronously (captured into a CUDA graph); time whole runs instead");
   auto before = [&] {
+    // Note [barrier before each run], as a kernel on the compute stream that the whole run (its
+    // graph included) follows; outside the graph, so it runs every time.
+    for (Group* group : entry_barriers_) call("symm_mem::barrier", {group->name(), int64_t(0)});
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (detail::same_memory(inputs[i], handles_[i])) {
         if (staging_step_[i] >= 0) ++stats_.input_copies_skipped;

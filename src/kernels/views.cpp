@@ -1,6 +1,7 @@
 // Contract in views.hpp.
 #include "kernels/views.hpp"
 
+#include "kernels/cpu/common.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/call.hpp"
 
@@ -9,6 +10,31 @@ namespace {
 
 void set_view(KernelCall& call, const Tensor& self, const aten_meta::ViewGeometry& g) {
   call.outputs.at(0) = self.as_strided(g.shape, g.strides, g.offset);
+}
+
+Kernel cat_kernel(bool out_variant) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const std::vector<Tensor>& tensors = call.arg("tensors").to_tensor_list();
+    aten_meta::CatInfo info = aten_meta::cat_info(op, tensors, call.arg("dim"));
+    const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
+    if (out_variant) {
+      aten_meta::check_out(op, "out", dst, info.spec);
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        SF_CHECK(!cpu::may_overlap(dst, tensors[i]), "{}: out overlaps tensors[{}]", op, i);
+      }
+    }
+    if (dst.numel() == 0) return;
+    size_t d = size_t(info.dim);
+    int64_t offset = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (info.skipped[i]) continue;
+      const Tensor& t = tensors[i];
+      Tensor part = dst.as_strided(t.shape(), dst.strides(), offset * dst.strides()[d]);
+      symmflow::call("aten::copy_", {part, t});
+      offset += t.shape()[d];
+    }
+  };
 }
 
 void view_kernel(KernelCall& call) {
@@ -55,6 +81,8 @@ void register_view_kernels(Library& m) {
   m.impl("slice.Tensor", slice_kernel);
   m.impl("t", t_kernel);
   m.impl("transpose.int", transpose_kernel);
+  m.impl("cat", cat_kernel(false));
+  m.impl("cat.out", cat_kernel(true));
 }
 
 }  // namespace symmflow::kernels

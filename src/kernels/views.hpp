@@ -1,14 +1,15 @@
 // The aten view kernels, the same on every backend: a view is new geometry over the same storage
 // (aten_meta computes it), so no device memory is touched. Each backend's SYMMFLOW_LIBRARY_IMPL
 // block calls register_view_kernels. reshape returns a view when one exists and otherwise a fresh
-// contiguous copy made through the registry's clone on the tensor's backend.
+// contiguous copy made through the registry's clone on the tensor's backend. cat (+ out) copies each
+// input into its slice of the destination through the registry's copy_.
 #pragma once
 
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::kernels {
 
-// view, reshape, slice.Tensor, t, transpose.int.
+// view, reshape, slice.Tensor, t, transpose.int, cat, cat.out.
 void register_view_kernels(Library& m);
 
 }  // namespace symmflow::kernels

@@ -3,7 +3,8 @@
 // names op and argument on any mismatch; call_bound runs the shape function, allocates each fresh
 // return as a contiguous tensor, and runs the kernel of the arguments' backend: cuda when any
 // tensor argument is on a GPU (so copy_ between host and GPU runs the GPU kernel whichever side
-// it writes), else cpu; a factory (no tensor argument) runs where its preset output lives. Fresh
+// it writes), else cpu; a factory (no tensor argument) runs where its preset output lives; an op
+// with no tensor at all (symm_mem::barrier) runs on the thread's device (thread_device()). Fresh
 // returns are allocated on that device.
 #include "symmflow/ops/call.hpp"
 
@@ -141,7 +142,9 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
 
 void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs) {
   // A factory (no tensor argument) runs where its preset output lives.
-  Device device = device_of(bound).value_or(device_of(outputs).value_or(Device::cpu()));
+  const bool tensorless = op.schema().returns.empty();
+  Device device = device_of(bound).value_or(
+      device_of(outputs).value_or(tensorless ? thread_device() : Device::cpu()));
   Backend backend = device.type == DeviceType::cuda ? Backend::cuda : Backend::cpu;
   const Kernel* kernel = op.kernel(backend);
   SF_CHECK(kernel, "op '{}' has no {} kernel", op.name(), backend_name(backend));

@@ -1,7 +1,7 @@
 // The cuda backend's aten kernels against the cpu kernels on the same inputs: pointwise ops in
 // every overload (bitwise for add/sub/mul/div, a few ulps for transcendental functions), copies
 // between host and GPU with every dtype conversion and strided views, matmul through cuBLAS,
-// rms_norm and softmax, and the refusals (no kernel, capture-time allocation). Awkward sizes
+// rms_norm, softmax, sum/mean over every subset of dims, cat, and the refusals (no kernel, capture-time allocation). Awkward sizes
 // (0, 1, 7, 1023, 4099) everywhere. Skipped without a GPU.
 #include <cmath>
 #include <functional>
@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "symmflow/core/error.hpp"
@@ -212,6 +213,40 @@ TEST_F(CudaOps, RmsNormAndSoftmaxMatchCpu) {
                      call("aten::_softmax", {x, dim, false}).to_tensor(), tol,
                      fmt::format("softmax {} n={} dim={}", dtype_name(d), n, dim));
       }
+    }
+  }
+}
+
+TEST_F(CudaOps, SumMeanAndCatMatchCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t n : {0, 1, 7, 1023}) {
+      Tensor x = random({3, n, 5}, d, 21);
+      // Every subset of dims, kept or not, and a strided (transposed) input.
+      for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {0, 2}, {1, 2}, {0, 1, 2}}) {
+        for (bool keep : {false, true}) {
+          for (const char* op : {"aten::sum.dim_IntList", "aten::mean.dim"}) {
+            const double tol = d == DType::f64 ? 1e-12 : d == DType::f32 ? 1e-5 : 1e-2;
+            expect_close(call(op, {to_device(x), dims, keep}).to_tensor(),
+                         call(op, {x, dims, keep}).to_tensor(), tol,
+                         fmt::format("{} {} n={} dims={} keepdim={}", op, dtype_name(d), n,
+                                     fmt::join(dims, ","), keep));
+          }
+        }
+      }
+      Tensor t = call("aten::transpose.int", {x, int64_t(0), int64_t(2)}).to_tensor();
+      Tensor gt = call("aten::transpose.int", {to_device(x), int64_t(0), int64_t(2)}).to_tensor();
+      expect_close(call("aten::sum.dim_IntList", {gt, std::vector<int64_t>{1}, false}, {{"dtype", DType::f32}}).to_tensor(),
+                   call("aten::sum.dim_IntList", {t, std::vector<int64_t>{1}, false}, {{"dtype", DType::f32}}).to_tensor(),
+                   d == DType::f64 ? 1e-12 : 1e-5, fmt::format("sum of a transposed {} to f32", dtype_name(d)));
+      Tensor y = random({2, n, 5}, d, 22), z = random({3, 4, 5}, d, 23);
+      std::vector<Tensor> rows{x, y}, cols{x, z};
+      std::vector<Tensor> grows{to_device(x), to_device(y)}, gcols{to_device(x), to_device(z)};
+      expect_close(call("aten::cat", {grows, int64_t(0)}).to_tensor(),
+                   call("aten::cat", {rows, int64_t(0)}).to_tensor(), 0,
+                   fmt::format("cat dim 0 {} n={}", dtype_name(d), n));
+      expect_close(call("aten::cat", {gcols, int64_t(1)}).to_tensor(),
+                   call("aten::cat", {cols, int64_t(1)}).to_tensor(), 0,
+                   fmt::format("cat dim 1 {} n={}", dtype_name(d), n));
     }
   }
 }

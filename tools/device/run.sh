@@ -19,18 +19,19 @@ step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_ops test_cuda_exec symmflow_cli \
+cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec symmflow_cli \
   bench_cuda_allreduce bench_cuda_mlp \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
 gpus=$(nvidia-smi -L | wc -l)
 S=build/device/bin/symmflow
-for t in test_cuda test_cuda_ops test_cuda_exec; do
+for t in test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec; do
   step "$t"
   timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|rror:" | head -30
 done
 step "examples on the GPU (--check)"
-for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce; do
+for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
+  halo_exchange_signal; do
   for r in 1 2; do
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
   done
@@ -47,6 +48,9 @@ if [[ "$mode" == full ]]; then
       build/device/tests/cuda/test_cuda --gtest_filter='CudaAllReduce.EveryAlgorithm*:CudaAllReduce.Zero*' \
       >"$OUT/sanitizer_$tool.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | head -5
+    timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_symm_ops \
+      --gtest_filter='CudaSymmOps.PutSignal*:CudaSymmOps.CollectivePermute*' >"$OUT/sanitizer_symm_$tool.log" 2>&1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_symm_$tool.log" | head -5
     timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_ops \
       --gtest_filter='CudaOps.Binary*:CudaOps.Copies*:CudaOps.RmsNorm*' >"$OUT/sanitizer_ops_$tool.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_ops_$tool.log" | head -5

@@ -17,6 +17,12 @@ struct Device {
   static Device cuda(int i) { return {DeviceType::cuda, i}; }
 };
 
+// The device the calling thread is bound to: cpu unless a backend bound it to a GPU
+// (cuda::bind_device()). An op without any tensor argument or return (symm_mem::barrier) runs on
+// this device's backend.
+Device thread_device();
+void set_thread_device(Device device);
+
 // Which allocator colour a storage came from: per-device regular memory or a symmetric heap.
 enum class MemoryKind { regular, symmetric };
 

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -96,6 +97,38 @@ class Communicator {
   void all_reduce_inplace(const DeviceHeap& heap, size_t offset_bytes, int64_t n, DType dtype,
                           std::string_view reduce_op, void* stream, Algo algo = Algo::automatic);
 
+  // The other collectives of the group (Note [cuda exchange] in src/kernels/cuda/exchange.cu):
+  // device pointers of this rank's GPU or of peers' (peer access), enqueued on `stream`,
+  // capture-safe. `op` names the calling op in the error that synchronize() raises when a peer
+  // never arrives. Every member calls them in the same order with the same sizes.
+  struct Copy {
+    const void* src = nullptr;
+    void* dst = nullptr;
+    size_t bytes = 0;
+  };
+  void barrier(std::string_view op, void* stream);
+  // A barrier, the copies (at most 8), a barrier. `agreed_bytes` is the same on every member
+  // (it sizes the launch; a member may have fewer copies, such as broadcast's root).
+  void copy(std::span<const Copy> copies, size_t agreed_bytes, std::string_view op, void* stream);
+  // A barrier; out[o * chunk + i] = reduce over members p, in rank order, of
+  // srcs[p][o * row_stride + i] (elements of dtype: f32, bf16, f16); a barrier.
+  void reduce_scatter(std::span<const void* const> srcs, void* out, int64_t outer, int64_t chunk,
+                      int64_t row_stride, DType dtype, std::string_view reduce_op,
+                      std::string_view op, void* stream);
+  // all_to_all_vdev: splits[p], inputs[p]: member p's in_splits (i64[world]) and input; `meta`
+  // this member's out_splits_offsets (i64[2, world]). Invalid splits copy nothing and make
+  // synchronize() raise.
+  void all_to_all(std::span<const int64_t* const> splits, std::span<const void* const> inputs,
+                  void* out, int64_t* meta, int64_t row_bytes, int64_t in_rows, int64_t out_rows,
+                  void* stream);
+  // Copies `bytes` from src into `peer_dst` (the peer's memory), then raises the peer's signal on
+  // `channel`; wait_signal consumes the signal from `peer` (Note [signal protocol] in group.hpp).
+  // Not collective: only the two members take part.
+  void put_signal(const void* src, void* peer_dst, size_t bytes, int peer, int channel,
+                  void* stream);
+  void wait_signal(int peer, int channel, void* stream);
+  int channels() const;
+
   // Waits for `stream` and raises if a collective of this communicator failed on the GPU.
   void synchronize(void* stream);
   // Raises if a collective failed (reads the device status; the caller synchronized).
@@ -106,6 +139,7 @@ class Communicator {
 
  private:
   Communicator() = default;
+  void check_signal(std::string_view op, int peer, int channel) const;
   std::shared_ptr<Group> group_;
   std::unique_ptr<State> state_;
 };

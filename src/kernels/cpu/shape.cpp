@@ -2,7 +2,7 @@
 //  - view, reshape, slice.Tensor, t, transpose.int: kernels/views.hpp (the same on every backend).
 //  - clone, _to_copy, copy_: dtype-converting strided copies (copy_ broadcasts src and snapshots
 //    it first when it overlaps self).
-//  - cat (+ out): each input is copied into its slice of the destination.
+//  - cat (+ out): kernels/views.hpp (the same on every backend).
 //  - empty/zeros/full (+ out): fill the destination (the dispatcher's outputs are zeroed already;
 //    zeros still fills so that out variants and reused buffers are right).
 #include "kernels/cpu/common.hpp"
@@ -20,31 +20,6 @@ void copy_kernel(KernelCall& call) {
   const Tensor& src = call.arg("src").to_tensor();
   aten_meta::check_copy(call.op.name(), self, src);
   copy_from(self, src);
-}
-
-Kernel cat_kernel(bool out_variant) {
-  return [=](KernelCall& call) {
-    const std::string& op = call.op.name();
-    const std::vector<Tensor>& tensors = call.arg("tensors").to_tensor_list();
-    aten_meta::CatInfo info = aten_meta::cat_info(op, tensors, call.arg("dim"));
-    const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
-    if (out_variant) {
-      aten_meta::check_out(op, "out", dst, info.spec);
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        SF_CHECK(!may_overlap(dst, tensors[i]), "{}: out overlaps tensors[{}]", op, i);
-      }
-    }
-    if (dst.numel() == 0) return;
-    size_t d = size_t(info.dim);
-    int64_t offset = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (info.skipped[i]) continue;
-      const Tensor& t = tensors[i];
-      Tensor part = dst.as_strided(t.shape(), dst.strides(), offset * dst.strides()[d]);
-      copy_into(part, t);
-      offset += t.shape()[d];
-    }
-  };
 }
 
 void zeros_kernel(KernelCall& call) { fill(call.out(0), Value(int64_t(0))); }
@@ -65,8 +40,6 @@ Kernel fill_out_kernel(bool zeros) {
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   kernels::register_view_kernels(m);
-  m.impl("cat", cat_kernel(false));
-  m.impl("cat.out", cat_kernel(true));
   m.impl("clone", clone_kernel);
   m.impl("_to_copy", clone_kernel);
   m.impl("copy_", copy_kernel);

@@ -1,5 +1,7 @@
-// cuda kernels of aten::rms_norm and aten::_softmax (+ out), on the row kernels of norm.cu.
-// Inputs that are not contiguous are first copied contiguous; 16-bit floats accumulate in float.
+// cuda kernels of aten::sum.dim_IntList, mean.dim, rms_norm and _softmax (+ out), on the row
+// kernels of norm.cu. Inputs that are not contiguous are first copied contiguous (sum/mean: with
+// the kept dims first and the reduced dims last, so each output is one row); 16-bit floats
+// accumulate in float. Floating dtypes only, like the other GPU arithmetic.
 #include "kernels/cuda/norm.hpp"
 #include "kernels/cuda/program.hpp"
 #include "ops/aten/meta.hpp"
@@ -30,6 +32,37 @@ void rms_norm_kernel(KernelCall& call) {
       info.inner, info.eps, current_stream())));
 }
 
+Kernel reduce_kernel(bool is_mean, bool out_variant) {
+  return [=](KernelCall& call) {
+    const std::string& op = call.op.name();
+    const Tensor& self = call.arg("self").to_tensor();
+    aten_meta::ReduceInfo info = aten_meta::reduce_info(op, self, call.arg("dim"),
+                                                        call.arg("keepdim"), call.arg("dtype"),
+                                                        is_mean);
+    check_float(op, self.dtype());
+    check_float(op, info.spec.dtype);
+    const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
+    if (out_variant) aten_meta::check_out(op, "out", dst, info.spec, /*exact_dtype=*/true);
+    Shape shape;
+    Strides strides;
+    for (int pass = 0; pass < 2; ++pass) {  // kept dims, then reduced dims
+      for (size_t d = 0; d < size_t(self.dim()); ++d) {
+        if (info.reduced[d] != (pass == 1)) continue;
+        shape.push_back(self.shape()[d]);
+        strides.push_back(self.strides()[d]);
+      }
+    }
+    Tensor x = aten::clone(self.as_strided(shape, strides, 0));
+    Tensor y = dst.is_contiguous()
+                   ? dst
+                   : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
+    SF_CUDA_CHECK(cudaError_t(launch_row_sum(x.raw_data(), pw_type(x.dtype()), y.raw_data(),
+                                             pw_type(y.dtype()), y.numel(), info.count, is_mean,
+                                             current_stream())));
+    if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
+  };
+}
+
 Kernel softmax_kernel(bool out_variant) {
   return [=](KernelCall& call) {
     const std::string& op = call.op.name();
@@ -54,6 +87,10 @@ Kernel softmax_kernel(bool out_variant) {
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
+  m.impl("sum.dim_IntList", reduce_kernel(false, false));
+  m.impl("sum.IntList_out", reduce_kernel(false, true));
+  m.impl("mean.dim", reduce_kernel(true, false));
+  m.impl("mean.out", reduce_kernel(true, true));
   m.impl("rms_norm", rms_norm_kernel);
   m.impl("_softmax", softmax_kernel(false));
   m.impl("_softmax.out", softmax_kernel(true));

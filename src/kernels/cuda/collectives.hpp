@@ -1,4 +1,4 @@
-// Launchers of the cuda collective kernels (all_reduce.cu), callable from host code without CUDA
+// Launchers of the cuda collective kernels (all_reduce.cu, exchange.cu), callable from host code without CUDA
 // headers; they return the cudaError_t of the launch as an int (0: success). The .cu files include
 // nothing of symmflow but this header and workspace_device.hpp. Private to the cuda backend.
 #pragma once
@@ -33,5 +33,45 @@ int launch_one_shot_ll(const WorkspaceView& v, const void* in, void* out, int64_
 // v.data[r] reduced in place (n elements); see the same note.
 int launch_two_shot(const WorkspaceView& v, int64_t n, ElemType type, ReduceKind op,
                     const Launch& l, void* stream);
+
+// The other collectives (Note [cuda exchange] in exchange.cu): a barrier of the group, a body, a
+// barrier. Pointers may be peers' (peer access); `unit` is the bytes moved per load/store (16, 8,
+// 4, 2 or 1; every size and address a multiple of it).
+struct Segment {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  int64_t bytes = 0;
+};
+struct CopyPlan {
+  Segment seg[kMaxRanks];
+  int count = 0;  // 0: a barrier
+};
+int launch_exchange_copy(const WorkspaceView& v, const CopyPlan& plan, int unit, const Launch& l,
+                         void* stream);
+// out[o * chunk + i] = reduce over ranks p of src[p][o * row_stride + i] (elements).
+struct ReduceScatterPlan {
+  const void* src[kMaxRanks] = {};
+  void* out = nullptr;
+  int64_t outer = 0, chunk = 0, row_stride = 0;
+};
+int launch_reduce_scatter(const WorkspaceView& v, const ReduceScatterPlan& plan, ElemType type,
+                          ReduceKind op, const Launch& l, void* stream);
+// all_to_all_vdev: splits[p] and in[p] are rank p's in_splits and input; meta is this rank's
+// out_splits_offsets ([2, world] i64).
+struct AllToAllPlan {
+  const int64_t* splits[kMaxRanks] = {};
+  const void* in[kMaxRanks] = {};
+  void* out = nullptr;
+  int64_t* meta = nullptr;
+  int64_t row_bytes = 0, in_rows = 0, out_rows = 0;
+};
+int launch_all_to_all(const WorkspaceView& v, const AllToAllPlan& plan, int unit, const Launch& l,
+                      void* stream);
+// Copies `bytes` from src into dst (the peer's memory), then raises the peer's signal.
+int launch_put_signal(const WorkspaceView& v, const void* src, void* dst, int64_t bytes, int unit,
+                      int peer, int channel, const Launch& l, void* stream);
+int launch_wait_signal(const WorkspaceView& v, int peer, int channel, void* stream);
+int launch_fill_u32(uint32_t* p, uint32_t value, int64_t count, void* stream);
+int preload_exchange_kernels();
 
 }  // namespace symmflow::cuda

@@ -1,4 +1,5 @@
-// Row kernels: rms_norm (one block per row, a block-wide sum of squares) and softmax (one thread
+// Row kernels: sum/mean (one block per row; rows in blockIdx.x, grid-strided), rms_norm (one block
+// per row, a block-wide sum of squares) and softmax (one thread
 // per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
 // arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
 // x * scale * w; max, sum of exp(x - max), exp(x - max) / sum; float accumulation (double for
@@ -71,6 +72,17 @@ __global__ void rms_norm_kernel(const void* x, PwType xt, const void* w, PwType 
   }
 }
 
+template <typename A>
+__global__ void row_sum_kernel(const void* x, PwType xt, void* y, PwType yt, int64_t rows,
+                               int64_t n, bool mean) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    A acc = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += ld<A>(x, xt, r * n + j);
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) st(y, yt, r, mean ? acc / A(n) : acc);
+  }
+}
+
 // One warp per row of n (inner == 1).
 template <typename A>
 __global__ void softmax_rows(const void* x, PwType xt, void* y, PwType yt, int64_t rows,
@@ -120,6 +132,20 @@ int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y,
     } else {
       rms_norm_kernel<float><<<unsigned(part), threads, 0, s>>>(at(x, xt), xt, w, wt, yo, yt, n, eps);
     }
+  }
+  return int(cudaGetLastError());
+}
+
+int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
+                   bool mean, void* stream) {
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int threads = n >= 256 ? 256 : 32;
+  const unsigned blocks = unsigned(rows < 65535 ? rows : 65535);
+  if (xt == PwType::f64) {
+    row_sum_kernel<double><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, mean);
+  } else {
+    row_sum_kernel<float><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, mean);
   }
   return int(cudaGetLastError());
 }

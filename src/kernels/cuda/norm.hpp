@@ -1,4 +1,4 @@
-// Launchers of the row kernels of norm.cu (rms_norm, softmax), callable without CUDA headers;
+// Launchers of the row kernels of norm.cu (sum/mean, rms_norm, softmax), callable without CUDA headers;
 // they return the cudaError_t of the launch. Private to the cuda backend.
 #pragma once
 
@@ -12,6 +12,10 @@ namespace symmflow::cuda {
 // w (n elements, or null) of the given types; f32 accumulation (f64 for f64 inputs).
 int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y, PwType yt,
                     int64_t rows, int64_t n, double eps, void* stream);
+// y[r] = sum (or mean) of x[r, :] for `rows` contiguous rows of n; f32 accumulation (f64 for f64
+// inputs); a mean of no element is NaN.
+int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
+                   bool mean, void* stream);
 // Softmax along the middle dim of a contiguous [outer, n, inner] block.
 int launch_softmax(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t n,
                    int64_t inner, void* stream);

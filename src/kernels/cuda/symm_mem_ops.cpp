@@ -6,9 +6,10 @@
 //     (Communicator::choose, the same on every rank); _out then copies the result to `output`;
 //   multimem_*: refused, multicast is not used on these hosts.
 // Symm args must be GPU symmetric tensors of the op's group (heap_of names op and argument).
-// The other collectives of OPS.md have no cuda kernel yet: the dispatcher reports that.
+// The other collectives: symm_mem_exchange.cpp, symm_mem_p2p.cpp.
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/symm_args.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
@@ -17,15 +18,6 @@
 
 namespace symmflow::cuda {
 namespace {
-
-std::shared_ptr<Group> group_for(std::string_view op, std::string_view name) {
-  Runtime& rt = Runtime::current();
-  try {
-    return rt.group(name);
-  } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("{}: {}", op, e.what()));
-  }
-}
 
 void check_like(std::string_view op, std::string_view arg, const Tensor& t, const Tensor& like) {
   SF_CHECK(t.dtype() == like.dtype() && t.shape() == like.shape(),
@@ -40,11 +32,11 @@ void one_shot(std::string_view op, const Tensor& input, std::string_view reduce_
   auto group = group_for(op, group_name);
   heap_of(input, op, "input", *group);
   check_like(op, "out", out, input);
-  Tensor dst = out.is_contiguous() ? out : Tensor::uninitialized(out.shape(), out.dtype(), out.device());
+  DenseOut dst(out);
   communicator(group, input.nbytes())
-      .all_reduce(input.raw_data(), dst.raw_data(), input.numel(), input.dtype(), reduce_op,
+      .all_reduce(input.raw_data(), dst.data(), input.numel(), input.dtype(), reduce_op,
                   current_stream(), Algo::one_shot);
-  if (dst.raw_data() != out.raw_data()) aten::copy_(out, dst);
+  dst.finish();
 }
 
 void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_op,
@@ -66,6 +58,24 @@ void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_
 }
 
 }  // namespace
+
+std::shared_ptr<Group> group_for(std::string_view op, std::string_view name) {
+  Runtime& rt = Runtime::current();
+  try {
+    return rt.group(name);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", op, e.what()));
+  }
+}
+
+DenseOut::DenseOut(const Tensor& out)
+    : out_(out),
+      dense_(out.is_contiguous() ? out
+                                 : Tensor::uninitialized(out.shape(), out.dtype(), out.device())) {}
+
+void DenseOut::finish() {
+  if (dense_.raw_data() != out_.raw_data()) aten::copy_(out_, dense_);
+}
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
   m.impl("one_shot_all_reduce", [](KernelCall& c) {

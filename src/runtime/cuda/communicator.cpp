@@ -1,7 +1,10 @@
 // cuda::Communicator: the workspace of the GPU collectives of one group and the host side of
 // their calls (argument checks, algorithm choice, launch shape, failure reporting). The kernels
-// and their protocol are in kernels/cuda/all_reduce.cu (Note [cuda all-reduce]).
+// and their protocol are in kernels/cuda/all_reduce.cu (Note [cuda all-reduce]) and
+// kernels/cuda/exchange.cu (Note [cuda exchange]). At world size 1 an all-reduce is a copy.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -51,6 +54,13 @@ int blocks_for(int64_t units, int threads, int per_thread, int limit) {
   return int(std::clamp<int64_t>(want, 1, std::min(limit, kMaxBlocks)));
 }
 
+// The widest load/store (16, 8, 4, 2 or 1 bytes) that divides every size and address given.
+int unit_of(std::initializer_list<uintptr_t> values) {
+  uintptr_t all = 16;
+  for (uintptr_t v : values) all |= v;
+  return int(all & (~all + 1));  // lowest set bit, at most 16
+}
+
 }  // namespace
 
 const char* algo_name(Algo a) {
@@ -73,8 +83,9 @@ Algo parse_algo(std::string_view name) {
 }
 
 struct Communicator::State {
-  std::shared_ptr<DeviceHeap> staging, flags, ll;
-  void* words = nullptr;  // calls, done, status (this rank only)
+  std::shared_ptr<DeviceHeap> staging, flags, ll, signals;
+  void* words = nullptr;  // calls, done, status, put_done (this rank only)
+  std::vector<std::string> ops;  // ops[code - 1]: the op names that status codes refer to
   int device = 0;
   int sms = 1;      // multiprocessors this rank's collectives may occupy
   int sharing = 1;  // members of the group on this rank's GPU
@@ -83,6 +94,18 @@ struct Communicator::State {
   bool failed = false;
   std::string failure;
   WorkspaceView view{};
+  // The view for a call of `op`: failures it records name the op.
+  WorkspaceView view_for(std::string_view op) {
+    auto it = std::find(ops.begin(), ops.end(), op);
+    if (it == ops.end()) it = ops.insert(ops.end(), std::string(op));
+    WorkspaceView v = view;
+    v.op = int(it - ops.begin()) + 1;
+    return v;
+  }
+  void check_usable(std::string_view op, const Group& group) const {
+    SF_CHECK(!failed, "{}: the cuda communicator of group '{}' failed earlier ({}); create a new one",
+             op, group.name(), failure);
+  }
   ~State() {
     if (words) {
       cudaSetDevice(device);
@@ -105,20 +128,26 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   s->flags = DeviceHeap::allocate(group, size_t(kFlagWords) * 4, "cuda::Communicator");
   const size_t ll_bytes = 2 * size_t(std::min<int64_t>(kLLMaxBytes, int64_t(s->max_bytes)));
   s->ll = DeviceHeap::allocate(group, 2 * size_t(w) * ll_bytes, "cuda::Communicator");
+  const int channels = int(tunables().signal_channels);
+  const size_t pad_bytes = size_t(channels) * kMaxRanks * 4;
+  s->signals = DeviceHeap::allocate(group, pad_bytes, "cuda::Communicator");
   // Ranks that share a GPU split its multiprocessors (bind_device()).
   s->sharing = 0;
   for (int r = 0; r < w; ++r) s->sharing += s->staging->device_of(r) == s->device;
   s->sms = std::max(1, s->sms / s->sharing);
-  SF_CUDA_CHECK(cudaMalloc(&s->words, 64));
+  SF_CUDA_CHECK(cudaMalloc(&s->words, 64 + pad_bytes));
   auto stream = static_cast<cudaStream_t>(current_stream());  // Note [ranks sharing a GPU]
-  SF_CUDA_CHECK(cudaMemsetAsync(s->words, 0, 64, stream));
+  SF_CUDA_CHECK(cudaMemsetAsync(s->words, 0, 64 + pad_bytes, stream));
   SF_CUDA_CHECK(cudaStreamSynchronize(stream));
   WorkspaceView& v = s->view;
   for (int r = 0; r < w; ++r) {
     v.staging[r] = static_cast<char*>(s->staging->peer(r));
     v.flags[r] = static_cast<uint32_t*>(s->flags->peer(r));
     v.ll[r] = static_cast<char*>(s->ll->peer(r));
+    v.signals[r] = static_cast<uint32_t*>(s->signals->peer(r));
   }
+  v.put_done = static_cast<uint32_t*>(s->words) + 16;
+  v.channels = channels;
   v.calls = static_cast<uint32_t*>(s->words);
   v.done = v.calls + 1;
   v.status = reinterpret_cast<int*>(v.calls + 2);
@@ -141,10 +170,7 @@ Algo Communicator::choose(int64_t bytes) const {
 void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
                               std::string_view reduce_op, void* stream, Algo algo) {
   State& s = *state_;
-  SF_CHECK(!s.failed,
-           "cuda all_reduce: the communicator of group '{}' failed earlier ({}); "
-           "create a new one",
-           group_->name(), s.failure);
+  s.check_usable("cuda all_reduce", *group_);
   SF_CHECK(algo != Algo::two_shot,
            "cuda all_reduce: two_shot reduces in place in GPU symmetric memory; allocate the "
            "buffer with cuda::DeviceHeap and call all_reduce_inplace");
@@ -156,18 +182,25 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
            "cuda all_reduce: {} bytes exceed the communicator's max_bytes {} (group '{}')", bytes,
            s.max_bytes, group_->name());
   if (n == 0) return;
+  if (s.view.world == 1) {  // every reduce op of one value is the value
+    if (in != out)
+      SF_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(bytes), cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(stream)));
+    return;
+  }
+  const WorkspaceView v = s.view_for("cuda all_reduce");
   Launch l;
   if (bytes <= kLLMaxBytes && bytes % 8 == 0 && aligned(in, 8) && aligned(out, 8)) {
     l.threads = 512;
     l.blocks = blocks_for(bytes / 8, l.threads, 1, s.sms);
-    SF_CUDA_CHECK(cudaError_t(launch_one_shot_ll(s.view, in, out, n, type, op, l, stream)));
+    SF_CUDA_CHECK(cudaError_t(launch_one_shot_ll(v, in, out, n, type, op, l, stream)));
     return;
   }
   l.vec = bytes % 16 == 0 && aligned(in, 16) && aligned(out, 16);
   const int64_t units = l.vec ? bytes / 16 : n;
   l.threads = int(tunables().cuda_threads) / 32 * 32;
   l.blocks = blocks_for(units, l.threads, 2, s.sms);
-  int err = launch_one_shot(s.view, in, out, n, type, op, l, stream);
+  int err = launch_one_shot(v, in, out, n, type, op, l, stream);
   SF_CUDA_CHECK(cudaError_t(err));
 }
 
@@ -189,17 +222,14 @@ void Communicator::all_reduce_inplace(const DeviceHeap& heap, size_t offset_byte
     all_reduce(local, local, n, dtype, reduce_op, stream, Algo::one_shot);
     return;
   }
-  SF_CHECK(!s.failed,
-           "cuda all_reduce: the communicator of group '{}' failed earlier ({}); "
-           "create a new one",
-           group_->name(), s.failure);
+  s.check_usable("cuda all_reduce", *group_);
   ElemType type = elem_type(dtype);
   ReduceKind op = reduce_kind(reduce_op);
   SF_CHECK(size_t(bytes) <= s.max_bytes,
            "cuda all_reduce: {} bytes exceed the communicator's max_bytes {} (group '{}')", bytes,
            s.max_bytes, group_->name());
-  if (n == 0) return;
-  WorkspaceView v = s.view;
+  if (n == 0 || s.view.world == 1) return;
+  WorkspaceView v = s.view_for("cuda all_reduce");
   for (int r = 0; r < v.world; ++r) v.data[r] = static_cast<char*>(heap.peer(r)) + offset_bytes;
   Launch l;
   l.vec = bytes % 16 == 0 && aligned(local, 16);
@@ -221,13 +251,132 @@ void Communicator::check() {
   int status = 0;
   SF_CUDA_CHECK(cudaMemcpy(&status, s.view.status, sizeof status, cudaMemcpyDeviceToHost));
   if (status == 0) return;
-  int peer = group_->global_rank(status - 1);
+  const int code = status >> 16, why = (status >> 8) & 255;
+  const std::string op = code >= 1 && size_t(code) <= s.ops.size() ? s.ops[size_t(code - 1)] : "cuda collective";
+  const int peer = group_->global_rank((status & 255) - 1);
   s.failed = true;
-  s.failure = fmt::format("rank {} did not arrive", peer);
+  if (why == kBadSplits) {
+    s.failure = fmt::format("{}: bad splits of rank {}", op, peer);
+    invalid_usage("{}: rank {} has invalid in_splits (a negative count, more rows sent than its "
+                  "'input' has, or more rows for a receiver than its 'out' holds); nothing was "
+                  "copied (group '{}')",
+                  op, peer, group_->name());
+  }
+  s.failure = fmt::format("{}: rank {} did not arrive", op, peer);
   throw_error(ErrorCode::Timeout,
-              "cuda all_reduce: timed out after {} s in group '{}' on rank {} waiting for rank {} "
+              "{}: timed out after {} s in group '{}' on rank {} waiting for rank {} "
               "(a GPU kernel gave up waiting for the peer's signal)",
-              s.timeout_s, group_->name(), group_->global_rank(group_->rank()), peer);
+              op, s.timeout_s, group_->name(), group_->global_rank(group_->rank()), peer);
+}
+
+int Communicator::channels() const { return state_->view.channels; }
+
+void Communicator::check_signal(std::string_view op, int peer, int channel) const {
+  const WorkspaceView& v = state_->view;
+  SF_CHECK(peer >= 0 && peer < v.world && peer != v.rank,
+           "{}: peer {} is not another member of group '{}' (size {}, this rank {})", op, peer,
+           group_->name(), v.world, v.rank);
+  SF_CHECK(channel >= 0 && channel < v.channels,
+           "{}: channel {} out of range: group '{}' has {} signal channels (tunable "
+           "signal_channels)",
+           op, channel, group_->name(), v.channels);
+}
+
+void Communicator::barrier(std::string_view op, void* stream) { copy({}, 0, op, stream); }
+
+void Communicator::copy(std::span<const Copy> copies, size_t agreed_bytes, std::string_view op,
+                        void* stream) {
+  State& s = *state_;
+  s.check_usable(op, *group_);
+  SF_CHECK(copies.size() <= size_t(kMaxRanks), "{}: {} copies in one call; at most {}", op,
+           copies.size(), kMaxRanks);
+  if (s.view.world == 1 && copies.empty()) return;
+  CopyPlan plan;
+  uintptr_t unit = 16;
+  for (const Copy& c : copies) {
+    if (c.bytes == 0) continue;
+    plan.seg[plan.count++] = {c.src, c.dst, int64_t(c.bytes)};
+    unit = uintptr_t(unit_of({unit, reinterpret_cast<uintptr_t>(c.src),
+                              reinterpret_cast<uintptr_t>(c.dst), c.bytes}));
+  }
+  if (s.view.world == 1) {  // no peer: the copies alone
+    for (int k = 0; k < plan.count; ++k)
+      SF_CUDA_CHECK(cudaMemcpyAsync(plan.seg[k].dst, plan.seg[k].src, size_t(plan.seg[k].bytes),
+                                    cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+    return;
+  }
+  Launch l;
+  l.threads = 512;
+  l.blocks = blocks_for(int64_t(agreed_bytes) / 16, l.threads, 4, s.sms);
+  SF_CUDA_CHECK(cudaError_t(launch_exchange_copy(s.view_for(op), plan, int(unit), l, stream)));
+}
+
+void Communicator::reduce_scatter(std::span<const void* const> srcs, void* out, int64_t outer,
+                                  int64_t chunk, int64_t row_stride, DType dtype,
+                                  std::string_view reduce_op, std::string_view op, void* stream) {
+  State& s = *state_;
+  s.check_usable(op, *group_);
+  ElemType type = elem_type(dtype);
+  ReduceKind kind = reduce_kind(reduce_op);
+  SF_CHECK(int(srcs.size()) == s.view.world, "{}: {} sources for a group of {}", op, srcs.size(),
+           s.view.world);
+  ReduceScatterPlan plan;
+  for (size_t p = 0; p < srcs.size(); ++p) plan.src[p] = srcs[p];
+  plan.out = out;
+  plan.outer = outer;
+  plan.chunk = chunk;
+  plan.row_stride = row_stride;
+  Launch l;
+  l.threads = 512;
+  l.blocks = blocks_for(outer * chunk, l.threads, 4, s.sms);
+  SF_CUDA_CHECK(
+      cudaError_t(launch_reduce_scatter(s.view_for(op), plan, type, kind, l, stream)));
+}
+
+void Communicator::all_to_all(std::span<const int64_t* const> splits,
+                              std::span<const void* const> inputs, void* out, int64_t* meta,
+                              int64_t row_bytes, int64_t in_rows, int64_t out_rows, void* stream) {
+  constexpr std::string_view op = "symm_mem::all_to_all_vdev";
+  State& s = *state_;
+  s.check_usable(op, *group_);
+  AllToAllPlan plan;
+  uintptr_t unit = unit_of({uintptr_t(row_bytes), reinterpret_cast<uintptr_t>(out)});
+  for (int p = 0; p < s.view.world; ++p) {
+    plan.splits[p] = splits[size_t(p)];
+    plan.in[p] = inputs[size_t(p)];
+    unit = uintptr_t(unit_of({unit, reinterpret_cast<uintptr_t>(inputs[size_t(p)])}));
+  }
+  plan.out = out;
+  plan.meta = meta;
+  plan.row_bytes = row_bytes;
+  plan.in_rows = in_rows;
+  plan.out_rows = out_rows;
+  Launch l;
+  l.threads = 512;  // at least world^2 threads (the splits are loaded one per thread)
+  l.blocks = std::min(s.sms, 32);  // the same on every member, whatever its 'out' holds
+  SF_CUDA_CHECK(cudaError_t(launch_all_to_all(s.view_for(op), plan, int(unit), l, stream)));
+}
+
+void Communicator::put_signal(const void* src, void* peer_dst, size_t bytes, int peer,
+                              int channel, void* stream) {
+  constexpr std::string_view op = "symm_mem::put_signal";
+  State& s = *state_;
+  s.check_usable(op, *group_);
+  check_signal(op, peer, channel);
+  Launch l;
+  l.threads = 512;
+  const int unit = unit_of({reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(peer_dst), bytes});
+  l.blocks = blocks_for(int64_t(bytes) / unit, l.threads, 4, s.sms);
+  SF_CUDA_CHECK(cudaError_t(launch_put_signal(s.view_for(op), src, peer_dst, int64_t(bytes), unit,
+                                              peer, channel, l, stream)));
+}
+
+void Communicator::wait_signal(int peer, int channel, void* stream) {
+  constexpr std::string_view op = "symm_mem::wait_signal";
+  State& s = *state_;
+  s.check_usable(op, *group_);
+  check_signal(op, peer, channel);
+  SF_CUDA_CHECK(cudaError_t(launch_wait_signal(s.view_for(op), peer, channel, stream)));
 }
 
 }  // namespace symmflow::cuda

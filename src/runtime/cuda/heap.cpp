@@ -104,6 +104,7 @@ int bind_device() {
     cudaStream_t stream = nullptr;
     int device = -1;
     void release() {
+      set_thread_device(Device::cpu());
       if (stream) cudaStreamDestroy(stream);
       stream = nullptr;
       if (device < 0) return;
@@ -121,12 +122,14 @@ int bind_device() {
     ++bound_threads()[dev];
   }
   set_current_stream(own.stream);
+  set_thread_device(Device::cuda(dev));
   {
     static std::mutex preload_mutex;
     static std::set<int> preloaded;
     std::lock_guard lock(preload_mutex);
     if (preloaded.insert(dev).second) {  // Note [ranks sharing a GPU]
       SF_CUDA_CHECK(cudaError_t(preload_collective_kernels()));
+      SF_CUDA_CHECK(cudaError_t(preload_exchange_kernels()));
       SF_CUDA_CHECK(cudaError_t(preload_pointwise_kernels()));
     }
   }

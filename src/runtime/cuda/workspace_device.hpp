@@ -7,7 +7,10 @@
 //            block last signalled to this rank (monotonic; a waiter waits for tag >= its own)
 //   calls    this rank's count of collective calls (read by every block, advanced by the last)
 //   done     blocks of the running call that finished
-//   status   0, or 1 + the group rank a block timed out waiting for
+//   status   0, or status_code(op, why, peer) of the first failure: the op of the call, why it
+//            failed (timed out waiting for `peer`, or `peer`'s all-to-all splits are invalid)
+//   signals  channels x kMaxRanks sources of uint32: put_signal/wait_signal flags (0 or 1)
+//   put_done channels x kMaxRanks: blocks of a running put_signal to (channel, peer) that finished
 // The arrays of pointers hold every member's address of its staging and flags, indexed by group
 // rank (peer access makes them addressable from this rank's GPU).
 #pragma once
@@ -21,11 +24,17 @@ constexpr int kMaxBlocks = 512;
 constexpr int kPhases = 2;
 constexpr int64_t kLLMaxBytes = 256 << 10;  // one_shot sends lines (2 x the payload) up to here
 
+// Why a call failed, recorded with its op (an index the host keeps) and the peer.
+enum FailReason : int { kTimedOut = 0, kBadSplits = 1 };
+constexpr int status_code(int op, int why, int peer) { return (op << 16) | (why << 8) | (peer + 1); }
+
 struct WorkspaceView {
   char* staging[kMaxRanks];
   uint32_t* flags[kMaxRanks];
   char* ll[kMaxRanks];    // staging of the one_shot "ll" lines: 2 parities x world x ll_bytes
   char* data[kMaxRanks];  // two_shot: every member's address of the buffer reduced in place
+  uint32_t* signals[kMaxRanks];
+  uint32_t* put_done;
   uint32_t* calls;
   uint32_t* done;
   int* status;
@@ -34,6 +43,8 @@ struct WorkspaceView {
   uint64_t timeout_ns;
   int rank;
   int world;
+  int channels;
+  int op;  // the host's code of the calling op (set per launch; Communicator::State::code)
 };
 
 constexpr int64_t flag_index(int phase, int src, int block) {

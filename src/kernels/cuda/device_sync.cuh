@@ -1,0 +1,139 @@
+// Device helpers shared by the collective kernels of the cuda backend (all_reduce.cu,
+// exchange.cu): system-scope release/acquire flags, bounded waits that record failures in the
+// workspace status (workspace_device.hpp), the per-block signal/wait over every rank, the call
+// count, and the f32 arithmetic of reductions (rank order, as on the cpu).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/collectives.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Records the first failure of the call in the workspace status (status_code); later ones are
+// dropped.
+__device__ __forceinline__ void fail(const WorkspaceView& v, int why, int peer) {
+  atomicCAS(v.status, 0, status_code(v.op, why, peer));
+}
+
+// Waits until *flag >= tag (wrap-safe); false when the deadline passed or another block failed.
+__device__ bool wait_tag(const uint32_t* flag, uint32_t tag, uint64_t deadline,
+                         const volatile int* status) {
+  for (int spins = 1;; ++spins) {
+    if (int32_t(load_acquire(flag) - tag) >= 0) return true;
+    if ((spins & 63) == 0 && (now_ns() > deadline || *status != 0)) return false;
+  }
+}
+
+// Threads 0..W-1 wait for src = thread's flag of `phase` (skipping `skip`, -1 for none), then the
+// block synchronizes. Returns false (for the whole block) when a wait failed.
+__device__ bool wait_all(const WorkspaceView& v, int phase, uint32_t tag, uint64_t deadline,
+                         int skip) {
+  const int src = int(threadIdx.x);
+  if (src < v.world && src != skip &&
+      !wait_tag(v.flags[v.rank] + flag_index(phase, src, int(blockIdx.x)), tag, deadline,
+                v.status)) {
+    fail(v, kTimedOut, src);
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(v.status) == 0;
+}
+
+// After the block's stores: thread 0 publishes them to every rank (but `skip`) with `tag`. The
+// block barrier orders every thread's stores before thread 0's release store, and release is
+// cumulative, so no separate fence is needed.
+__device__ void signal_all(const WorkspaceView& v, int phase, uint32_t tag, int skip) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < v.world; ++q) {
+      if (q != skip) store_release(v.flags[q] + flag_index(phase, v.rank, int(blockIdx.x)), tag);
+    }
+  }
+}
+
+// The last block to finish advances the call count.
+__device__ void finish(const WorkspaceView& v, uint32_t call) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(v.done, 1u) == gridDim.x - 1) {
+      *v.done = 0;
+      __threadfence();
+      *static_cast<volatile uint32_t*>(v.calls) = call + 1;
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float to_f(T x) {
+  return float(x);
+}
+template <>
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <>
+__device__ __forceinline__ float to_f(__half x) {
+  return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_f(float x) {
+  return T(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half from_f(float x) {
+  return __float2half_rn(x);
+}
+
+// Matches the cpu kernels (kernels/cpu/collectives/reduce.hpp): max keeps acc unless acc < v.
+template <ReduceKind Op>
+__device__ __forceinline__ float combine(float acc, float v) {
+  if constexpr (Op == ReduceKind::max) return acc < v ? v : acc;
+  if constexpr (Op == ReduceKind::min) return v < acc ? v : acc;
+  return acc + v;
+}
+
+// f(std::integral_constant<ReduceKind, op>{}): the reduce op as a template argument.
+template <typename F>
+void by_op(ReduceKind op, F&& f) {
+  switch (op) {
+    case ReduceKind::sum:
+      f(std::integral_constant<ReduceKind, ReduceKind::sum>{});
+      return;
+    case ReduceKind::avg:
+      f(std::integral_constant<ReduceKind, ReduceKind::avg>{});
+      return;
+    case ReduceKind::max:
+      f(std::integral_constant<ReduceKind, ReduceKind::max>{});
+      return;
+    case ReduceKind::min:
+      f(std::integral_constant<ReduceKind, ReduceKind::min>{});
+      return;
+  }
+}
+
+}  // namespace
+}  // namespace symmflow::cuda

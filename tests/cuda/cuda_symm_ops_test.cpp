@@ -1,0 +1,309 @@
+// The cuda kernels of the symm_mem ops other than all-reduce against the cpu kernels of the same
+// ops, run side by side in the same rank threads on the same values: all_gather_out,
+// reduce_scatter_out (both split dims), the _low_contention_ forms (every reduce op),
+// all_to_all_vdev (uneven splits, bad splits), collective_permute(_out), put_signal/wait_signal,
+// get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
+// robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
+// that never arrives makes synchronize() raise naming the op and the peer. Skipped without a GPU.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/heap.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+class CudaSymmOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  }
+};
+
+void on_ranks(int world, const std::function<void(Runtime&)>& fn, double timeout_s = 60) {
+  run_threads(world, [&](Runtime& rt) {
+    bind_device();
+    fn(rt);
+  }, ThreadsOptions{timeout_s});
+}
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+// Quarters in [-2, 2]: sums of a few ranks are exact in every dtype.
+Tensor values(const Shape& shape, DType dtype, uint64_t seed, int rank) {
+  Tensor t = Tensor::empty(shape, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = double(int64_t(mix(seed * 7919 + uint64_t(rank) * 104729 + uint64_t(i)) % 17) - 8);
+    store_double(t.view(), i, is_floating(dtype) ? v / 4 : v + 8);
+  }
+  return t;
+}
+
+// The same values in cpu and in GPU symmetric memory of "world".
+struct Twin {
+  Tensor cpu, gpu;
+};
+Twin symmetric(const Tensor& host) {
+  Twin t{symmflow::empty_symmetric(host.shape(), host.dtype(), "world"),
+         cuda::empty_symmetric(host.shape(), host.dtype(), "world")};
+  call("aten::copy_", {t.cpu, host});
+  call("aten::copy_", {t.gpu, host});
+  return t;
+}
+Tensor gpu_empty(const Shape& shape, DType dtype) { return to_device(Tensor::zeros(shape, dtype)); }
+
+void expect_same(const Tensor& gpu, const Tensor& cpu, double tol, const std::string& what) {
+  Tensor got = to_host(gpu);
+  ASSERT_EQ(got.shape(), cpu.shape()) << what;
+  std::vector<double> a = got.to_doubles(), b = cpu.to_doubles();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (tol == 0) {
+      ASSERT_EQ(a[i], b[i]) << what << " element " << i;
+    } else {
+      ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max(1.0, std::abs(b[i]))) << what << " element " << i;
+    }
+  }
+}
+
+double one_rounding(DType d) { return d == DType::bf16 ? 8e-3 : d == DType::f16 ? 1e-3 : 2e-7; }
+
+TEST_F(CudaSymmOps, AllGatherEveryDtypeAndSize) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i64, DType::i8}) {
+        for (int64_t rows : {0, 1, 7, 1023, 4099}) {
+          const std::string what = fmt::format("world {} rank {} {} rows {}", w, rt.rank(),
+                                               dtype_name(d), rows);
+          Twin in = symmetric(values({rows, 3}, d, uint64_t(rows), rt.rank()));
+          Tensor cpu_out = Tensor::zeros({rows * w, 3}, d), gpu_out = gpu_empty({rows * w, 3}, d);
+          call("symm_mem::all_gather_out", {in.cpu, "world", cpu_out});
+          call("symm_mem::all_gather_out", {in.gpu, "world", gpu_out});
+          expect_same(gpu_out, cpu_out, 0, "all_gather_out " + what);
+          Tensor gathered = call("symm_mem::_low_contention_all_gather", {in.gpu, "world"}).to_tensor();
+          expect_same(gathered, cpu_out, 0, "_low_contention_all_gather " + what);
+        }
+      }
+    });
+  }
+}
+
+TEST_F(CudaSymmOps, ReduceScatterBothSplitDimsAndEveryReduceOp) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+        for (int64_t k : {1, 7, 341}) {
+          for (bool last : {false, true}) {
+            const Shape shape = last ? Shape{5, w * k} : Shape{w * k, 5};
+            const Shape out_shape = last ? Shape{5, k} : Shape{k, 5};
+            const std::string what = fmt::format("world {} rank {} {} k {} split_last_dim {}", w,
+                                                 rt.rank(), dtype_name(d), k, last);
+            Twin in = symmetric(values(shape, d, uint64_t(k), rt.rank()));
+            Tensor cpu_out = Tensor::zeros(out_shape, d), gpu_out = gpu_empty(out_shape, d);
+            call("symm_mem::reduce_scatter_out", {in.cpu, "world", last, cpu_out});
+            call("symm_mem::reduce_scatter_out", {in.gpu, "world", last, gpu_out});
+            expect_same(gpu_out, cpu_out, 0, "reduce_scatter_out " + what);
+          }
+          Twin in = symmetric(values({w * k, 3}, d, uint64_t(k) + 1, rt.rank()));
+          for (const char* op : {"sum", "avg", "max", "min"}) {
+            Tensor want = call("symm_mem::_low_contention_reduce_scatter", {in.cpu, op, "world"}).to_tensor();
+            Tensor got = call("symm_mem::_low_contention_reduce_scatter", {in.gpu, op, "world"}).to_tensor();
+            expect_same(got, want, std::string(op) == "avg" ? one_rounding(d) : 0,
+                        fmt::format("_low_contention_reduce_scatter {} world {} rank {} {} k {}",
+                                    op, w, rt.rank(), dtype_name(d), k));
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST_F(CudaSymmOps, AllToAllVdevUnevenSplits) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (DType d : {DType::f32, DType::bf16}) {
+        for (int64_t row : {1, 3, 64}) {
+          const int me = rt.rank();
+          Tensor splits = Tensor::empty({w}, DType::i64);
+          int64_t sent = 0;
+          for (int q = 0; q < w; ++q) {
+            int64_t n = (me * 7 + q * 3 + row) % 5;
+            store_double(splits.view(), q, double(n));
+            sent += n;
+          }
+          const std::string what = fmt::format("world {} rank {} {} row {}", w, me, dtype_name(d), row);
+          Twin in = symmetric(values({sent + 2, row}, d, uint64_t(row), me));
+          Twin out = symmetric(Tensor::zeros({5 * w + 1, row}, d));
+          Twin sp = symmetric(splits);
+          Twin meta = symmetric(Tensor::zeros({2, w}, DType::i64));
+          call("symm_mem::all_to_all_vdev", {in.cpu, out.cpu, sp.cpu, meta.cpu, "world"});
+          call("symm_mem::all_to_all_vdev", {in.gpu, out.gpu, sp.gpu, meta.gpu, "world"});
+          expect_same(out.gpu, out.cpu, 0, "out " + what);
+          expect_same(meta.gpu, meta.cpu, 0, "out_splits_offsets " + what);
+          // Every rank still holds its input until all finished reading it.
+          call("symm_mem::barrier", {"world", int64_t(0)});
+          communicator(rt.group("world"), 0).synchronize(current_stream());
+        }
+      }
+    });
+  }
+}
+
+TEST_F(CudaSymmOps, AllToAllVdevBadSplitsRaiseOnEveryRank) {
+  std::vector<std::string> messages(2);
+  on_ranks(2, [&](Runtime& rt) {
+    Tensor splits = Tensor::full({2}, DType::i64, 1);
+    if (rt.rank() == 1) store_double(splits.view(), 0, -1);
+    Twin in = symmetric(Tensor::zeros({4, 2}, DType::f32));
+    Twin out = symmetric(Tensor::full({4, 2}, DType::f32, 9));
+    Twin sp = symmetric(splits);
+    Twin meta = symmetric(Tensor::zeros({2, 2}, DType::i64));
+    call("symm_mem::all_to_all_vdev", {in.gpu, out.gpu, sp.gpu, meta.gpu, "world"});
+    try {
+      communicator(rt.group("world"), 0).synchronize(current_stream());
+    } catch (const Error& e) {
+      messages[size_t(rt.rank())] = e.what();
+    }
+    // Nothing was copied.
+    for (double v : to_host(out.gpu).to_doubles()) ASSERT_EQ(v, 9.0);
+  });
+  for (const std::string& m : messages)
+    EXPECT_NE(m.find("symm_mem::all_to_all_vdev: rank 1 has invalid in_splits"), std::string::npos) << m;
+}
+
+TEST_F(CudaSymmOps, CollectivePermuteEveryShift) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (int64_t shift : {1, -1, 2}) {
+        for (int64_t n : {0, 1, 7, 1023, 4099}) {
+          const std::string what = fmt::format("world {} rank {} shift {} n {}", w, rt.rank(), shift, n);
+          Tensor host = values({n}, DType::f32, uint64_t(n), rt.rank());
+          Twin out = symmetric(Tensor::zeros({n}, DType::f32));
+          Tensor gpu_in = to_device(host);
+          call("symm_mem::collective_permute_out", {host, shift, "world", out.cpu});
+          call("symm_mem::collective_permute_out", {gpu_in, shift, "world", out.gpu});
+          expect_same(out.gpu, out.cpu, 0, "collective_permute_out " + what);
+          Tensor got = call("symm_mem::collective_permute", {gpu_in, shift, "world"}).to_tensor();
+          expect_same(got, out.cpu, 0, "collective_permute " + what);
+        }
+      }
+    });
+  }
+}
+
+TEST_F(CudaSymmOps, PutSignalThenWaitSignalOnARing) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      const int me = rt.rank(), next = (me + 1) % w, prev = (me + w - 1) % w;
+      for (int round = 0; round < 3; ++round) {
+        for (int64_t n : {1, 7, 4099}) {
+          Tensor dst = cuda::empty_symmetric({n}, DType::bf16, "world");
+          Tensor src = to_device(values({n}, DType::bf16, uint64_t(round), me));
+          call("symm_mem::put_signal", {src, dst, int64_t(next), int64_t(round), "world"});
+          call("symm_mem::wait_signal", {dst, int64_t(prev), int64_t(round), "world"});
+          Tensor want = values({n}, DType::bf16, uint64_t(round), prev);
+          expect_same(dst, want, 0, fmt::format("world {} rank {} round {} n {}", w, me, round, n));
+        }
+      }
+      communicator(rt.group("world"), 0).synchronize(current_stream());
+    });
+  }
+}
+
+TEST_F(CudaSymmOps, GetBroadcastBarrierAndU32Writes) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      const int me = rt.rank();
+      ASSERT_EQ(thread_device().type, DeviceType::cuda);
+      for (int64_t n : {0, 1, 1023}) {
+        Twin src = symmetric(values({n, 2}, DType::f16, uint64_t(n), me));
+        call("symm_mem::barrier", {"world", int64_t(0)});  // every src is written
+        Tensor out = gpu_empty({n, 2}, DType::f16);
+        call("symm_mem::get", {src.gpu, int64_t((me + 1) % w), "world", out});
+        expect_same(out, values({n, 2}, DType::f16, uint64_t(n), (me + 1) % w), 0,
+                    fmt::format("get world {} rank {} n {}", w, me, n));
+        call("symm_mem::barrier", {"world", int64_t(1)});  // nobody reads src any more
+        for (int64_t root : {int64_t(0), int64_t(w - 1)}) {
+          Twin b = symmetric(values({n}, DType::f32, uint64_t(n) + 5, me));
+          call("symm_mem::broadcast_", {b.gpu, root, "world"});
+          expect_same(b.gpu, values({n}, DType::f32, uint64_t(n) + 5, int(root)), 0,
+                      fmt::format("broadcast_ root {} world {} rank {} n {}", root, w, me, n));
+        }
+      }
+      Tensor flags = to_device(Tensor::zeros({10}, DType::u32));
+      Tensor want = Tensor::zeros({10}, DType::u32);
+      for (const Tensor& t : {flags, want}) {
+        call("symm_mem::memset32_", {t, int64_t(2), int64_t(7), int64_t(5)});
+        call("symm_mem::stream_write_value32_", {t, int64_t(9), int64_t(4000000000)});
+      }
+      expect_same(flags, want, 0, "u32 writes");
+      std::string message;
+      try {
+        call("symm_mem::barrier", {"world", int64_t(99)});
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      EXPECT_NE(message.find("symm_mem::barrier: channel 99 out of range for group 'world'"),
+                std::string::npos)
+          << message;
+      communicator(rt.group("world"), 0).synchronize(current_stream());
+    });
+  }
+}
+
+TEST_F(CudaSymmOps, APeerThatNeverArrivesRaisesNamingOpAndPeer) {
+  std::string wait_message, gather_message, after_message;
+  on_ranks(2, [&](Runtime& rt) {
+    Tensor dst = cuda::empty_symmetric({16}, DType::f32, "world");
+    Communicator& comm = communicator(rt.group("world"), 0);  // collective
+    if (rt.rank() == 1) return;  // never signals
+    call("symm_mem::wait_signal", {dst, int64_t(1), int64_t(0), "world"});
+    try {
+      comm.synchronize(current_stream());
+    } catch (const Error& e) {
+      wait_message = e.what();
+    }
+    try {
+      call("symm_mem::wait_signal", {dst, int64_t(1), int64_t(0), "world"});
+    } catch (const Error& e) {
+      after_message = e.what();
+    }
+  }, 2);
+  EXPECT_NE(wait_message.find("symm_mem::wait_signal: timed out after 2 s in group 'world' on "
+                              "rank 0 waiting for rank 1"),
+            std::string::npos)
+      << wait_message;
+  EXPECT_NE(after_message.find("failed earlier"), std::string::npos) << after_message;
+  on_ranks(2, [&](Runtime& rt) {
+    Tensor in = cuda::empty_symmetric({16}, DType::f32, "world");
+    communicator(rt.group("world"), 0);  // collective
+    if (rt.rank() == 1) return;  // never gathers
+    Tensor out = gpu_empty({32}, DType::f32);
+    call("symm_mem::all_gather_out", {in, "world", out});
+    try {
+      communicator(rt.group("world"), 0).synchronize(current_stream());
+    } catch (const Error& e) {
+      gather_message = e.what();
+    }
+  }, 2);
+  EXPECT_NE(gather_message.find("symm_mem::all_gather_out: timed out after 2 s in group 'world' "
+                                "on rank 0 waiting for rank 1"),
+            std::string::npos)
+      << gather_message;
+}
+
+}  // namespace
+}  // namespace symmflow::cuda
