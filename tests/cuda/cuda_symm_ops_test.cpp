@@ -29,7 +29,7 @@ class CudaSymmOps : public ::testing::Test {
   }
 };
 
-void on_ranks(int world, const std::function<void(Runtime&)>& fn, double timeout_s = 60) {
+void on_ranks(int world, const std::function<void(Runtime&)>& fn, double timeout_s = 20) {
   run_threads(world, [&](Runtime& rt) {
     bind_device();
     fn(rt);

@@ -273,9 +273,8 @@ int Communicator::channels() const { return state_->view.channels; }
 
 void Communicator::check_signal(std::string_view op, int peer, int channel) const {
   const WorkspaceView& v = state_->view;
-  SF_CHECK(peer >= 0 && peer < v.world && peer != v.rank,
-           "{}: peer {} is not another member of group '{}' (size {}, this rank {})", op, peer,
-           group_->name(), v.world, v.rank);
+  SF_CHECK(peer >= 0 && peer < v.world, "{}: peer {} is not a member of group '{}' (size {})",
+           op, peer, group_->name(), v.world);
   SF_CHECK(channel >= 0 && channel < v.channels,
            "{}: channel {} out of range: group '{}' has {} signal channels (tunable "
            "signal_channels)",
