@@ -5,6 +5,7 @@
 // get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
 // robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
 // that never arrives makes synchronize() raise naming the op and the peer. Skipped without a GPU.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -137,12 +138,14 @@ TEST_F(CudaSymmOps, AllToAllVdevUnevenSplits) {
       for (DType d : {DType::f32, DType::bf16}) {
         for (int64_t row : {1, 3, 64}) {
           const int me = rt.rank();
+          auto rows_from = [&](int p, int q) { return (p * 7 + q * 3 + row) % 5; };
           Tensor splits = Tensor::empty({w}, DType::i64);
-          int64_t sent = 0;
-          for (int q = 0; q < w; ++q) {
-            int64_t n = (me * 7 + q * 3 + row) % 5;
-            store_double(splits.view(), q, double(n));
-            sent += n;
+          int64_t sent = 0;  // the most any rank sends: every input has that many rows
+          for (int q = 0; q < w; ++q) store_double(splits.view(), q, double(rows_from(me, q)));
+          for (int p = 0; p < w; ++p) {
+            int64_t n = 0;
+            for (int q = 0; q < w; ++q) n += rows_from(p, q);
+            sent = std::max(sent, n);
           }
           const std::string what = fmt::format("world {} rank {} {} row {}", w, me, dtype_name(d), row);
           Twin in = symmetric(values({sent + 2, row}, d, uint64_t(row), me));

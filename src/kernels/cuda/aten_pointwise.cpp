@@ -46,6 +46,9 @@ void copy_kernel(KernelCall& call) {
   if (self.dtype() == src.dtype() && self.shape() == src.shape() && self.is_contiguous() &&
       src.is_contiguous()) {
     if (self.numel() == 0) return;
+    // A pageable copy blocks the host until the stream reaches it: wait for that first, without
+    // holding the driver (Note [ranks sharing a GPU]).
+    if (!capturing()) synchronize();
     SF_CUDA_CHECK(cudaMemcpyAsync(self.raw_data(), src.raw_data(), self.nbytes(),
                                   cudaMemcpyDefault, static_cast<cudaStream_t>(current_stream())));
     synchronize();  // the host side may be a temporary

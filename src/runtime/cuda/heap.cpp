@@ -28,7 +28,9 @@ namespace {
 
 // Note [ranks sharing a GPU]: when several rank threads drive one GPU, one rank's collective
 // kernel spins on that GPU until its peers' kernels arrive, so nothing a rank does may wait for
-// the whole device: zeroing and synchronization are stream-ordered, regular memory comes from the
+// the whole device: zeroing and synchronization are stream-ordered, a copy between host and GPU
+// first waits for the rank's stream (a pageable copy waits inside the driver, where it was seen to
+// stall the peers' launches until their kernels timed out), regular memory comes from the
 // stream-ordered allocator, a heap block (cudaFree synchronizes the device) is freed only when
 // no other rank thread is bound to its GPU, else at process exit, and bind_device() loads the
 // backend's kernels up front (CUDA loads a kernel lazily at its first launch, and a load may wait

@@ -108,6 +108,7 @@ Tensor to_host(const Tensor& t) {
   if (t.device().type != DeviceType::cuda) return t;
   const Tensor src = t.is_contiguous() ? t : aten::clone(t);
   Tensor host = Tensor::uninitialized(t.shape(), t.dtype());
+  synchronize();  // before the pageable copy (Note [ranks sharing a GPU] in heap.cpp)
   if (host.nbytes() > 0) {
     SF_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), src.raw_data(), host.nbytes(),
                                   cudaMemcpyDeviceToHost, tls_stream));
