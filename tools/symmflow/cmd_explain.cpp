@@ -3,9 +3,12 @@
 // output), every compiler-added copy with its reason, each pool's peak beside its lower bound, and
 // a text chart per pool of its occupancy over the steps (one row per step; the bar spans the
 // pool's bytes, '#' where a live buffer lies). The summary line "intermediate buffers: N" counts
-// the distinct (pool, offset) places that intermediate values occupy. --json prints
-// {"pools": [{"name","peak_bytes","lower_bound_bytes"}], "buffers": [{"name","pool","offset",
-// "bytes","first_step","last_step","intermediate"}], "copies": [{"reason","bytes"}]}.
+// the distinct (pool, offset) places that intermediate values occupy. Every communication step
+// is listed with its group size, bytes and the algorithm each backend runs for it (the table of
+// runtime/algorithm.hpp, which the backends use). --json prints {"pools": [{"name","peak_bytes",
+// "lower_bound_bytes"}], "buffers": [{"name","pool","offset","bytes","first_step","last_step",
+// "intermediate"}], "copies": [{"reason","bytes"}], "collectives": [{"step","op","group",
+// "ranks","bytes","cpu","cuda","why"}]}.
 // Views and in-place results (no memory of their own, pool -1) are listed under their base.
 #include <algorithm>
 #include <memory>
@@ -20,6 +23,7 @@
 
 #include "commands.hpp"
 #include "graph_file.hpp"
+#include "symmflow/runtime/algorithm.hpp"
 
 namespace symmflow::tool {
 
@@ -32,6 +36,32 @@ struct ExplainOptions {
 };
 
 constexpr int kBarWidth = 48;
+
+struct CollectiveStep {
+  int step = 0;
+  std::string op, group;
+  int ranks = 1;
+  int64_t bytes = 0;
+  AlgorithmChoice algorithm;
+};
+
+// Every step with a group: its largest tensor argument and the algorithm table's choice.
+std::vector<CollectiveStep> collective_steps(const passes::Plan& plan) {
+  std::vector<CollectiveStep> out;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const ir::Node& n = *plan.steps[s];
+    if (!n.op() || n.group().empty()) continue;
+    CollectiveStep c{int(s), n.op()->name(), n.group(), plan.graph->group_size(n.group()), 0, {}};
+    for (const ir::Arg& a : n.args()) {
+      if (a.kind != ir::Arg::Kind::value) continue;
+      const ir::TensorType& t = a.value->type();
+      c.bytes = std::max(c.bytes, numel(t.shape) * int64_t(dtype_size(t.dtype)));
+    }
+    c.algorithm = collective_algorithm(c.op, c.bytes, c.ranks);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 std::string pool_name(const passes::Plan& plan, const passes::BufferPlan& b) {
   if (b.pool >= 0) return plan.pools[size_t(b.pool)].name;
@@ -55,11 +85,17 @@ int explain_json(const passes::Plan& plan) {
                        {"last_step", b.last_step},
                        {"intermediate", b.intermediate}});
   }
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const CollectiveStep& c : collective_steps(plan)) {
+    collectives.push_back({{"step", c.step}, {"op", c.op}, {"group", c.group}, {"ranks", c.ranks},
+                           {"bytes", c.bytes}, {"cpu", c.algorithm.cpu},
+                           {"cuda", c.algorithm.cuda}, {"why", c.algorithm.why}});
+  }
   for (const passes::CopyInfo& c : plan.copies) {
     copies.push_back(
         {{"reason", c.reason}, {"bytes", c.bytes}, {"kind", c.kind}, {"step", c.step}});
   }
-  nlohmann::json out = {{"pools", pools}, {"buffers", buffers}, {"copies", copies}};
+  nlohmann::json out = {{"pools", pools}, {"buffers", buffers}, {"copies", copies}, {"collectives", collectives}};
   fmt::print("{}\n", out.dump(2));
   return 0;
 }
@@ -111,6 +147,18 @@ int explain_text(const passes::Plan& plan, const std::string& file, int ranks) {
   fmt::print("\ncompiler-added copies: {}\n", plan.copies.size());
   for (const passes::CopyInfo& c : plan.copies) {
     fmt::print("  step {} copy-{} {} B: {}\n", c.step, c.kind, c.bytes, c.reason);
+  }
+  std::vector<CollectiveStep> collectives = collective_steps(plan);
+  fmt::print("\ncollectives: {} (algorithm per op, bytes and group size; tunables "
+             "one_shot_max_bytes, cuda_one_shot_max_bytes)\n",
+             collectives.size());
+  if (!collectives.empty()) {
+    fmt::print("  {:>4}  {:<34} {:<8} {:>5} {:>10}  {:<12} {:<20} {}\n", "step", "op", "group",
+               "ranks", "bytes", "cpu", "cuda", "why");
+  }
+  for (const CollectiveStep& c : collectives) {
+    fmt::print("  {:>4}  {:<34} {:<8} {:>5} {:>10}  {:<12} {:<20} {}\n", c.step, c.op, c.group,
+               c.ranks, c.bytes, c.algorithm.cpu, c.algorithm.cuda, c.algorithm.why);
   }
   for (size_t p = 0; p < plan.pools.size(); ++p) print_chart(plan, p);
   return 0;

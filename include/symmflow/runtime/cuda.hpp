@@ -82,8 +82,8 @@ class Communicator {
   static std::unique_ptr<Communicator> create(std::shared_ptr<Group> group, size_t max_bytes);
   ~Communicator();
 
-  // The algorithm for a call of `bytes` (the same on every rank: a function of the size, the world
-  // size and the tunables only). one_shot up to tunables().cuda_one_shot_max_bytes.
+  // The algorithm for a call of `bytes` (the same on every rank: collective_algorithm() of
+  // runtime/algorithm.hpp). one_shot up to tunables().cuda_one_shot_max_bytes.
   Algo choose(int64_t bytes) const;
 
   // out = reduce over ranks of in (n elements of `dtype`; f32, bf16, f16), one_shot algorithm (or

@@ -11,11 +11,14 @@
 
 #include "kernels/cuda/collectives.hpp"
 #include "runtime/cuda/check.hpp"
+#include "symmflow/runtime/algorithm.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
+
+static_assert(kLLMaxBytes == kCudaLLMaxBytes, "one table of algorithms (runtime/algorithm.hpp)");
 
 namespace {
 
@@ -164,7 +167,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
 Communicator::~Communicator() = default;
 
 Algo Communicator::choose(int64_t bytes) const {
-  return bytes <= tunables().cuda_one_shot_max_bytes ? Algo::one_shot : Algo::two_shot;
+  return cuda_uses_two_shot(bytes, state_->view.world) ? Algo::two_shot : Algo::one_shot;
 }
 
 void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
