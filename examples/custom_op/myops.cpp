@@ -5,12 +5,19 @@
 //
 // `input` must live in symmetric memory (register_symm_mem_args), so the compiler allocates the
 // matmul that produces it straight in the group's heap. The CPU kernel composes registered ops;
-// a backend can register a fused kernel for the same schema.
+// on GPUs (when built with the cuda backend) the op is one kernel of symmflow_cuda. The compiler
+// also rewrites the written-out pattern into this op when the plugin is loaded (pass
+// fuse_allreduce_rmsnorm; examples/custom_op/allreduce_rmsnorm.sf).
 //
 // Build: part of the symmflow build (build/<preset>/lib/libmyops.so).
 // Use:   symmflow ops --plugin build/release/lib/libmyops.so --namespace myops
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
+#ifdef SYMMFLOW_HAVE_CUDA
+#include "symmflow/runtime/cuda.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/runtime.hpp"
+#endif
 
 namespace {
 
@@ -46,3 +53,36 @@ SYMMFLOW_LIBRARY(myops, m) {
 }
 
 SYMMFLOW_LIBRARY_IMPL(myops, cpu, m) { m.impl("fused_allreduce_rmsnorm", fused_cpu); }
+
+#ifdef SYMMFLOW_HAVE_CUDA
+namespace {
+// One kernel: symmflow::cuda::Communicator::all_reduce_rms_norm (same roundings as fused_cpu).
+void fused_cuda(symmflow::KernelCall& call) {
+  constexpr std::string_view op = "myops::fused_allreduce_rmsnorm";
+  using symmflow::Tensor;
+  const Tensor& input = call.arg("input").to_tensor();
+  auto group = symmflow::Runtime::current().group(call.arg("group_name").to_string());
+  symmflow::cuda::heap_of(input, op, "input", *group);
+  auto dense = [](const Tensor& t) {
+    return t.is_contiguous() ? t : symmflow::call("aten::clone", {t}).to_tensor();
+  };
+  const Tensor residual = dense(call.arg("residual").to_tensor());
+  const Tensor weight = dense(call.arg("weight").to_tensor());
+  const int64_t n = input.dim() == 0 ? 1 : input.shape().back();
+  SF_CHECK(weight.dtype() == input.dtype() && weight.numel() == n,
+           "{}: weight {} must hold {} elements of {} (the last dim of input)", op, weight.str(), n,
+           symmflow::dtype_name(input.dtype()));
+  const Tensor& out = call.out(0);
+  const Tensor& residual_out = call.out(1);
+  SF_CHECK(out.is_contiguous() && residual_out.is_contiguous(), "{}: outputs must be contiguous",
+           op);
+  symmflow::cuda::communicator(group, input.nbytes())
+      .all_reduce_rms_norm(input.raw_data(), residual.raw_data(), weight.raw_data(),
+                           out.raw_data(), residual_out.raw_data(), n == 0 ? 0 : input.numel() / n,
+                           n, call.arg("eps").to_double(), input.dtype(),
+                           call.arg("reduce_op").to_string(), symmflow::cuda::current_stream());
+}
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(myops, cuda, m) { m.impl("fused_allreduce_rmsnorm", fused_cuda); }
+#endif

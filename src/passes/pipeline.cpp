@@ -17,6 +17,8 @@ const std::vector<PassInfo>& graph_passes() {
       {"verify", [](ir::Graph& g) { ir::verify_or_throw(g); }, "check SSA, types, groups, layouts"},
       {"functionalize", functionalize,
        "in-place and out calls become functional; input mutations become writebacks"},
+      {"fuse_allreduce_rmsnorm", fuse_allreduce_rmsnorm,
+       "all-reduce -> residual add -> rms_norm becomes myops::fused_allreduce_rmsnorm (if loaded)"},
       {"fuse_pointwise", fuse_pointwise, "chains of elementwise ops become one fused node"},
       {"realize_symm_mem", realize_symm_mem,
        "place symm args in symmetric memory, copies only where needed"},

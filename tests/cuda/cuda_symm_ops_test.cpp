@@ -4,7 +4,8 @@
 // all_to_all_vdev (uneven splits, bad splits), collective_permute(_out), put_signal/wait_signal,
 // get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
 // robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
-// that never arrives makes synchronize() raise naming the op and the peer. Skipped without a GPU.
+// that never arrives makes synchronize() raise naming the op and the peer; the fused all-reduce +
+// RMSNorm kernel of the custom_op plugin against its cpu composition. Skipped without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
+#include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
@@ -263,6 +265,40 @@ TEST_F(CudaSymmOps, GetBroadcastBarrierAndU32Writes) {
                 std::string::npos)
           << message;
       communicator(rt.group("world"), 0).synchronize(current_stream());
+    });
+  }
+}
+
+// myops::fused_allreduce_rmsnorm (examples/custom_op): the GPU kernel against the cpu kernel,
+// which composes one_shot_all_reduce, add.Tensor and rms_norm. residual_out has the same roundings
+// (equal bits); out differs only in the order of the row's sum of squares.
+TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
+  load_plugin(SYMMFLOW_MYOPS_PLUGIN);
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+        for (int64_t rows : {1, 7, 16}) {
+          for (int64_t n : {1, 33, 4096}) {
+            const std::string what = fmt::format("world {} rank {} {} rows {} n {}", w, rt.rank(),
+                                                 dtype_name(d), rows, n);
+            Twin in = symmetric(values({rows, n}, d, uint64_t(n), rt.rank()));
+            Tensor residual = values({rows, n}, d, uint64_t(n) + 1, 0);
+            Tensor weight = values({n}, d, uint64_t(n) + 2, 0);
+            for (const char* op : {"sum", "avg"}) {
+              std::vector<Tensor> want = call("myops::fused_allreduce_rmsnorm",
+                                              {in.cpu, residual, weight, 1e-5, op, "world"})
+                                             .to_tensor_list();
+              std::vector<Tensor> got =
+                  call("myops::fused_allreduce_rmsnorm",
+                       {in.gpu, to_device(residual), to_device(weight), 1e-5, op, "world"})
+                      .to_tensor_list();
+              expect_same(got[1], want[1], 0, fmt::format("residual_out {} {}", op, what));
+              expect_same(got[0], want[0], 2 * one_rounding(d) + 1e-5,
+                          fmt::format("out {} {}", op, what));
+            }
+          }
+        }
+      }
     });
   }
 }

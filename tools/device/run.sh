@@ -19,7 +19,7 @@ step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec symmflow_cli \
+cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec symmflow_cli symmflow_myops \
   bench_cuda_allreduce bench_cuda_mlp \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
@@ -36,6 +36,12 @@ for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduc
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
   done
 done | tee "$OUT/examples.txt"
+for ex in custom_op allreduce_rmsnorm; do  # the plugin op: one fused kernel on the GPU
+  for r in 1 2; do
+    echo "$ex ranks=$r: $(timeout 120 $S run examples/custom_op/$ex.sf --device cuda --ranks $r --check --iters 5 \
+      --plugin build/device/lib/libmyops.so 2>&1 | grep -E 'check:|rror' | head -2)"
+  done
+done | tee -a "$OUT/examples.txt"
 step "mlp compiled by symmflow"
 for r in 1 2; do
   timeout 200 $S run examples/tp_mlp.sf --device cuda --ranks $r --iters 200 2>&1 | tee -a "$OUT/mlp_symmflow.txt" | grep -E "replay|rror"

@@ -1,6 +1,6 @@
 // The passes of the pipeline, in order (DESIGN.md):
-//   verify -> functionalize -> fuse_pointwise -> realize_symm_mem -> lower_out_variants ->
-//   schedule -> reinplace -> plan_memory -> emit_plan
+//   verify -> functionalize -> fuse_allreduce_rmsnorm -> fuse_pointwise -> realize_symm_mem ->
+//   lower_out_variants -> schedule -> reinplace -> plan_memory -> emit_plan
 // Each is a plain function over the graph, defined in src/passes/<name>.cpp whose top comment is
 // its contract (what it expects, what it guarantees, what it refuses). Conventions shared by the
 // passes, the planner and the executor:
@@ -24,6 +24,7 @@
 namespace symmflow::passes {
 
 void functionalize(ir::Graph& graph);
+void fuse_allreduce_rmsnorm(ir::Graph& graph);
 void fuse_pointwise(ir::Graph& graph);
 void realize_symm_mem(ir::Graph& graph);
 void lower_out_variants(ir::Graph& graph);

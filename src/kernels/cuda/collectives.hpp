@@ -1,4 +1,4 @@
-// Launchers of the cuda collective kernels (all_reduce.cu, exchange.cu), callable from host code without CUDA
+// Launchers of the cuda collective kernels (all_reduce.cu, exchange.cu, allreduce_rmsnorm.cu), callable from host code without CUDA
 // headers; they return the cudaError_t of the launch as an int (0: success). The .cu files include
 // nothing of symmflow but this header and workspace_device.hpp. Private to the cuda backend.
 #pragma once
@@ -71,6 +71,19 @@ int launch_all_to_all(const WorkspaceView& v, const AllToAllPlan& plan, int unit
 int launch_put_signal(const WorkspaceView& v, const void* src, void* dst, int64_t bytes, int unit,
                       int peer, int channel, const Launch& l, void* stream);
 int launch_wait_signal(const WorkspaceView& v, int peer, int channel, void* stream);
+// Fused all-reduce + residual add + RMSNorm over `rows` contiguous rows of n (allreduce_rmsnorm.cu).
+struct RmsNormPlan {
+  const void* in = nullptr;  // this rank's partial sums
+  const void* residual = nullptr;
+  const void* weight = nullptr;  // n elements
+  void* out = nullptr;
+  void* residual_out = nullptr;
+  int64_t rows = 0, n = 0;
+  float eps = 0;
+};
+int launch_allreduce_rmsnorm(const WorkspaceView& v, const RmsNormPlan& plan, ElemType type,
+                             ReduceKind op, const Launch& l, void* stream);
+int preload_allreduce_rmsnorm_kernels();
 int launch_fill_u32(uint32_t* p, uint32_t value, int64_t count, void* stream);
 int preload_exchange_kernels();
 

@@ -22,7 +22,7 @@ static_assert(kLLMaxBytes == kCudaLLMaxBytes, "one table of algorithms (runtime/
 
 namespace {
 
-ElemType elem_type(DType d) {
+ElemType elem_type(DType d, std::string_view op = "cuda all_reduce") {
   switch (d) {
     case DType::f32:
       return ElemType::f32;
@@ -33,16 +33,15 @@ ElemType elem_type(DType d) {
     default:
       break;
   }
-  invalid_usage("cuda all_reduce: dtype {} is not supported on the GPU (f32, bf16, f16)",
-                dtype_name(d));
+  invalid_usage("{}: dtype {} is not supported on the GPU (f32, bf16, f16)", op, dtype_name(d));
 }
 
-ReduceKind reduce_kind(std::string_view name) {
+ReduceKind reduce_kind(std::string_view name, std::string_view op = "cuda all_reduce") {
   if (name == "sum") return ReduceKind::sum;
   if (name == "avg") return ReduceKind::avg;
   if (name == "max") return ReduceKind::max;
   if (name == "min") return ReduceKind::min;
-  invalid_usage("cuda all_reduce: unknown reduce_op '{}' (valid: sum, avg, max, min)", name);
+  invalid_usage("{}: unknown reduce_op '{}' (valid: sum, avg, max, min)", op, name);
 }
 
 bool aligned(const void* p, uintptr_t to) {
@@ -272,6 +271,28 @@ void Communicator::check() {
               op, s.timeout_s, group_->name(), group_->global_rank(group_->rank()), peer);
 }
 
+void Communicator::all_reduce_rms_norm(const void* in, const void* residual, const void* weight,
+                                       void* out, void* residual_out, int64_t rows, int64_t n,
+                                       double eps, DType dtype, std::string_view reduce_op,
+                                       void* stream) {
+  constexpr std::string_view op = "myops::fused_allreduce_rmsnorm";
+  State& s = *state_;
+  s.check_usable(op, *group_);
+  ElemType type = elem_type(dtype, op);
+  ReduceKind kind = reduce_kind(reduce_op, op);
+  const int64_t bytes = rows * n * int64_t(dtype_size(dtype));
+  SF_CHECK(rows >= 0 && n >= 0 && size_t(bytes) <= s.max_bytes,
+           "{}: {} rows of {} exceed the communicator's max_bytes {} (group '{}')", op, rows, n,
+           s.max_bytes, group_->name());
+  if (rows == 0 || n == 0) return;
+  RmsNormPlan plan{in, residual, weight, out, residual_out, rows, n, float(eps)};
+  Launch l;
+  l.threads = n >= 512 ? 512 : int((n + 31) / 32 * 32);
+  l.blocks = int(std::min<int64_t>(rows, std::min(s.sms, kMaxBlocks)));
+  SF_CUDA_CHECK(
+      cudaError_t(launch_allreduce_rmsnorm(s.view_for(op), plan, type, kind, l, stream)));
+}
+
 int Communicator::channels() const { return state_->view.channels; }
 
 void Communicator::check_signal(std::string_view op, int peer, int channel) const {
@@ -318,8 +339,8 @@ void Communicator::reduce_scatter(std::span<const void* const> srcs, void* out, 
                                   std::string_view reduce_op, std::string_view op, void* stream) {
   State& s = *state_;
   s.check_usable(op, *group_);
-  ElemType type = elem_type(dtype);
-  ReduceKind kind = reduce_kind(reduce_op);
+  ElemType type = elem_type(dtype, op);
+  ReduceKind kind = reduce_kind(reduce_op, op);
   SF_CHECK(int(srcs.size()) == s.view.world, "{}: {} sources for a group of {}", op, srcs.size(),
            s.view.world);
   ReduceScatterPlan plan;

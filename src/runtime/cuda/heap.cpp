@@ -132,6 +132,7 @@ int bind_device() {
     if (preloaded.insert(dev).second) {  // Note [ranks sharing a GPU]
       SF_CUDA_CHECK(cudaError_t(preload_collective_kernels()));
       SF_CUDA_CHECK(cudaError_t(preload_exchange_kernels()));
+      SF_CUDA_CHECK(cudaError_t(preload_allreduce_rmsnorm_kernels()));
       SF_CUDA_CHECK(cudaError_t(preload_pointwise_kernels()));
     }
   }

@@ -1,0 +1,124 @@
+// fuse_allreduce_rmsnorm: the end of a tensor-parallel block,
+//     r = symm_mem::one_shot_all_reduce(h, op, g)
+//     s = aten::add.Tensor(r, residual)            (or (residual, r); alpha 1)
+//     o = aten::rms_norm(s, [N], weight, eps)      (N the last dim, weight a tensor, eps given)
+// becomes o, s = myops::fused_allreduce_rmsnorm(h, residual, weight, eps, op, g) when that op is
+// registered (the custom_op example's plugin: examples/custom_op/myops.cpp), so a backend with a
+// fused kernel (the cuda backend's: one kernel, the sum never leaves the chip between the three
+// steps) runs the pattern as one call; the cpu kernel composes the same three ops.
+//
+// Expects: a verified, functionalized graph (before fuse_pointwise, which would take the add).
+// Guarantees: each match is replaced by one node at the add's position whose outputs take over
+//   every use of o and s (s may have other uses: it is the op's residual_out); the three nodes
+//   are erased and the new outputs keep the names of o and s. Semantics are unchanged: the op's
+//   contract is exactly the composition. Nothing happens when the op is not registered or a
+//   condition fails (r used elsewhere or returned, shapes or dtypes differ, weight defined after the add, a
+//   normalized_shape other than the last dim, eps None).
+// Refuses: nothing.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "symmflow/passes/passes.hpp"
+
+namespace symmflow::passes {
+
+namespace {
+
+constexpr std::string_view kFused = "myops::fused_allreduce_rmsnorm";
+
+struct Match {
+  ir::Node* all_reduce = nullptr;
+  ir::Node* add = nullptr;
+  ir::Node* norm = nullptr;
+  ir::Value* residual = nullptr;
+};
+
+bool is_op(const ir::Node* n, std::string_view name) {
+  return n && n->kind() == ir::NodeKind::op && n->op()->name() == name;
+}
+
+const ir::Arg* arg(const ir::Node& n, std::string_view name) {
+  int i = n.op()->schema().arg_index(name);
+  return i < 0 ? nullptr : &n.args()[size_t(i)];
+}
+
+bool literal_is(const ir::Arg* a, double v) {
+  return a && a->kind == ir::Arg::Kind::literal && a->literal.is_number() &&
+         a->literal.to_double() == v;
+}
+
+// The rms_norm fed by the add fed by `all_reduce`, when the pattern holds.
+bool match(ir::Graph& g, ir::Node* all_reduce, Match& m) {
+  ir::Value* r = all_reduce->output();
+  if (r->uses().size() != 1 || !is_op(r->uses()[0], "aten::add.Tensor") ||
+      std::find(g.outputs().begin(), g.outputs().end(), r) != g.outputs().end())
+    return false;
+  ir::Node* add = r->uses()[0];
+  const ir::Arg* self = arg(*add, "self");
+  const ir::Arg* other = arg(*add, "other");
+  if (!self || !other || self->kind != ir::Arg::Kind::value ||
+      other->kind != ir::Arg::Kind::value || !literal_is(arg(*add, "alpha"), 1.0))
+    return false;
+  ir::Value* residual = self->value == r ? other->value : self->value;
+  if (residual == r || residual->type().shape != r->type().shape ||
+      residual->type().dtype != r->type().dtype)
+    return false;
+  ir::Value* s = add->output();
+  if (s->type().shape != r->type().shape || s->type().dtype != r->type().dtype ||
+      s->type().shape.empty())
+    return false;
+  for (ir::Node* use : s->uses()) {
+    if (!is_op(use, "aten::rms_norm") || arg(*use, "input")->value != s) continue;
+    const ir::Arg* shape = arg(*use, "normalized_shape");
+    const ir::Arg* weight = arg(*use, "weight");
+    const ir::Arg* eps = arg(*use, "eps");
+    if (shape->kind != ir::Arg::Kind::literal || !shape->literal.is_int_list() ||
+        shape->literal.to_int_list() != std::vector<int64_t>{s->type().shape.back()})
+      continue;
+    if (weight->kind != ir::Arg::Kind::value || weight->value->type().dtype != s->type().dtype ||
+        weight->value->type().shape != Shape{s->type().shape.back()})
+      continue;
+    if (eps->kind != ir::Arg::Kind::literal || !eps->literal.is_number()) continue;
+    if (ir::Node* p = weight->value->producer(); p && g.position(p) > g.position(add)) continue;
+    m = {all_reduce, add, use, residual};
+    return true;
+  }
+  return false;
+}
+
+void rewrite(ir::Graph& g, const Match& m) {
+  ir::Value* o = m.norm->output();
+  ir::Value* s = m.add->output();
+  const std::string o_name = o->name(), s_name = s->name();
+  std::vector<ir::Arg> args = {
+      *arg(*m.all_reduce, "input"),           ir::Arg::of(m.residual),
+      *arg(*m.norm, "weight"),                *arg(*m.norm, "eps"),
+      *arg(*m.all_reduce, "reduce_op"),       *arg(*m.all_reduce, "group_name")};
+  for (ir::Arg& a : args) a.defaulted = false;
+  ir::Node* fused = g.add_op(kFused, std::move(args), {}, "", m.add);
+  fused->set_loc(m.norm->loc());
+  g.replace_uses(o, fused->output(0));
+  g.replace_uses(s, fused->output(1));
+  g.erase(m.norm);
+  g.erase(m.add);
+  g.erase(m.all_reduce);
+  g.rename(fused->output(0), o_name);
+  g.rename(fused->output(1), s_name);
+}
+
+}  // namespace
+
+void fuse_allreduce_rmsnorm(ir::Graph& graph) {
+  if (!Registry::global().find(std::string(kFused))) return;
+  std::vector<ir::Node*> candidates;
+  for (ir::Node* n : graph.nodes()) {
+    if (is_op(n, "symm_mem::one_shot_all_reduce")) candidates.push_back(n);
+  }
+  for (ir::Node* n : candidates) {
+    Match m;
+    if (match(graph, n, m)) rewrite(graph, m);
+  }
+}
+
+}  // namespace symmflow::passes
