@@ -19,7 +19,7 @@ step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec symmflow_cli symmflow_myops \
+cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli symmflow_myops \
   bench_cuda_allreduce bench_cuda_mlp \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
@@ -29,6 +29,10 @@ for t in test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec; do
   step "$t"
   timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|rror:" | head -30
 done
+step "one process per rank (mpirun -np 2)"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
+timeout 200 $MPIRUN build/device/tests/cuda/test_cuda_mpi 2>&1 | tee "$OUT/test_cuda_mpi.log" \
+  | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror|tests failed" | head -20
 step "examples on the GPU (--check)"
 for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
   halo_exchange_signal; do

@@ -3,18 +3,24 @@
 // allocation number or size raises on every member before anything is allocated), then each
 // member allocates its block on its own GPU and the members exchange their blocks through a
 // process-wide table; every member's heap owns all blocks jointly, so a block is freed only when
-// the last member dropped it and a late store from a peer never lands in freed memory.
+// the last member dropped it and a late store from a peer never lands in freed memory. Members in
+// different processes (mpirun) share their blocks as file descriptors instead (Note [GPU memory
+// between processes]).
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include "kernels/cuda/collectives.hpp"
 #include "kernels/cuda/pointwise.hpp"
 #include "runtime/cuda/check.hpp"
+#include "runtime/cuda/ipc.hpp"
 #include "runtime/rendezvous.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
@@ -51,7 +57,12 @@ std::vector<void*>& deferred_frees() {
 struct Block {
   void* ptr = nullptr;
   int device = 0;
+  ipc::Mapping mapping;  // memory shared between processes (ptr == mapping.ptr)
   ~Block() {
+    if (mapping.ptr) {
+      ipc::release(mapping);
+      return;
+    }
     if (!ptr) return;
     {
       std::lock_guard lock(bound_mutex());
@@ -79,6 +90,62 @@ Table& table() {
 }
 
 }  // namespace
+
+// Note [GPU memory between processes]: under mpirun every rank is a process of its own, so a
+// peer's cudaMalloc pointer means nothing here. Each member creates its block with cuMemCreate,
+// learns every member's pid, GPU and block size from one allgather (after binding its descriptor
+// socket, so peers can send to it), sends its block's descriptor to every peer, and imports and
+// maps each peer's (ipc.hpp). Blocks stay mapped until the heap is destroyed; the driver keeps
+// the memory until the last process that imported it releases it.
+static std::vector<std::shared_ptr<Block>> share_between_processes(Group& group, size_t bytes,
+                                                                   std::string_view op,
+                                                                   uint64_t seq) {
+  const std::string key = fmt::format("{}:{}", group.name(), seq);
+  const size_t me = size_t(group.member_index(group.rank()));
+  auto mine = std::make_shared<Block>();
+  SF_CUDA_CHECK(cudaGetDevice(&mine->device));
+  mine->mapping = ipc::create(mine->device, std::max<size_t>(bytes, 256));
+  mine->ptr = mine->mapping.ptr;
+  auto stream = static_cast<cudaStream_t>(current_stream());
+  SF_CUDA_CHECK(cudaMemsetAsync(mine->ptr, 0, mine->mapping.size, stream));
+  SF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const int pid = ipc::bind_socket();
+  std::vector<std::string> all = group.allgather(
+      fmt::format("{} {} {}", pid, mine->device, mine->mapping.size), op);
+  struct Peer {
+    int pid = 0, device = 0;
+    size_t size = 0;
+  };
+  std::vector<Peer> peers(all.size());
+  for (size_t m = 0; m < all.size(); ++m) {
+    SF_CHECK(std::sscanf(all[m].c_str(), "%d %d %zu", &peers[m].pid, &peers[m].device,
+                         &peers[m].size) == 3,
+             "{}: bad GPU memory announcement '{}' from group member {}", op, all[m], m);
+  }
+  const int fd = ipc::export_fd(mine->mapping);
+  for (size_t m = 0; m < peers.size(); ++m) {
+    if (m != me) ipc::send_fd(peers[m].pid, key, int(me), fd);
+  }
+  ::close(fd);
+  std::vector<std::shared_ptr<Block>> blocks(peers.size());
+  blocks[me] = mine;
+  for (size_t m = 0; m < peers.size(); ++m) {
+    if (m == me) continue;
+    const int peer_fd = ipc::receive_fd(key, int(m), group.bootstrap().timeout_s(), std::string(op));
+    auto b = std::make_shared<Block>();
+    b->device = peers[m].device;
+    try {
+      b->mapping = ipc::import(peer_fd, peers[m].size, mine->device);
+    } catch (...) {
+      ::close(peer_fd);
+      throw;
+    }
+    ::close(peer_fd);
+    b->ptr = b->mapping.ptr;
+    blocks[m] = std::move(b);
+  }
+  return blocks;
+}
 
 struct DeviceHeap::Blocks {
   std::vector<std::shared_ptr<Block>> all;
@@ -156,11 +223,16 @@ int bind_device() {
 
 std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
                                                  std::string_view op) {
-  SF_CHECK(std::string_view(group->bootstrap().transport()) == "threads",
-           "{}: GPU symmetric memory needs the ranks in one process (the threads transport, one "
-           "rank thread per GPU); the {} transport is not supported by the cuda backend yet",
-           op, group->bootstrap().transport());
   uint64_t seq = validate_symmetric_request(*group, bytes, op);
+  if (std::string_view(group->bootstrap().transport()) != "threads") {
+    auto heap = std::shared_ptr<DeviceHeap>(new DeviceHeap());
+    heap->blocks_ = std::make_shared<Blocks>();
+    heap->blocks_->mine = size_t(group->member_index(group->rank()));
+    heap->blocks_->all = share_between_processes(*group, bytes, op, seq);
+    heap->group_ = std::move(group);
+    heap->bytes_ = bytes;
+    return heap;
+  }
   auto block = std::make_shared<Block>();
   SF_CUDA_CHECK(cudaGetDevice(&block->device));
   size_t size = std::max<size_t>(bytes, 256);
