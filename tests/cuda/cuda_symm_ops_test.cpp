@@ -108,7 +108,7 @@ TEST_F(CudaSymmOps, ReduceScatterBothSplitDimsAndEveryReduceOp) {
   for (int w : {1, 2, 3}) {
     on_ranks(w, [&](Runtime& rt) {
       for (DType d : {DType::f32, DType::bf16, DType::f16}) {
-        for (int64_t k : {1, 7, 341}) {
+        for (int64_t k : {1, 7, 8, 64, 341}) {  // 8 and 64: 16-byte loads
           for (bool last : {false, true}) {
             const Shape shape = last ? Shape{5, w * k} : Shape{w * k, 5};
             const Shape out_shape = last ? Shape{5, k} : Shape{k, 5};

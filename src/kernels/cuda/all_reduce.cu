@@ -45,34 +45,6 @@
 namespace symmflow::cuda {
 namespace {
 
-// K elements moved as one unit (16 bytes when vectorized).
-template <typename T, int K>
-struct alignas(sizeof(T) * K) Pack {
-  T v[K];
-};
-
-template <typename T, int K, ReduceKind Op>
-__device__ __forceinline__ Pack<T, K> reduce_units(const Pack<T, K>* const* srcs, int world,
-                                                   int64_t i, float divisor) {
-  Pack<T, K> first = srcs[0][i];
-  float acc[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) acc[k] = to_f(first.v[k]);
-#pragma unroll
-  for (int s = 1; s < kMaxRanks; ++s) {  // unrolled over kMaxRanks: srcs stays in registers
-    if (s >= world) break;
-    Pack<T, K> p = srcs[s][i];
-#pragma unroll
-    for (int k = 0; k < K; ++k) acc[k] = combine<Op>(acc[k], to_f(p.v[k]));
-  }
-  Pack<T, K> out;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    out.v[k] = from_f<T>(Op == ReduceKind::avg ? acc[k] / divisor : acc[k]);
-  }
-  return out;
-}
-
 template <typename U>
 __device__ __forceinline__ U* slot(const WorkspaceView& v, int rank, int parity, int src) {
   return reinterpret_cast<U*>(v.staging[rank] + (int64_t(parity) * v.world + src) * v.stage_bytes);

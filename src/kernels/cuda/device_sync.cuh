@@ -116,6 +116,34 @@ __device__ __forceinline__ float combine(float acc, float v) {
   return acc + v;
 }
 
+// K elements moved as one unit (16 bytes when vectorized).
+template <typename T, int K>
+struct alignas(sizeof(T) * K) Pack {
+  T v[K];
+};
+
+template <typename T, int K, ReduceKind Op>
+__device__ __forceinline__ Pack<T, K> reduce_units(const Pack<T, K>* const* srcs, int world,
+                                                   int64_t i, float divisor) {
+  Pack<T, K> first = srcs[0][i];
+  float acc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) acc[k] = to_f(first.v[k]);
+#pragma unroll
+  for (int s = 1; s < kMaxRanks; ++s) {  // unrolled over kMaxRanks: srcs stays in registers
+    if (s >= world) break;
+    Pack<T, K> p = srcs[s][i];
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = combine<Op>(acc[k], to_f(p.v[k]));
+  }
+  Pack<T, K> out;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    out.v[k] = from_f<T>(Op == ReduceKind::avg ? acc[k] / divisor : acc[k]);
+  }
+  return out;
+}
+
 // f(std::integral_constant<ReduceKind, op>{}): the reduce op as a template argument.
 template <typename F>
 void by_op(ReduceKind op, F&& f) {

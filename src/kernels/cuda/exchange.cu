@@ -65,19 +65,22 @@ struct CopyBody {
   }
 };
 
-// out[u] = reduce over ranks p (rank order, f32) of src[p][o * row_stride + i], u = o * chunk + i.
-template <typename T, ReduceKind Op>
+// out[u] = reduce over ranks p (rank order, f32) of src[p][o * row_stride + i], u = o * chunk + i;
+// K elements per load (16 bytes when chunk, row_stride and every pointer allow it).
+template <typename T, int K, ReduceKind Op>
 struct ReduceScatterBody {
   ReduceScatterPlan plan;
   __device__ void operator()(const WorkspaceView& v, int64_t lo, int64_t hi) const {
-    T* out = static_cast<T*>(plan.out);
-    for (int64_t u = lo + threadIdx.x; u < hi; u += blockDim.x) {
-      const int64_t off = u / plan.chunk * plan.row_stride + u % plan.chunk;
-      float acc = to_f(static_cast<const T*>(plan.src[0])[off]);
-      for (int p = 1; p < v.world; ++p)
-        acc = combine<Op>(acc, to_f(static_cast<const T*>(plan.src[p])[off]));
-      out[u] = from_f<T>(Op == ReduceKind::avg ? acc / float(v.world) : acc);
-    }
+    using P = Pack<T, K>;
+    const P* srcs[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s)
+      srcs[s] = static_cast<const P*>(plan.src[s < v.world ? s : 0]);
+    P* out = static_cast<P*>(plan.out);
+    const int64_t chunk = plan.chunk / K, stride = plan.row_stride / K;
+    for (int64_t u = lo + threadIdx.x; u < hi; u += blockDim.x)
+      out[u] = reduce_units<T, K, Op>(srcs, v.world, u / chunk * stride + u % chunk,
+                                      float(v.world));
   }
 };
 
@@ -179,13 +182,13 @@ __global__ void fill_u32_kernel(uint32_t* p, uint32_t value, int64_t count) {
   }
 }
 
-template <typename T>
+template <typename T, int K>
 struct ReduceScatterOf {
   static void run(const WorkspaceView& v, const ReduceScatterPlan& plan, ReduceKind op,
                   const Launch& l, cudaStream_t s) {
-    const int64_t units = plan.outer * plan.chunk;
+    const int64_t units = plan.outer * plan.chunk / K;
     by_op(op, [&](auto tag) {
-      using B = ReduceScatterBody<T, decltype(tag)::value>;
+      using B = ReduceScatterBody<T, K, decltype(tag)::value>;
       exchange_kernel<B><<<l.blocks, l.threads, 0, s>>>(v, B{plan}, units);
     });
   }
@@ -227,13 +230,16 @@ int launch_reduce_scatter(const WorkspaceView& v, const ReduceScatterPlan& plan,
   auto s = static_cast<cudaStream_t>(stream);
   switch (type) {
     case ElemType::f32:
-      ReduceScatterOf<float>::run(v, plan, op, l, s);
+      l.vec ? ReduceScatterOf<float, 4>::run(v, plan, op, l, s)
+            : ReduceScatterOf<float, 1>::run(v, plan, op, l, s);
       break;
     case ElemType::bf16:
-      ReduceScatterOf<__nv_bfloat16>::run(v, plan, op, l, s);
+      l.vec ? ReduceScatterOf<__nv_bfloat16, 8>::run(v, plan, op, l, s)
+            : ReduceScatterOf<__nv_bfloat16, 1>::run(v, plan, op, l, s);
       break;
     case ElemType::f16:
-      ReduceScatterOf<__half>::run(v, plan, op, l, s);
+      l.vec ? ReduceScatterOf<__half, 8>::run(v, plan, op, l, s)
+            : ReduceScatterOf<__half, 1>::run(v, plan, op, l, s);
       break;
   }
   return int(cudaGetLastError());
@@ -286,9 +292,12 @@ int preload_exchange_kernels() {
   for (ReduceKind op : {ReduceKind::sum, ReduceKind::avg, ReduceKind::max, ReduceKind::min}) {
     by_op(op, [&](auto tag) {
       constexpr ReduceKind k = decltype(tag)::value;
-      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<float, k>>);
-      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<__nv_bfloat16, k>>);
-      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<__half, k>>);
+      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<float, 1, k>>);
+      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<float, 4, k>>);
+      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<__nv_bfloat16, 1, k>>);
+      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<__nv_bfloat16, 8, k>>);
+      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<__half, 1, k>>);
+      cudaFuncGetAttributes(&a, exchange_kernel<ReduceScatterBody<__half, 8, k>>);
     });
   }
   cudaFuncGetAttributes(&a, wait_signal_kernel);

@@ -350,6 +350,11 @@ void Communicator::reduce_scatter(std::span<const void* const> srcs, void* out, 
   plan.chunk = chunk;
   plan.row_stride = row_stride;
   Launch l;
+  const uintptr_t size = dtype_size(dtype);
+  uintptr_t all = uintptr_t(chunk) * size | uintptr_t(row_stride) * size |
+                  reinterpret_cast<uintptr_t>(out);
+  for (const void* p : srcs) all |= reinterpret_cast<uintptr_t>(p);
+  l.vec = all % 16 == 0;  // 16-byte loads when every row and pointer allows them
   l.threads = 512;
   l.blocks = blocks_for(outer * chunk, l.threads, 4, s.sms);
   SF_CUDA_CHECK(
