@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "device_api_kernels.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
@@ -299,6 +300,38 @@ TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
           }
         }
       }
+    });
+  }
+}
+
+// A kernel of one's own signals through the communicator's pads (cuda_device.cuh): each rank's
+// kernel writes into the next rank's inbox, raises its flag and waits for the previous rank's;
+// the op-level put_signal/wait_signal then reuse the same flags (each was consumed).
+TEST_F(CudaSymmOps, KernelsOfOnesOwnSignalThroughThePads) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      const int me = rt.rank(), next = (me + 1) % w, prev = (me + w - 1) % w;
+      const int64_t n = 1000;
+      Tensor inbox = cuda::empty_symmetric({n}, DType::f32, "world");
+      const DeviceHeap& heap = heap_of(inbox, "test", "inbox", *rt.group("world"));
+      Tensor src = to_device(values({n}, DType::f32, 9, me));
+      Tensor out = gpu_empty({n}, DType::f32);
+      Tensor ok = to_device(Tensor::zeros({2}, DType::i32));
+      Communicator& comm = communicator(rt.group("world"), 0);
+      auto* next_inbox = static_cast<float*>(heap.peer(next));
+      ASSERT_EQ(launch_ring_kernel(comm.signal_pads(), static_cast<const float*>(src.raw_data()),
+                                   next_inbox, static_cast<const float*>(inbox.raw_data()),
+                                   static_cast<float*>(out.raw_data()), n, next, prev, 3,
+                                   static_cast<int*>(ok.raw_data()), current_stream()),
+                0);
+      EXPECT_EQ(to_host(ok).to_doubles(), (std::vector<double>{1, 1}));
+      std::vector<double> got = to_host(out).to_doubles(), sent = values({n}, DType::f32, 9, prev).to_doubles();
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[size_t(i)], 2 * sent[size_t(i)]) << "element " << i;
+      call("symm_mem::barrier", {"world", int64_t(0)});  // every kernel read its inbox
+      call("symm_mem::put_signal", {src, inbox, int64_t(next), int64_t(3), "world"});
+      call("symm_mem::wait_signal", {inbox, int64_t(prev), int64_t(3), "world"});
+      expect_same(inbox, values({n}, DType::f32, 9, prev), 0, "op-level signal after the kernel's");
+      comm.synchronize(current_stream());
     });
   }
 }

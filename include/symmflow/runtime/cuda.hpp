@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "symmflow/core/dtype.hpp"
+#include "symmflow/runtime/cuda_signals.hpp"
 #include "symmflow/runtime/group.hpp"
 
 namespace symmflow::cuda {
@@ -136,6 +137,8 @@ class Communicator {
                   void* stream);
   void wait_signal(int peer, int channel, void* stream);
   int channels() const;
+  // The signal pads for kernels of your own (cuda_signals.hpp, cuda_device.cuh).
+  SignalPads signal_pads() const;
 
   // Waits for `stream` and raises if a collective of this communicator failed on the GPU.
   void synchronize(void* stream);

@@ -295,6 +295,18 @@ void Communicator::all_reduce_rms_norm(const void* in, const void* residual, con
 
 int Communicator::channels() const { return state_->view.channels; }
 
+SignalPads Communicator::signal_pads() const {
+  static_assert(sizeof(SignalPads::pad) / sizeof(void*) == kMaxRanks);
+  const WorkspaceView& v = state_->view;
+  SignalPads p;
+  for (int r = 0; r < v.world; ++r) p.pad[r] = v.signals[r];
+  p.rank = v.rank;
+  p.world = v.world;
+  p.channels = v.channels;
+  p.timeout_ns = v.timeout_ns;
+  return p;
+}
+
 void Communicator::check_signal(std::string_view op, int peer, int channel) const {
   const WorkspaceView& v = state_->view;
   SF_CHECK(peer >= 0 && peer < v.world, "{}: peer {} is not a member of group '{}' (size {})",
