@@ -31,7 +31,7 @@ for t in test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec; do
 done
 step "one process per rank (mpirun -np 2)"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
-timeout 200 $MPIRUN build/device/tests/cuda/test_cuda_mpi 2>&1 | tee "$OUT/test_cuda_mpi.log" \
+timeout 200 $MPIRUN build/device/tests/cuda/test_cuda_mpi --gtest_color=no 2>&1 | tee "$OUT/test_cuda_mpi.log" \
   | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror|tests failed" | head -20
 step "examples on the GPU (--check)"
 for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
