@@ -20,7 +20,7 @@ cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=O
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
 cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli symmflow_myops \
-  bench_cuda_allreduce bench_cuda_mlp \
+  bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
 gpus=$(nvidia-smi -L | wc -l)
@@ -50,6 +50,8 @@ step "mlp compiled by symmflow"
 for r in 1 2; do
   timeout 200 $S run examples/tp_mlp.sf --device cuda --ranks $r --iters 200 2>&1 | tee -a "$OUT/mlp_symmflow.txt" | grep -E "replay|rror"
 done
+step "pointwise: unfused calls, the register-program engine, a hand-written kernel"
+timeout 120 build/device/bin/bench_cuda_pointwise | tee "$OUT/pointwise.txt"
 PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node 1 tools/device/torch_mlp.py --json "$OUT/torch_mlp1.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
 if [[ "$mode" == full ]]; then
   for tool in memcheck racecheck; do
