@@ -83,7 +83,7 @@ int main() {
         Tensor a = call("aten::mul.Scalar", {x, 2.0}).to_tensor();
         Tensor b = call("aten::add.Scalar", {a, 1.0}).to_tensor();
         Tensor c = call("aten::mul.Tensor", {b, x}).to_tensor();
-        call("aten::sin.out", {c, y});
+        call("aten::sin.out", {c}, {{"out", y}});
       });
       const Tensor in[] = {x}, out[] = {y};
       const double program = time_us([&] { cuda::run_fused(*body, in, out); });
