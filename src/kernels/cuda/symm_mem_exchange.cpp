@@ -10,7 +10,6 @@
 //   multimem_all_gather_out: refused (needs multicast).
 // Each runs as one kernel on the current stream: barrier, transfers, barrier (Note [cuda exchange]).
 // Shapes and symmetry are checked on the host before anything is enqueued.
-#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,31 +24,17 @@ namespace {
 
 void reduce_scatter(std::string_view op, const Tensor& input, std::string_view input_name,
                     std::string_view reduce_op, std::string_view group_name, bool split_last_dim,
-                    const Tensor& output) {
+                    const Tensor& output, std::string_view output_name) {
   auto group = group_for(op, group_name);
   const DeviceHeap& heap = heap_of(input, op, input_name, *group);
   const int w = group->size();
-  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
-           input.str());
-  const int64_t d = split_last_dim ? input.dim() - 1 : 0;
-  const int64_t extent = input.size(d);
-  SF_CHECK(extent % w == 0,
-           "{}: dim {} of argument '{}' ({}) is not divisible by the group size {}", op, d,
-           input_name, input.str(), w);
-  Shape expected = input.shape();
-  expected[size_t(d)] = extent / w;
-  cpu::check_spec(op, "output", output, input.dtype(), expected,
-                  fmt::format("'{}' split {} ways along dim {}", input_name, w, d));
-  cpu::check_no_overlap(op, "output", output, input_name, input);
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= input.size(i);
-  for (int64_t i = d + 1; i < input.dim(); ++i) inner *= input.size(i);
-  const int64_t chunk = extent / w * inner;
-  const int64_t offset = int64_t(group->rank()) * chunk * int64_t(dtype_size(input.dtype()));
+  const cpu::ScatterGeometry geo =
+      cpu::check_reduce_scatter(op, input, input_name, w, split_last_dim, output, output_name);
+  const int64_t offset = int64_t(group->rank()) * geo.chunk * int64_t(dtype_size(input.dtype()));
   std::vector<const void*> srcs(static_cast<size_t>(w));
   for (int p = 0; p < w; ++p) srcs[size_t(p)] = static_cast<char*>(peer_ptr(heap, input, p)) + offset;
   DenseOut dst(output);
-  communicator(group, 0).reduce_scatter(srcs, dst.data(), outer, chunk, extent * inner,
+  communicator(group, 0).reduce_scatter(srcs, dst.data(), geo.outer, geo.chunk, geo.row_stride,
                                         input.dtype(), reduce_op, op, current_stream());
   dst.finish();
 }
@@ -59,13 +44,7 @@ void all_gather(std::string_view op, const Tensor& input, std::string_view input
   auto group = group_for(op, group_name);
   const DeviceHeap& heap = heap_of(input, op, input_name, *group);
   const int w = group->size();
-  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
-           input.str());
-  Shape expected = input.shape();
-  expected[0] *= w;
-  cpu::check_spec(op, "out", out, input.dtype(), expected,
-                  fmt::format("'{}' gathered from {} ranks along dim 0", input_name, w));
-  cpu::check_no_overlap(op, "out", out, input_name, input);
+  cpu::check_all_gather(op, input, input_name, w, out);
   const size_t bytes = input.nbytes();
   DenseOut dst(out);
   std::vector<Communicator::Copy> copies;
@@ -84,20 +63,8 @@ void all_to_all_vdev(const Tensor& input, const Tensor& out, const Tensor& in_sp
   const DeviceHeap& splits_heap = heap_of(in_splits, op, "in_splits", *group);
   heap_of(out_splits_offsets, op, "out_splits_offsets", *group);
   const int w = group->size();
-  cpu::check_spec(op, "in_splits", in_splits, DType::i64, {w}, "one row count per rank");
-  cpu::check_spec(op, "out_splits_offsets", out_splits_offsets, DType::i64, {2, w},
-                  "received rows and offsets per rank");
-  SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dimension", op,
-           input.str());
-  Shape out_row(out.shape()), in_row(input.shape());
-  SF_CHECK(out.dtype() == input.dtype() && out.dim() == input.dim() &&
-               std::equal(in_row.begin() + 1, in_row.end(), out_row.begin() + 1),
-           "{}: argument 'out' ({}) must have the dtype and the row shape (all dims but the "
-           "first) of 'input' ({})",
-           op, out.str(), input.str());
-  cpu::check_no_overlap(op, "out", out, "input", input);
-  int64_t row_bytes = int64_t(dtype_size(input.dtype()));
-  for (int64_t i = 1; i < input.dim(); ++i) row_bytes *= input.size(i);
+  const int64_t row_bytes =
+      cpu::check_all_to_all(op, input, out, in_splits, out_splits_offsets, w);
   std::vector<const int64_t*> splits(static_cast<size_t>(w));
   std::vector<const void*> inputs(static_cast<size_t>(w));
   for (int p = 0; p < w; ++p) {
@@ -114,11 +81,11 @@ void all_to_all_vdev(const Tensor& input, const Tensor& out, const Tensor& in_sp
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
   m.impl("reduce_scatter_out", [](KernelCall& c) {
     reduce_scatter("symm_mem::reduce_scatter_out", c.arg(0).to_tensor(), "input", "sum",
-                   c.arg(1).to_string(), c.arg(2).to_bool(), c.arg(3).to_tensor());
+                   c.arg(1).to_string(), c.arg(2).to_bool(), c.arg(3).to_tensor(), "output");
   });
   m.impl("_low_contention_reduce_scatter", [](KernelCall& c) {
     reduce_scatter("symm_mem::_low_contention_reduce_scatter", c.arg(0).to_tensor(), "tensor",
-                   c.arg(1).to_string(), c.arg(2).to_string(), false, c.out(0));
+                   c.arg(1).to_string(), c.arg(2).to_string(), false, c.out(0), "result");
   });
   m.impl("all_gather_out", [](KernelCall& c) {
     all_gather("symm_mem::all_gather_out", c.arg(0).to_tensor(), "input", c.arg(1).to_string(),

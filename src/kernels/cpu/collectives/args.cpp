@@ -1,6 +1,8 @@
 // Argument resolution and validation of the cpu collectives (contract in args.hpp).
 #include "kernels/cpu/collectives/args.hpp"
 
+#include <algorithm>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -87,6 +89,60 @@ void check_no_overlap(std::string_view op, std::string_view a_name, const Tensor
         "this rank writes '{}', so they must be separate buffers",
         op, a_name, b_name, b_name, a_name);
   }
+}
+
+ScatterGeometry check_reduce_scatter(std::string_view op, const Tensor& input,
+                                     std::string_view input_name, int w, bool split_last_dim,
+                                     const Tensor& output, std::string_view output_name) {
+  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
+           input.str());
+  const int64_t d = split_last_dim ? input.dim() - 1 : 0;
+  const int64_t extent = input.size(d);
+  SF_CHECK(extent % w == 0,
+           "{}: dim {} of argument '{}' ({}) is not divisible by the group size {}", op, d,
+           input_name, input.str(), w);
+  Shape expected = input.shape();
+  expected[size_t(d)] = extent / w;
+  check_spec(op, output_name, output, input.dtype(), expected,
+             fmt::format("'{}' split {} ways along dim {}", input_name, w, d));
+  check_no_overlap(op, output_name, output, input_name, input);
+  ScatterGeometry g;
+  int64_t inner = 1;
+  for (int64_t i = 0; i < d; ++i) g.outer *= input.size(i);
+  for (int64_t i = d + 1; i < input.dim(); ++i) inner *= input.size(i);
+  g.chunk = extent / w * inner;
+  g.row_stride = extent * inner;
+  return g;
+}
+
+void check_all_gather(std::string_view op, const Tensor& input, std::string_view input_name, int w,
+                      const Tensor& out) {
+  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
+           input.str());
+  Shape expected = input.shape();
+  expected[0] *= w;
+  check_spec(op, "out", out, input.dtype(), expected,
+             fmt::format("'{}' gathered from {} ranks along dim 0", input_name, w));
+  check_no_overlap(op, "out", out, input_name, input);
+}
+
+int64_t check_all_to_all(std::string_view op, const Tensor& input, const Tensor& out,
+                         const Tensor& in_splits, const Tensor& out_splits_offsets, int w) {
+  check_spec(op, "in_splits", in_splits, DType::i64, {w}, "one row count per rank");
+  check_spec(op, "out_splits_offsets", out_splits_offsets, DType::i64, {2, w},
+             "received rows and offsets per rank");
+  SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dimension", op,
+           input.str());
+  Shape out_row(out.shape()), in_row(input.shape());
+  SF_CHECK(out.dtype() == input.dtype() && out.dim() == input.dim() &&
+               std::equal(in_row.begin() + 1, in_row.end(), out_row.begin() + 1),
+           "{}: argument 'out' ({}) must have the dtype and the row shape (all dims but the "
+           "first) of 'input' ({})",
+           op, out.str(), input.str());
+  check_no_overlap(op, "out", out, "input", input);
+  int64_t row_bytes = int64_t(dtype_size(input.dtype()));
+  for (int64_t i = 1; i < input.dim(); ++i) row_bytes *= input.size(i);
+  return row_bytes;
 }
 
 OutBuffer::OutBuffer(const Tensor& out) : out_(&out) {

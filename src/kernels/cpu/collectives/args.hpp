@@ -91,6 +91,24 @@ void check_spec(std::string_view op, std::string_view arg, const Tensor& t, DTyp
 void check_no_overlap(std::string_view op, std::string_view a_name, const Tensor& a,
                       std::string_view b_name, const Tensor& b);
 
+// A reduce-scatter of `input` over w ranks along dim 0 (the last dim when split_last_dim): rank r
+// reduces `outer` rows of `chunk` elements, row o starting at element o * row_stride + r * chunk.
+// Checks the input's rank and divisibility, the output's spec and that they do not overlap.
+struct ScatterGeometry {
+  int64_t outer = 1, chunk = 0, row_stride = 0;
+};
+ScatterGeometry check_reduce_scatter(std::string_view op, const Tensor& input,
+                                     std::string_view input_name, int w, bool split_last_dim,
+                                     const Tensor& output, std::string_view output_name);
+// An all-gather: `out` must be `input` gathered from w ranks along dim 0, apart from it.
+void check_all_gather(std::string_view op, const Tensor& input, std::string_view input_name, int w,
+                      const Tensor& out);
+
+// all_to_all_vdev's shapes: i64 in_splits [w] and out_splits_offsets [2, w], `out` with the dtype
+// and row shape of `input` and apart from it. Returns the bytes of one row.
+int64_t check_all_to_all(std::string_view op, const Tensor& input, const Tensor& out,
+                         const Tensor& in_splits, const Tensor& out_splits_offsets, int w);
+
 class OutBuffer {
  public:
   explicit OutBuffer(const Tensor& out);

@@ -38,22 +38,9 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
   ReduceFn fn = reduce_fn_checked(op, input.dtype(), r);
   SymmArg in(input, op, input_name, g);
   const int w = g.size();
-  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
-           input.str());
-  const int64_t d = split_last_dim ? input.dim() - 1 : 0;
-  const int64_t extent = input.size(d);
-  SF_CHECK(extent % w == 0,
-           "{}: dim {} of argument '{}' ({}) is not divisible by the group size {}", op, d,
-           input_name, input.str(), w);
-  Shape expected = input.shape();
-  expected[size_t(d)] = extent / w;
-  check_spec(op, output_name, output, input.dtype(), expected,
-             fmt::format("'{}' split {} ways along dim {}", input_name, w, d));
-  check_no_overlap(op, output_name, output, input_name, input);
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= input.size(i);
-  for (int64_t i = d + 1; i < input.dim(); ++i) inner *= input.size(i);
-  const int64_t chunk = extent / w * inner;  // elements of one row of this rank's chunk
+  const ScatterGeometry geo =
+      check_reduce_scatter(op, input, input_name, w, split_last_dim, output, output_name);
+  const int64_t chunk = geo.chunk;  // elements of one row of this rank's chunk
   const int64_t elem = int64_t(dtype_size(input.dtype()));
   fingerprint(g, op, input.dtype(), input.numel(), reduce_op_name(r));
   OutBuffer dst(output);
@@ -61,8 +48,8 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
   if (chunk > 0) {
     RankPointers ptrs(in, w);
     char* out = static_cast<char*>(dst.data());
-    for (int64_t o = 0; o < outer; ++o) {
-      int64_t src = (o * extent * inner + g.rank() * chunk) * elem;
+    for (int64_t o = 0; o < geo.outer; ++o) {
+      int64_t src = (o * geo.row_stride + g.rank() * chunk) * elem;
       fn(ptrs.at(src), w, out + o * chunk * elem, chunk, w);
     }
   }
@@ -75,13 +62,7 @@ void all_gather_impl(std::string_view op, const Tensor& input, std::string_view 
   Group& g = resolve_group(op, group_name);
   SymmArg in(input, op, input_name, g);
   const int w = g.size();
-  SF_CHECK(input.dim() >= 1, "{}: argument '{}' ({}) needs at least one dimension", op, input_name,
-           input.str());
-  Shape expected = input.shape();
-  expected[0] *= w;
-  check_spec(op, "out", out, input.dtype(), expected,
-             fmt::format("'{}' gathered from {} ranks along dim 0", input_name, w));
-  check_no_overlap(op, "out", out, input_name, input);
+  check_all_gather(op, input, input_name, w, out);
   fingerprint(g, op, input.dtype(), input.numel());
   const size_t bytes = input.nbytes();
   OutBuffer dst(out);
@@ -129,20 +110,7 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
   SymmArg splits_arg(in_splits, op, "in_splits", g);
   SymmArg meta(out_splits_offsets, op, "out_splits_offsets", g);
   const int w = g.size();
-  check_spec(op, "in_splits", in_splits, DType::i64, {w}, "one row count per rank");
-  check_spec(op, "out_splits_offsets", out_splits_offsets, DType::i64, {2, w},
-             "received rows and offsets per rank");
-  SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dimension", op,
-           input.str());
-  Shape out_row(out.shape()), in_row(input.shape());
-  SF_CHECK(out.dtype() == input.dtype() && out.dim() == input.dim() &&
-               std::equal(in_row.begin() + 1, in_row.end(), out_row.begin() + 1),
-           "{}: argument 'out' ({}) must have the dtype and the row shape (all dims but the "
-           "first) of 'input' ({})",
-           op, out.str(), input.str());
-  check_no_overlap(op, "out", out, "input", input);
-  const int64_t row_bytes =
-      input.size(0) == 0 ? int64_t(input.nbytes()) : int64_t(input.nbytes()) / input.size(0);
+  const int64_t row_bytes = check_all_to_all(op, input, out, in_splits, out_splits_offsets, w);
   fingerprint(g, op, input.dtype(), input.numel());
   g.barrier(kCollectiveChannel, op);
   std::vector<const int64_t*> splits(static_cast<size_t>(w));
