@@ -340,6 +340,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   detail::check_inputs(g, inputs, "run");
   stats_ = {};
   if (device_) return run_on_device(inputs, options);
+  ThreadDeviceGuard on_host(Device::cpu());  // a barrier step is a host barrier here
   for (Group* group : entry_barriers_)
     group->barrier(0, "Executable::run");  // Note [barrier before each run]
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -56,6 +56,10 @@ std::unordered_map<const ir::Value*, std::string> symm_uses(const ir::Graph& gra
 
 std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs) {
   detail::check_inputs(graph, inputs, "interpret");
+  // Ops without tensors (symm_mem::barrier) run where the inputs live.
+  ThreadDeviceGuard device(!inputs.empty() && inputs[0].device().type == DeviceType::cuda
+                               ? inputs[0].device()
+                               : Device::cpu());
   if (communicates(graph)) {
     Runtime& rt = Runtime::current();
     detail::check_world(graph, rt.world_size(), "interpret");

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "exec_util.hpp"
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/call.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ir/text.hpp"
@@ -91,6 +93,45 @@ TEST(RankRelative, ResolvesModuloTheGroup) {
   EXPECT_EQ(ir::resolve_rank_relative(5, 0, 1), 0);
   EXPECT_EQ(ir::rank_relative_text(-2), "rank-2");
   EXPECT_EQ(ir::rank_relative_text(0), "rank+0");
+}
+
+}  // namespace
+}  // namespace symmflow
+
+namespace symmflow {
+namespace {
+
+// symm_mem::barrier has no tensor: it runs on the thread's device (ops/call.cpp). A host program
+// interpreted or executed on a thread bound to a GPU still passes a host barrier: without the
+// guards in interpret and Executable::run this build (no cuda kernels) would raise "has no cuda
+// kernel".
+TEST(ThreadDevice, TensorlessOpsFollowTheThreadButHostProgramsStayOnTheHost) {
+  const std::string text = R"sf(group tp
+graph b(x: f32[4]) {
+  y = aten::neg(x)
+  symm_mem::barrier("tp")
+  z = aten::neg(y)
+  return z
+})sf";
+  auto source = std::shared_ptr<ir::Graph>(testing::parse(text, 2));
+  auto plan = passes::compile(testing::parse(text, 2));
+  std::vector<std::string> eager(2);
+  run_threads(2, [&](Runtime& rt) {
+    set_thread_device(Device::cuda(0));  // as cuda::bind_device() does
+    Tensor x = Tensor::full({4}, DType::f32, double(rt.rank() + 1));
+    for (double v : exec::interpret(*source, {x})[0].to_doubles()) EXPECT_EQ(v, rt.rank() + 1);
+    exec::Executable exe(plan);
+    for (double v : exe.run({x})[0].to_doubles()) EXPECT_EQ(v, rt.rank() + 1);
+    EXPECT_EQ(thread_device(), Device::cuda(0));  // the guards restored it
+    try {
+      call("symm_mem::barrier", {"tp", int64_t(0)});
+    } catch (const Error& e) {
+      eager[size_t(rt.rank())] = e.what();
+    }
+    set_thread_device(Device::cpu());
+  });
+  for (const std::string& m : eager)
+    EXPECT_NE(m.find("op 'symm_mem::barrier' has no cuda kernel"), std::string::npos) << m;
 }
 
 }  // namespace

@@ -22,6 +22,18 @@ struct Device {
 // this device's backend.
 Device thread_device();
 void set_thread_device(Device device);
+// Sets the thread's device for a scope (the interpreter and the cpu executor run host programs on
+// GPU-bound threads too).
+class ThreadDeviceGuard {
+ public:
+  explicit ThreadDeviceGuard(Device device) : saved_(thread_device()) { set_thread_device(device); }
+  ~ThreadDeviceGuard() { set_thread_device(saved_); }
+  ThreadDeviceGuard(const ThreadDeviceGuard&) = delete;
+  ThreadDeviceGuard& operator=(const ThreadDeviceGuard&) = delete;
+
+ private:
+  Device saved_;
+};
 
 // Which allocator colour a storage came from: per-device regular memory or a symmetric heap.
 enum class MemoryKind { regular, symmetric };
