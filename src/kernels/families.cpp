@@ -3,6 +3,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace symmflow::kernels {
 
@@ -36,6 +37,17 @@ void register_matmul_kernels(Library& m, MatmulKernelFactory mm, AddmmKernelFact
   m.impl("addmm", addmm(""));
   m.impl("addmm.out", addmm("out"));
   m.impl("addmm_", addmm("self"));
+}
+
+void register_reduction_kernels(Library& m, ReduceKernelFactory reduce, Kernel rms_norm,
+                                SoftmaxKernelFactory softmax) {
+  m.impl("sum.dim_IntList", reduce(false, false));
+  m.impl("sum.IntList_out", reduce(false, true));
+  m.impl("mean.dim", reduce(true, false));
+  m.impl("mean.out", reduce(true, true));
+  m.impl("rms_norm", std::move(rms_norm));
+  m.impl("_softmax", softmax(false));
+  m.impl("_softmax.out", softmax(true));
 }
 
 }  // namespace symmflow::kernels

@@ -21,4 +21,10 @@ using AddmmKernelFactory = Kernel (*)(const char* written);
 // mm, bmm (+ .out), addmm (+ .out, addmm_).
 void register_matmul_kernels(Library& m, MatmulKernelFactory mm, AddmmKernelFactory addmm);
 
+using ReduceKernelFactory = Kernel (*)(bool is_mean, bool out_variant);
+using SoftmaxKernelFactory = Kernel (*)(bool out_variant);
+// sum.dim_IntList, mean.dim (+ .IntList_out, .out), rms_norm, _softmax (+ .out).
+void register_reduction_kernels(Library& m, ReduceKernelFactory reduce, Kernel rms_norm,
+                                SoftmaxKernelFactory softmax);
+
 }  // namespace symmflow::kernels

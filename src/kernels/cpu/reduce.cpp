@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/strided.hpp"
+#include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 
@@ -198,13 +199,7 @@ Kernel softmax_kernel(bool out_variant) {
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
-  m.impl("sum.dim_IntList", reduce_kernel(false, false));
-  m.impl("sum.IntList_out", reduce_kernel(false, true));
-  m.impl("mean.dim", reduce_kernel(true, false));
-  m.impl("mean.out", reduce_kernel(true, true));
-  m.impl("rms_norm", rms_norm_kernel);
-  m.impl("_softmax", softmax_kernel(false));
-  m.impl("_softmax.out", softmax_kernel(true));
+  kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel);
 }
 
 }  // namespace symmflow::cpu

@@ -4,6 +4,7 @@
 // accumulate in float. Floating dtypes only, like the other GPU arithmetic.
 #include "kernels/cuda/norm.hpp"
 #include "kernels/cuda/program.hpp"
+#include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
@@ -87,13 +88,7 @@ Kernel softmax_kernel(bool out_variant) {
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
-  m.impl("sum.dim_IntList", reduce_kernel(false, false));
-  m.impl("sum.IntList_out", reduce_kernel(false, true));
-  m.impl("mean.dim", reduce_kernel(true, false));
-  m.impl("mean.out", reduce_kernel(true, true));
-  m.impl("rms_norm", rms_norm_kernel);
-  m.impl("_softmax", softmax_kernel(false));
-  m.impl("_softmax.out", softmax_kernel(true));
+  kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel);
 }
 
 }  // namespace symmflow::cuda
