@@ -265,6 +265,25 @@ TEST_F(CudaSymmOps, GetBroadcastBarrierAndU32Writes) {
       EXPECT_NE(message.find("symm_mem::barrier: channel 99 out of range for group 'world'"),
                 std::string::npos)
           << message;
+      // Bad arguments are refused on the host before anything is enqueued.
+      auto error_of = [](const std::string& op, const std::vector<Value>& args) {
+        try {
+          call(op, args);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string("no error");
+      };
+      Tensor sym = cuda::empty_symmetric({4}, DType::f32, "world");
+      std::string m = error_of("symm_mem::put_signal", {sym, sym, int64_t(w), int64_t(0), "world"});
+      EXPECT_NE(m.find(fmt::format("symm_mem::put_signal: peer {} out of range for group 'world' of size {}", w, w)),
+                std::string::npos) << m;
+      m = error_of("symm_mem::wait_signal", {sym, int64_t(0), int64_t(-1), "world"});
+      EXPECT_NE(m.find("symm_mem::wait_signal: channel -1 out of range for group 'world'"), std::string::npos) << m;
+      m = error_of("symm_mem::all_gather_out", {sym, "world", gpu_empty({5}, DType::f32)});
+      EXPECT_NE(m.find("symm_mem::all_gather_out: argument 'out'"), std::string::npos) << m;
+      m = error_of("symm_mem::all_gather_out", {gpu_empty({4}, DType::f32), "world", gpu_empty({4 * w}, DType::f32)});
+      EXPECT_NE(m.find("is not in GPU symmetric memory"), std::string::npos) << m;
       communicator(rt.group("world"), 0).synchronize(current_stream());
     });
   }
@@ -297,6 +316,15 @@ TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
               expect_same(got[0], want[0], 2 * one_rounding(d) + 1e-5,
                           fmt::format("out {} {}", op, what));
             }
+            std::string message;
+            try {
+              call("myops::fused_allreduce_rmsnorm",
+                   {in.gpu, to_device(residual), gpu_empty({n + 1}, d), 1e-5, "sum", "world"});
+            } catch (const Error& e) {
+              message = e.what();
+            }
+            EXPECT_NE(message.find("myops::fused_allreduce_rmsnorm: weight"), std::string::npos)
+                << message;
           }
         }
       }
