@@ -178,9 +178,12 @@ TEST(CudaExecGraph, NonSymmetricInputToACollectiveNamesTheFix) {
       messages[size_t(rt.rank())] = e.what();
     }
   });
-  for (const std::string& m : messages) {
-    EXPECT_NE(m.find("argument 'input' of symm_mem::one_shot_all_reduce (f32[8] on cuda:0) is not "
-                     "in GPU symmetric memory; allocate it with symmflow::cuda::empty_symmetric"),
+  for (size_t r = 0; r < messages.size(); ++r) {  // rank r is bound to GPU r % GPUs
+    const std::string& m = messages[r];
+    EXPECT_NE(m.find(fmt::format("argument 'input' of symm_mem::one_shot_all_reduce (f32[8] on "
+                                 "cuda:{}) is not in GPU symmetric memory; allocate it with "
+                                 "symmflow::cuda::empty_symmetric",
+                                 int(r) % device_count())),
               std::string::npos)
         << m;
   }
