@@ -79,6 +79,9 @@ const std::vector<Row>& rows() {
               "The same choice on GPUs (cuda backend): one-shot up to this many bytes"),
       INT_ROW(cuda_threads, 32, 1024, "Threads per block of the GPU collectives (multiple of 32)"),
       INT_ROW(cuda_blocks_per_sm, 1, 4, "Most blocks per multiprocessor of the GPU two-shot"),
+      INT_ROW(cuda_skinny_gemm_max_rows, 0, 16,
+              "GPU bf16/f16 matmuls with at most this many rows use the weight-streaming kernel "
+              "instead of cuBLAS (0: always cuBLAS)"),
       Row{"debug_collectives",
           "1: every collective first checks that all ranks call the same op with the same "
           "dtype and size (costs one extra exchange)",

@@ -1,6 +1,7 @@
 // The cuda backend's aten kernels against the cpu kernels on the same inputs: pointwise ops in
 // every overload (bitwise for add/sub/mul/div, a few ulps for transcendental functions), copies
-// between host and GPU with every dtype conversion and strided views, matmul through cuBLAS,
+// between host and GPU with every dtype conversion and strided views, matmul through cuBLAS and
+// the skinny kernel (and which one each shape takes),
 // rms_norm, softmax, sum/mean over every subset of dims, cat, and the refusals (no kernel, capture-time allocation). Awkward sizes
 // (0, 1, 7, 1023, 4099) everywhere. Skipped without a GPU.
 #include <cmath>
@@ -13,10 +14,13 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/skinny_gemm.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 namespace {
@@ -197,6 +201,95 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
   KwArgs ab{{"beta", 0.5}, {"alpha", 2.0}};
   expect_close(call("aten::addmm", {to_device(bias), to_device(m1), to_device(m2)}, ab).to_tensor(),
                call("aten::addmm", {bias, m1, m2}, ab).to_tensor(), 1e-5, "addmm");
+}
+
+// Runs f with GEMMs of few rows sent to cuBLAS instead of the skinny kernel.
+template <typename F>
+auto with_cublas_only(F&& f) {
+  Tunables saved = tunables(), t = saved;
+  t.cuda_skinny_gemm_max_rows = 0;
+  set_tunables(t);
+  auto result = f();
+  set_tunables(saved);
+  return result;
+}
+
+TEST(SkinnyGemm, TakesExactlyTheShapesItCanLoad) {
+  alignas(16) static char buf[64];
+  SkinnyGemm g{buf, buf, buf, 16, 4096, 4096, 4096, 4096, 4096};
+  EXPECT_TRUE(skinny_gemm_fits(g, 16, 132));
+  EXPECT_FALSE(skinny_gemm_fits(g, 8, 132)) << "more rows than the tunable allows";
+  EXPECT_FALSE(skinny_gemm_fits(g, 0, 132)) << "0 turns the kernel off";
+  EXPECT_FALSE(skinny_gemm_fits(g, 16, 100)) << "128 blocks: more than one wave";
+  EXPECT_TRUE(skinny_gemm_fits(g, 16, 256)) << "128 blocks: half of 256 multiprocessors";
+  EXPECT_FALSE(skinny_gemm_fits(g, 16, 257)) << "fewer blocks than half the multiprocessors";
+  auto with = [&](auto edit) {
+    SkinnyGemm c = g;
+    edit(c);
+    return skinny_gemm_fits(c, 16, 132);
+  };
+  EXPECT_TRUE(with([](SkinnyGemm& c) { c.m = 1; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.m = 0; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.m = 17; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.n = 4100; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.k = 4095; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.ldw = 4097; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.ldx = 4100; }));
+  EXPECT_FALSE(with([&](SkinnyGemm& c) { c.w = buf + 2; })) << "w not 16-byte aligned";
+  EXPECT_FALSE(with([&](SkinnyGemm& c) { c.x = buf + 8; })) << "x not 16-byte aligned";
+}
+
+TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
+  struct Case {
+    int64_t m, k, n;
+  };
+  // The kernel itself on awkward shapes (k and n off its 32-wide tiles, k below one stage per
+  // warp, m of 1 to 16), launched directly: mm sends most of these to cuBLAS.
+  for (DType d : {DType::bf16, DType::f16}) {
+    for (Case c : {Case{1, 8, 8}, Case{16, 4096, 256}, Case{5, 1032, 40}, Case{16, 24, 4104},
+                   Case{9, 520, 104}, Case{3, 64, 8200}}) {
+      std::string what = fmt::format("skinny {} {}x{}x{}", dtype_name(d), c.m, c.k, c.n);
+      Tensor a = random({c.m, c.k}, d, 20, -1, 1), b = random({c.k, c.n}, d, 21, -1, 1);
+      Tensor ga = to_device(a), gb = to_device(b);
+      Tensor got = Tensor::empty({c.m, c.n}, d, ga.device());
+      SkinnyGemm g{ga.raw_data(), gb.raw_data(), got.raw_data(), c.m, c.n, c.k, c.k, c.n, c.n};
+      g.f16 = d == DType::f16;
+      ASSERT_EQ(cudaError_t(launch_skinny_gemm(g, current_stream())), cudaSuccess) << what;
+      expect_close(got, aten::mm(a, b), 2e-2, what);
+      expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
+                   what + " against cuBLAS");
+    }
+  }
+  // Through mm: 128 column blocks fill an H100 or H200 in one wave, so mm takes the kernel.
+  for (int64_t m : {1, 7, 16}) {
+    std::string what = fmt::format("mm {}x264x4096", m);
+    Tensor a = random({m, 264}, DType::bf16, 22, -1, 1);
+    Tensor b = random({264, 4096}, DType::bf16, 23, -1, 1);
+    Tensor ga = to_device(a), gb = to_device(b);
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    const bool skinny = skinny_gemm_fits(
+        {ga.raw_data(), gb.raw_data(), nullptr, m, 4096, 264, 264, 4096, 4096}, 16, sms);
+    if (sms >= 128 && sms <= 256) {
+      EXPECT_TRUE(skinny) << what << " on " << sms << " multiprocessors";
+    }
+    Tensor got = aten::mm(ga, gb);
+    expect_close(got, aten::mm(a, b), 2e-2, what);
+    expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
+                 what + " against cuBLAS");
+    expect_close(aten::mm(ga, gb), to_host(got), 0, what + " run twice");  // deterministic
+  }
+  // alpha and beta (addmm reads the output the bias was broadcast into).
+  Tensor bias = random({4096}, DType::bf16, 24), m1 = random({4, 64}, DType::bf16, 25),
+         m2 = random({64, 4096}, DType::bf16, 26);
+  KwArgs ab{{"beta", 0.5}, {"alpha", 2.0}};
+  expect_close(call("aten::addmm", {to_device(bias), to_device(m1), to_device(m2)}, ab).to_tensor(),
+               call("aten::addmm", {bias, m1, m2}, ab).to_tensor(), 2e-2, "skinny addmm");
+  // Shapes it does not take still reach cuBLAS: 17 rows, a weight view with an odd leading dim.
+  Tensor tall = random({17, 64}, DType::bf16, 27), w = random({64, 4097}, DType::bf16, 28);
+  Tensor gw = aten::slice(to_device(w), 1, 1, 4097), hw = aten::slice(w, 1, 1, 4097);
+  expect_close(aten::mm(to_device(tall), gw), aten::mm(tall, hw), 2e-2, "17 rows, sliced weight");
+  expect_close(aten::mm(to_device(m1), gw), aten::mm(m1, hw), 2e-2, "4 rows, sliced weight");
 }
 
 TEST_F(CudaOps, RmsNormAndSoftmaxMatchCpu) {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU work of symmflow in one call of the device tool (nvidia-h200-x2, or one GPU):
-#   device run: bash tools/device/run.sh [full|quick|sweep]
+#   device run: bash tools/device/run.sh [full|quick|sweep|gemm]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
 # --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
 # symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's paths (two or more GPUs),
-# and prints the tables last. Logs go to $OUT.
+# and prints the tables last. Logs go to $OUT. `gemm` builds and runs only the GEMM work: the
+# matmul tests, the skinny-GEMM bench beside cuBLAS/cuBLASLt, and the MLP with and without it.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symmflow-device}
@@ -15,12 +16,39 @@ nvidia-smi -L | tee "$OUT/gpus.txt"
 start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 
+# The 8-layer MLP compiled by symmflow at 1 and (with two GPUs, or sharing one) 2 ranks, with the
+# skinny GEMM and with cuBLAS only, then PyTorch at world 1 on the same shapes.
+mlp_runs() {
+  step "mlp compiled by symmflow"
+  for r in 1 2; do
+    for rows in 16 0; do
+      echo "ranks=$r skinny_max_rows=$rows: $(SYMMFLOW_CUDA_SKINNY_GEMM_MAX_ROWS=$rows timeout 200 \
+        build/device/bin/symmflow run examples/tp_mlp.sf --device cuda --ranks $r --iters 200 2>&1 \
+        | tee -a "$OUT/mlp_symmflow.txt" | grep -E "replay|rror" | head -2)"
+    done
+  done
+  PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node 1 tools/device/torch_mlp.py \
+    --json "$OUT/torch_mlp1.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
+}
+
 step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+if [[ "$mode" == gemm ]]; then
+  step "build (gemm)"
+  cmake --build build/device -j "$(nproc)" --target test_cuda_ops symmflow_cli bench_cuda_gemm \
+    >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
+  step test_cuda_ops
+  timeout 400 build/device/tests/cuda/test_cuda_ops 2>&1 | tee "$OUT/test_cuda_ops.log" \
+    | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror:" | head -30
+  mlp_runs
+  step "gemm: skinny kernel, cuBLAS, cuBLASLt"
+  timeout 300 build/device/bin/bench_cuda_gemm --json "$OUT/gemm.json" | tee "$OUT/gemm.txt"
+  exit 0
+fi
 step build
 cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli symmflow_myops \
-  bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise \
+  bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
 gpus=$(nvidia-smi -L | wc -l)
@@ -46,13 +74,11 @@ for ex in custom_op allreduce_rmsnorm; do  # the plugin op: one fused kernel on 
       --plugin build/device/lib/libmyops.so 2>&1 | grep -E 'check:|rror' | head -2)"
   done
 done | tee -a "$OUT/examples.txt"
-step "mlp compiled by symmflow"
-for r in 1 2; do
-  timeout 200 $S run examples/tp_mlp.sf --device cuda --ranks $r --iters 200 2>&1 | tee -a "$OUT/mlp_symmflow.txt" | grep -E "replay|rror"
-done
+mlp_runs
 step "pointwise: unfused calls, the register-program engine, a hand-written kernel"
 timeout 120 build/device/bin/bench_cuda_pointwise | tee "$OUT/pointwise.txt"
-PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node 1 tools/device/torch_mlp.py --json "$OUT/torch_mlp1.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
+step "gemm: skinny kernel, cuBLAS, cuBLASLt"
+timeout 300 build/device/bin/bench_cuda_gemm --json "$OUT/gemm.json" | tee "$OUT/gemm.txt"
 if [[ "$mode" == full ]]; then
   for tool in memcheck racecheck; do
     step "compute-sanitizer $tool"

@@ -21,6 +21,7 @@ struct Tunables {
   int64_t cuda_one_shot_max_bytes = 4 << 20;  // the same choice on GPUs (cuda.hpp)
   int64_t cuda_threads = 1024;                // threads per block of the GPU collectives
   int64_t cuda_blocks_per_sm = 2;             // most blocks per multiprocessor (two_shot)
+  int64_t cuda_skinny_gemm_max_rows = 16;     // bf16/f16 GEMMs this skinny stream the weight
   bool debug_collectives = false;             // cross-rank fingerprint check of every collective
 };
 

@@ -1,7 +1,9 @@
 // cuda kernels of aten::mm, bmm, addmm (+ out variants, addmm_) through cuBLAS: f32, bf16, f16
-// with f32 accumulation (no TF32), f64 in double. Row-major operands map onto cuBLAS's
-// column-major GEMM as C^T = B^T A^T; an operand with unit stride in either dim is passed as is
-// (transposed or not), anything else is first copied contiguous. The handle and its workspace
+// with f32 accumulation (no TF32), f64 in double; bf16/f16 GEMMs of few rows with row-major
+// operands take the weight-streaming kernel instead when skinny_gemm_fits (Note [skinny GEMM]).
+// Row-major operands map onto cuBLAS's column-major GEMM as C^T = B^T A^T; an operand with unit
+// stride in either dim is passed as is (transposed or not), anything else is first copied
+// contiguous. The handle and its workspace
 // are made once per rank thread (before any capture: the executor warms them up), so every GEMM
 // can be captured into a CUDA graph.
 #include <functional>
@@ -11,12 +13,14 @@
 
 #include "kernels/cuda/blas.hpp"
 #include "kernels/cuda/program.hpp"
+#include "kernels/cuda/skinny_gemm.hpp"
 #include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 #define SF_CUBLAS_CHECK(call)                                                             \
   do {                                                                                    \
@@ -74,6 +78,18 @@ Operand as_operand(const Tensor& t) {
   return {aten::clone(t), CUBLAS_OP_N, cols};  // contiguous
 }
 
+// The current GPU's multiprocessor count (cached per thread and device).
+int multiprocessors() {
+  static thread_local int device = -1, count = 0;
+  int current = 0;
+  SF_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) {
+    SF_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, current));
+    device = current;
+  }
+  return count;
+}
+
 // out[b] = alpha * a[b] @ m[b] + beta * out[b] for `batch` matrices (batch strides in elements).
 void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& m, double alpha,
           double beta, int64_t batch) {
@@ -86,6 +102,15 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
            dtype_name(a.dtype()), dtype_name(m.dtype()), dtype_name(out.dtype()));
   SF_CHECK(out.is_contiguous(), "{}: internal: the cuda GEMM writes contiguous outputs", op);
   Operand A = as_operand(a), M = as_operand(m);
+  if (batch == 1 && A.op == CUBLAS_OP_N && M.op == CUBLAS_OP_N &&
+      (type == CUDA_R_16BF || type == CUDA_R_16F)) {
+    SkinnyGemm g{A.t.raw_data(), M.t.raw_data(), out.raw_data(), rows, cols, k, A.ld, M.ld, cols,
+                 float(alpha), float(beta), type == CUDA_R_16F};
+    if (skinny_gemm_fits(g, tunables().cuda_skinny_gemm_max_rows, multiprocessors())) {
+      SF_CUDA_CHECK(cudaError_t(launch_skinny_gemm(g, current_stream())));
+      return;
+    }
+  }
   auto h = static_cast<cublasHandle_t>(blas_handle());
   SF_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(current_stream())));
   const bool wide = out.dtype() == DType::f64;

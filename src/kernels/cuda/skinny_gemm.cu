@@ -1,0 +1,235 @@
+// The skinny GEMM kernel (skinny_gemm.hpp).
+//
+// Note [skinny GEMM]: with 16 rows of activations, y = x @ w is a stream over w: 16 x 4096 x 4096
+// bf16 is 537 MFLOP but 32 MiB of weight, so its floor is the time to read w once (about 7 µs on
+// an H200); cuBLAS and cuBLASLt's best heuristic algorithm take 12.4 µs, this kernel 10.2 µs
+// (bench_cuda_gemm, CUDA graph of back-to-back GEMMs over distinct weights). It only streams:
+//   - a block owns 32 output columns and 8 warps; warp i owns the i-th eighth of k and runs its
+//     own 4-stage cp.async pipeline (32 rows of w and the matching 16 x 32 slice of x per stage,
+//     zero-filled past the ends), so each multiprocessor keeps ~70 KB of loads in flight with no
+//     block-wide barrier in the loop;
+//   - tensor cores do the arithmetic (mma m16n8k16, f32 accumulation): x is the 16-row A operand
+//     (rows past m are zeros), w's tiles are transposed on the way in by ldmatrix.trans; tiles
+//     are stored XOR-swizzled so those loads hit 8 different banks;
+//   - the 8 partial sums of a column are added in warp order through shared memory, so results
+//     are deterministic (the same bits on every run and every rank).
+// One launch per GEMM, no workspace, no atomics: capturable into a CUDA graph as is. Measured and
+// dropped (H200): 6 or 8 stages (no change), 16 warps (5-10% slower), 64-column blocks with k
+// split over a thread-block cluster reduced through distributed shared memory (10% slower),
+// the L2::256B hint (2% slower than 128B). With fewer blocks than half the multiprocessors, or
+// more than one wave, cuBLAS wins; skinny_gemm_fits leaves those shapes to it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/skinny_gemm.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+constexpr int kWarps = 8;      // split of k inside a block (16 measured 5-10% slower)
+constexpr int kBlockN = 32;    // output columns of a block
+constexpr int kStageK = 32;    // rows of w per pipeline stage
+constexpr int kStages = 4;     // 4, 6 and 8 measured the same
+constexpr int kRowBytes = 64;  // a tile row: 32 16-bit values, four 16-byte chunks
+constexpr int kWTileBytes = kStageK * kRowBytes;  // w: 32 k-rows x 32 columns
+constexpr int kXTileBytes = 16 * kRowBytes;       // x: 16 rows x 32 k
+constexpr int kStageBytes = kWTileBytes + kXTileBytes;
+constexpr int kWarpBytes = kStages * kStageBytes;
+constexpr int kSmemBytes = kWarps * kWarpBytes;  // 96 KiB
+static_assert(kWarps * 16 * kBlockN * 4 <= kSmemBytes, "the partial sums reuse the pipeline");
+
+// Byte offset of 16-byte chunk c of row r in a tile of 64-byte rows, swizzled so that the eight
+// rows one ldmatrix reads (same logical chunk) land in eight different 16-byte bank groups.
+__device__ __forceinline__ uint32_t swizzle(int r, int c) {
+  return uint32_t(r * kRowBytes + ((c ^ ((r >> 1) & 3)) << 4));
+}
+
+// 16 bytes from global to shared memory, zeros when !valid. The L2::128B hint makes a miss fetch
+// the whole 128-byte line (the neighbouring block's columns too): 5% faster than without, and
+// than 256B (bench_cuda_gemm, H200).
+__device__ __forceinline__ void copy16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N>
+__device__ __forceinline__ void wait_pending() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_float(__half v) {
+  return __half2float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float(float v) {
+  return __float2half_rn(v);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kWarps * 32)
+    skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int m,
+                       int n, int k, int64_t ldx, int64_t ldw, int64_t ldy, float alpha,
+                       float beta) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int n0 = int(blockIdx.x) * kBlockN;
+  const int stages = (k + kStageK - 1) / kStageK;
+  const int first = stages * warp / kWarps, count = stages * (warp + 1) / kWarps - first;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem)) + uint32_t(warp * kWarpBytes);
+
+  auto load = [&](int s) {  // stage s of this warp into buffer s % kStages
+    const int k0 = (first + s) * kStageK;
+    const uint32_t wt = base + uint32_t((s % kStages) * kStageBytes), xt = wt + kWTileBytes;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // w: 32 rows x 4 chunks
+      const int idx = i * 32 + lane, r = idx >> 2, c = idx & 3;
+      const bool ok = k0 + r < k && n0 + c * 8 < n;
+      copy16(wt + swizzle(r, c), ok ? w + int64_t(k0 + r) * ldw + n0 + c * 8 : w, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {  // x: 16 rows x 4 chunks
+      const int idx = i * 32 + lane, r = idx >> 2, c = idx & 3;
+      const bool ok = r < m && k0 + c * 8 < k;
+      copy16(xt + swizzle(r, c), ok ? x + int64_t(r) * ldx + k0 + c * 8 : x, ok);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) load(s);
+    commit();  // empty groups keep the count of pending groups uniform
+  }
+  float acc[4][4] = {};
+  const int j = lane >> 3, row8 = lane & 7;  // the matrix and row this lane addresses
+  for (int s = 0; s < count; ++s) {
+    wait_pending<kStages - 2>();  // stage s has landed (for this lane)
+    __syncwarp();                 // ... and for every lane; buffer s-1 is free
+    if (s + kStages - 1 < count) load(s + kStages - 1);
+    commit();
+    const uint32_t wt = base + uint32_t((s % kStages) * kStageBytes), xt = wt + kWTileBytes;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {  // two k16 steps per stage
+      uint32_t a[4];
+      ldmatrix(xt + swizzle((j & 1) * 8 + row8, ks * 2 + (j >> 1)), a);
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {  // column tiles 2p and 2p+1
+        uint32_t b[4];
+        ldmatrix_trans(wt + swizzle(ks * 16 + (j & 1) * 8 + row8, 2 * p + (j >> 1)), b);
+        mma<T>(acc[2 * p], a, b[0], b[1]);
+        mma<T>(acc[2 * p + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  wait_pending<0>();
+  __syncthreads();  // every warp is done with its pipeline: reuse it for the partial sums
+
+  float* part = reinterpret_cast<float*>(smem);  // [warp][16 rows][32 columns]
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    float* lo = part + (warp * 16 + g) * kBlockN + nt * 8 + 2 * t;
+    float* hi = lo + 8 * kBlockN;
+    lo[0] = acc[nt][0];
+    lo[1] = acc[nt][1];
+    hi[0] = acc[nt][2];
+    hi[1] = acc[nt][3];
+  }
+  __syncthreads();
+  for (int o = int(threadIdx.x); o < 16 * kBlockN; o += kWarps * 32) {
+    const int r = o / kBlockN, c = o % kBlockN;
+    if (r >= m || n0 + c >= n) continue;
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) sum += part[(i * 16 + r) * kBlockN + c];
+    T* out = y + int64_t(r) * ldy + n0 + c;
+    const float v = beta != 0 ? alpha * sum + beta * to_float(*out) : alpha * sum;
+    *out = from_float<T>(v);
+  }
+}
+
+template <typename T>
+cudaError_t launch(const SkinnyGemm& g, cudaStream_t s) {
+  static thread_local int configured = -1;  // the device whose attribute this thread set
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (configured != device) {
+    cudaError_t e = cudaFuncSetAttribute(skinny_gemm_kernel<T>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (e != cudaSuccess) return e;
+    configured = device;
+  }
+  const unsigned blocks = unsigned((g.n + kBlockN - 1) / kBlockN);
+  skinny_gemm_kernel<T><<<blocks, kWarps * 32, kSmemBytes, s>>>(
+      static_cast<const T*>(g.x), static_cast<const T*>(g.w), static_cast<T*>(g.y), int(g.m),
+      int(g.n), int(g.k), g.ldx, g.ldw, g.ldy, g.alpha, g.beta);
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms) {
+  const int64_t limit = max_rows < kSkinnyGemmMaxRows ? max_rows : kSkinnyGemmMaxRows;
+  const int64_t blocks = (g.n + kBlockN - 1) / kBlockN;
+  return 2 * blocks >= sms && blocks <= sms && g.m >= 1 && g.m <= limit && g.n >= 8 && g.k >= 8 &&
+         g.n % 8 == 0 && g.k % 8 == 0 && g.n < (int64_t(1) << 31) && g.k < (int64_t(1) << 31) &&
+         g.ldx % 8 == 0 && g.ldw % 8 == 0 && g.ldx >= g.k && g.ldw >= g.n && g.ldy >= g.n &&
+         aligned16(g.x) && aligned16(g.w);
+}
+
+int launch_skinny_gemm(const SkinnyGemm& g, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  return int(g.f16 ? launch<__half>(g, s) : launch<__nv_bfloat16>(g, s));
+}
+
+}  // namespace symmflow::cuda

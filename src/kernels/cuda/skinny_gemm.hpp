@@ -1,0 +1,36 @@
+// The GEMM of few rows (decode-sized activations times a weight matrix), bf16 and f16: a
+// tensor-core kernel that does nothing but stream the weight (Note [skinny GEMM] in
+// skinny_gemm.cu), 15-20% faster than cuBLAS on the MLP's 16 x 4096 x 4096. The cuda mm and
+// addmm kernels (matmul.cpp) take it whenever skinny_gemm_fits says yes.
+#pragma once
+
+#include <cstdint>
+
+namespace symmflow::cuda {
+
+// y[m, n] = alpha * (x[m, k] @ w[k, n]) + beta * y, all row-major with leading dims ldx, ldw, ldy
+// (in elements); f32 accumulation; y is read only when beta != 0.
+struct SkinnyGemm {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ldx = 0, ldw = 0, ldy = 0;
+  float alpha = 1, beta = 0;
+  bool f16 = false;  // else bf16
+};
+
+inline constexpr int64_t kSkinnyGemmMaxRows = 16;  // one tensor-core tile of rows
+
+// Whether the kernel takes this problem: 1 ≤ m ≤ min(max_rows, 16), n and k multiples of 8,
+// leading dims multiples of 8 and x, w 16-byte aligned (its loads are 16 bytes), n and k below
+// 2^31, and its n / 32 blocks fill between half and all of the GPU's `sms` multiprocessors in
+// one wave (where it beats cuBLAS; more or fewer blocks and cuBLAS wins, bench_cuda_gemm).
+// max_rows is tunables().cuda_skinny_gemm_max_rows (0 turns the kernel off).
+bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms);
+
+// Launches on `stream` (capturable) and returns the cudaError_t of the launch. It computes any
+// shape skinny_gemm_fits allows but the one-wave rule (slower there, still right).
+int launch_skinny_gemm(const SkinnyGemm& g, void* stream);
+
+}  // namespace symmflow::cuda
