@@ -3,9 +3,8 @@
 // operands take the weight-streaming kernel instead when skinny_gemm_fits (Note [skinny GEMM]).
 // Row-major operands map onto cuBLAS's column-major GEMM as C^T = B^T A^T; an operand with unit
 // stride in either dim is passed as is (transposed or not), anything else is first copied
-// contiguous. The handle and its workspace
-// are made once per rank thread (before any capture: the executor warms them up), so every GEMM
-// can be captured into a CUDA graph.
+// contiguous. The handle and its workspace are made once per rank thread (before any capture:
+// the executor warms them up), so every GEMM can be captured into a CUDA graph.
 #include <functional>
 
 #include <cublas_v2.h>
