@@ -3,9 +3,11 @@
 //   unfused   four eager aten calls (four kernels, four passes over memory, fresh outputs),
 //   program   the fused region fuse_pointwise makes, run by the register-program engine (one
 //             kernel for every program: Note [pointwise programs] in src/kernels/cuda/pointwise.cu),
+//   compiled  the same region as its own kernel generated and compiled at run time (NVRTC, Note
+//             [pointwise codegen]): what the executor runs by default,
 //   by hand   the same chain compiled as its own kernel (what NVRTC or a template would give).
 // Median over 20 samples of 20 back-to-back calls each, timed with CUDA events; prints a table
-// and the ratios program / by hand and unfused / program.
+// and the ratios program / by hand, compiled / by hand and unfused / compiled.
 #include <cstdio>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 int launch_reference_chain(const float* x, float* y, int64_t n, void* stream);
 
@@ -66,8 +69,9 @@ int main() {
   }
   run_threads(1, [](Runtime&) {
     cuda::bind_device();
-    std::printf("%-10s %12s %12s %12s %10s %10s %12s\n", "elements", "unfused_us", "program_us",
-                "by_hand_us", "prog/hand", "unf/prog", "program_GB/s");
+    std::printf("%-10s %11s %11s %11s %11s %10s %10s %10s %12s\n", "elements", "unfused_us",
+                "program_us", "compiled_us", "by_hand_us", "prog/hand", "comp/hand", "unf/comp",
+                "compiled_GB/s");
     for (int64_t n : {int64_t(1) << 16, int64_t(1) << 20, int64_t(1) << 24}) {
       std::string text = kChain;
       text.replace(text.find("N]"), 1, std::to_string(n));
@@ -86,15 +90,23 @@ int main() {
         call("aten::sin.out", {c}, {{"out", y}});
       });
       const Tensor in[] = {x}, out[] = {y};
-      const double program = time_us([&] { cuda::run_fused(*body, in, out); });
+      auto fused_with = [&](bool codegen) {
+        Tunables saved = tunables(), t = saved;
+        t.cuda_pointwise_codegen = codegen;
+        set_tunables(t);
+        const double us = time_us([&] { cuda::run_fused(*body, in, out); });
+        set_tunables(saved);
+        return us;
+      };
+      const double program = fused_with(false), compiled = fused_with(true);
       const double by_hand = time_us([&] {
         SF_CUDA_CHECK(cudaError_t(launch_reference_chain(static_cast<const float*>(x.raw_data()),
                                                          static_cast<float*>(y.raw_data()), n,
                                                          cuda::current_stream())));
       });
-      std::printf("%-10lld %12.2f %12.2f %12.2f %10.2f %10.2f %12.1f\n", (long long)n, unfused,
-                  program, by_hand, program / by_hand, unfused / program,
-                  double(n) * 8 / program / 1e3);
+      std::printf("%-10lld %11.2f %11.2f %11.2f %11.2f %10.2f %10.2f %10.2f %12.1f\n",
+                  (long long)n, unfused, program, compiled, by_hand, program / by_hand,
+                  compiled / by_hand, unfused / compiled, double(n) * 8 / compiled / 1e3);
     }
   });
   return 0;

@@ -82,6 +82,13 @@ const std::vector<Row>& rows() {
       INT_ROW(cuda_skinny_gemm_max_rows, 0, 16,
               "GPU bf16/f16 matmuls with at most this many rows use the weight-streaming kernel "
               "instead of cuBLAS (0: always cuBLAS)"),
+      Row{"cuda_pointwise_codegen",
+          "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
+          "(NVRTC, cached); 0: as a program of the pointwise interpreter",
+          [](const Tunables& t) { return std::string(t.cuda_pointwise_codegen ? "1" : "0"); },
+          [](Tunables& t, const std::string& v) {
+            t.cuda_pointwise_codegen = parse_int(env_name("cuda_pointwise_codegen"), v, 0, 1) != 0;
+          }},
       Row{"debug_collectives",
           "1: every collective first checks that all ranks call the same op with the same "
           "dtype and size (costs one extra exchange)",

@@ -9,9 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "exec/cuda/fused.hpp"
+#include "kernels/cuda/pointwise_codegen.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
@@ -21,6 +24,7 @@
 #include "symmflow/passes/pipeline.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 namespace {
@@ -148,6 +152,98 @@ std::vector<TensorSpec> like_input(std::span<const Value> args) {
 SYMMFLOW_LIBRARY(cudatest, m) { m.def("cpu_only(Tensor x) -> Tensor", like_input); }
 SYMMFLOW_LIBRARY_IMPL(cudatest, cpu, m) {
   m.impl("cpu_only", [](KernelCall& c) { call("aten::copy_", {c.out(0), c.arg(0)}); });
+}
+
+// Every op a GPU fused region takes, in f32 (float compute), bf16 and f16 (float compute, rounded
+// per op) and f64 (double compute): the region's compiled kernel (Note [pointwise codegen]) gives
+// the interpreter's bits on every element, once per region text, also when first met during a
+// CUDA graph capture.
+constexpr const char* kEveryFusedOp = R"(graph every_op(x: DT[4099], y: DT[4099]) {
+  a = aten::mul.Scalar(x, 1.5)
+  b = aten::add.Tensor(a, y, alpha=0.25)
+  c = aten::sub.Tensor(b, x)
+  d = aten::div.Tensor(c, y)
+  e = aten::sin(d)
+  f = aten::cos(e)
+  g = aten::exp(f)
+  h = aten::tanh(g)
+  i = aten::sigmoid(h)
+  j = aten::silu(i)
+  k = aten::gelu(j)
+  l = aten::gelu(k, approximate="tanh")
+  m = aten::relu(l)
+  n = aten::neg(m)
+  o = aten::add.Scalar(n, 0.1)
+  p = aten::mul.Tensor(o, d)
+  return p, d
+}
+)";
+
+TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  run_threads(1, [](Runtime&) {
+    bind_device();
+    for (const char* dt : {"f32", "bf16", "f16", "f64"}) {
+      std::string text = kEveryFusedOp;
+      for (size_t at; (at = text.find("DT")) != std::string::npos;) text.replace(at, 2, dt);
+      auto plan = passes::compile(ir::parse_graph(text));
+      std::vector<const ir::Graph*> bodies;
+      size_t ops = 0;
+      for (const ir::Node* node : plan->steps) {
+        if (node->kind() != ir::NodeKind::fused) continue;
+        bodies.push_back(node->body());
+        ops += node->body()->nodes().size();
+      }
+      ASSERT_EQ(ops, 16u) << dt << ": every op in a fused region";
+      const int before = compiled_pointwise_kernels();
+      for (size_t r = 0; r < bodies.size(); ++r) {
+        const ir::Graph& body = *bodies[r];
+        std::vector<Tensor> in;
+        for (const ir::Value* v : body.inputs()) in.push_back(to_device(random(v->type(), in.size() + 1)));
+        auto run = [&](bool codegen, bool capture) {
+          Tunables saved = tunables(), t = saved;
+          t.cuda_pointwise_codegen = codegen;
+          set_tunables(t);
+          std::vector<Tensor> out;
+          for (const ir::Value* v : body.outputs())
+            out.push_back(Tensor::empty(v->type().shape, v->type().dtype, in[0].device()));
+          auto s = static_cast<cudaStream_t>(current_stream());
+          cudaGraph_t graph = nullptr;
+          cudaGraphExec_t exec = nullptr;
+          if (capture) {
+            EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+          }
+          run_fused(body, in, out);
+          if (capture) {
+            EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+            EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+            EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+          }
+          std::vector<Tensor> host;
+          for (const Tensor& o : out) host.push_back(to_host(o));
+          if (exec) cudaGraphExecDestroy(exec);
+          if (graph) cudaGraphDestroy(graph);
+          set_tunables(saved);
+          return host;
+        };
+        std::vector<Tensor> want = run(false, false);
+        // The first region compiles on first use inside a capture, the others eagerly.
+        for (bool capture : {r == 0, r != 0}) {
+          std::vector<Tensor> got = run(true, capture);
+          for (size_t o = 0; o < got.size(); ++o) {
+            std::vector<double> a = got[o].to_doubles(), b = want[o].to_doubles();
+            for (size_t i = 0; i < a.size(); ++i) {
+              if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+              ASSERT_EQ(a[i], b[i]) << dt << " region " << r << " output " << o << " element "
+                                    << i << (capture ? " (captured)" : "");
+            }
+          }
+        }
+      }
+      EXPECT_EQ(compiled_pointwise_kernels(), before + int(bodies.size()))
+          << dt << ": one kernel per region, compiled once";
+    }
+  });
 }
 
 TEST(CudaExecGraph, AnOpWithoutACudaKernelIsRefusedAtConstruction) {

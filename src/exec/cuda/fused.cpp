@@ -1,7 +1,8 @@
 // A fused pointwise region (fuse_pointwise) on the GPU: the body becomes one pointwise program
 // (Note [pointwise programs] in kernels/cuda/pointwise.cu) that loads each region input once,
 // computes every body op in registers, rounding each to its value's dtype as op-by-op execution
-// would, and stores the region's outputs: one kernel, one pass over memory.
+// would, and stores the region's outputs: one kernel, one pass over memory, compiled for the
+// region at run time (Note [pointwise codegen]) unless SYMMFLOW_CUDA_POINTWISE_CODEGEN=0.
 #include "exec/cuda/fused.hpp"
 
 #include <map>
@@ -96,7 +97,7 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
     reg[n->output()] = out;
   }
   for (size_t r = 0; r < outputs.size(); ++r) b.store(flat(outputs[r], numel), reg.at(body.outputs()[r]));
-  b.launch();
+  b.launch_compiled();
 }
 
 }  // namespace symmflow::cuda

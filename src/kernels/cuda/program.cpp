@@ -3,8 +3,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/pointwise_codegen.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 
@@ -126,6 +128,11 @@ void ProgramBuilder::store(const Tensor& t, int reg) {
 
 void ProgramBuilder::launch() {
   SF_CUDA_CHECK(cudaError_t(launch_pointwise(p_, current_stream())));
+}
+
+void ProgramBuilder::launch_compiled() {
+  if (!tunables().cuda_pointwise_codegen || !p_.contiguous) return launch();
+  launch_compiled_pointwise(p_, current_stream());
 }
 
 PwOp unary_instr(aten_meta::UnaryOp kind, bool tanh_gelu) {

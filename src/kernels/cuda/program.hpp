@@ -31,6 +31,9 @@ class ProgramBuilder {
   // Registers are reused once their last reader has run: the caller says when one dies.
   void release(int reg);
   void launch();
+  // The same program as its own compiled kernel (Note [pointwise codegen]) when
+  // tunables().cuda_pointwise_codegen and every operand is contiguous; else launch().
+  void launch_compiled();
 
  private:
   int operand(const Tensor& t, bool broadcast);

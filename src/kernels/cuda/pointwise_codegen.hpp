@@ -1,0 +1,24 @@
+// Pointwise programs compiled to their own kernel at run time (NVRTC), for fused regions: the
+// register program interpreter (pointwise.cu) pays a switch per instruction and keeps its
+// registers in local memory, which costs 3x once a chain is compute-bound. Note [pointwise
+// codegen] in pointwise_codegen.cpp. Private to the cuda backend.
+#pragma once
+
+#include <string>
+
+#include "kernels/cuda/pointwise.hpp"
+
+namespace symmflow::cuda {
+
+// The CUDA C++ source of `p`'s kernel (entry point "pw"; `p` contiguous): everything but the
+// operands' data pointers and the element count is in the text, so equal text means one kernel.
+std::string pointwise_source(const PwProgram& p);
+
+// Runs `p` through its compiled kernel (compiled and loaded on first use, then cached for the
+// process) on `stream`. Raises naming NVRTC's log when the source does not compile.
+void launch_compiled_pointwise(const PwProgram& p, void* stream);
+
+// Kernels compiled so far in this process (tests check the cache).
+int compiled_pointwise_kernels();
+
+}  // namespace symmflow::cuda
