@@ -92,6 +92,9 @@ if [[ "$mode" == full ]]; then
     timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_ops \
       --gtest_filter='CudaOps.Binary*:CudaOps.Copies*:CudaOps.RmsNorm*:CudaOps.Skinny*' >"$OUT/sanitizer_ops_$tool.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_ops_$tool.log" | head -5
+    timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_exec \
+      --gtest_filter='CudaFused.*' >"$OUT/sanitizer_fused_$tool.log" 2>&1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_fused_$tool.log" | head -5
   done
 fi
 
