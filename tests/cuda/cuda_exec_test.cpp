@@ -205,7 +205,8 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
       for (size_t r = 0; r < bodies.size(); ++r) {
         const ir::Graph& body = *bodies[r];
         std::vector<Tensor> in;
-        for (const ir::Value* v : body.inputs()) in.push_back(to_device(random(v->type(), in.size() + 1)));
+        for (const ir::Value* v : body.inputs())
+          in.push_back(to_device(random(v->type(), in.size() + 1)));
         auto run = [&](bool codegen, bool capture) {
           Tunables saved = tunables(), t = saved;
           t.cuda_pointwise_codegen = codegen;

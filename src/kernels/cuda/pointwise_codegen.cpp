@@ -3,12 +3,13 @@
 // Note [pointwise codegen]: a fused region's program (Note [pointwise programs]) is printed as a
 // CUDA C++ kernel with one local variable per register and its instructions as straight-line
 // code, compiled by NVRTC for the GPU's architecture, loaded as a cudaLibrary (valid in every
-// context) and cached for the life of the process, keyed by what the text depends on. The text uses the same
-// operations as the interpreter, spelled out (round-to-nearest intrinsics for add, multiply and
-// divide, the same math functions, the same conversions by PTX cvt), so both give the same bits;
-// it includes no header, so it compiles wherever NVRTC runs. Operand pointers and the
-// element count are kernel arguments: one kernel serves every call of a region and every size.
-// Fused regions are contiguous (exec/cuda/fused.cpp flattens them), and only those are compiled.
+// context) and cached for the life of the process, keyed by what the text depends on. The text
+// uses the same operations as the interpreter, spelled out (round-to-nearest intrinsics for add,
+// multiply and divide, the same math functions, the same conversions by PTX cvt), so both give
+// the same bits; it includes no header, so it compiles wherever NVRTC runs. Operand pointers and
+// the element count are kernel arguments: one kernel serves every call of a region and every
+// size. Fused regions are contiguous (exec/cuda/fused.cpp flattens them); only those compile.
+// Compiling (about 0.1 s) may happen inside a graph capture: it enqueues nothing.
 #include "kernels/cuda/pointwise_codegen.hpp"
 
 #include <algorithm>
@@ -128,13 +129,15 @@ std::string op_expr(const Spelling& s, const PwInstr& in) {
     case PwOp::tanh: return fmt::format("{}({})", s.tanh, a);
     case PwOp::sigmoid:
       return fmt::format("{}({}, {}({}, {}(-{})))", s.div, k("1"), s.add, k("1"), s.exp, a);
-    case PwOp::silu: return fmt::format("{}({}, {}({}, {}(-{})))", s.div, a, s.add, k("1"), s.exp, a);
+    case PwOp::silu:
+      return fmt::format("{}({}, {}({}, {}(-{})))", s.div, a, s.add, k("1"), s.exp, a);
     case PwOp::gelu:
       return fmt::format("{0}({0}({1}, {2}), {3}({4}, {5}({0}({2}, {6}))))", s.mul, k("0.5"), a,
                          s.add, k("1"), s.erf, k("0.70710678118654752440"));
     case PwOp::gelu_tanh:
       return fmt::format(
-          "{0}({0}({1}, {2}), {3}({4}, {5}({0}({6}, {3}({2}, {0}({0}({0}({7}, {2}), {2}), {2}))))))",
+          "{0}({0}({1}, {2}), {3}({4}, {5}({0}({6}, "
+          "{3}({2}, {0}({0}({0}({7}, {2}), {2}), {2}))))))",
           s.mul, k("0.5"), a, s.add, k("1"), s.tanh, k("0.79788456080286535588"), k("0.044715"));
     case PwOp::relu: return fmt::format("({0} < {1}(0) ? {1}(0) : {0})", a, s.F);
     default: break;
@@ -180,7 +183,8 @@ Compiled compile(const std::string& source, const std::string& arch) {
     nvrtcGetProgramLogSize(prog, &n);
     std::string log(n, '\0');
     nvrtcGetProgramLog(prog, log.data());
-    throw_error(ErrorCode::Cuda, "pointwise codegen: NVRTC could not compile a fused region ({}):\n{}\n{}",
+    throw_error(ErrorCode::Cuda,
+                "pointwise codegen: NVRTC could not compile a fused region ({}):\n{}\n{}",
                 nvrtcGetErrorString(r), log, source);
   }
   size_t size = 0;
@@ -230,7 +234,8 @@ std::string pointwise_source(const PwProgram& p) {
   SF_CHECK(p.contiguous, "pointwise codegen: internal: only programs over contiguous operands");
   const Spelling& s = p.wide ? kDouble : kFloat;
   std::string out = kPrelude;
-  out += "extern \"C\" __global__ void __launch_bounds__(256) pw(const __grid_constant__ Args a) {\n";
+  out += "extern \"C\" __global__ void __launch_bounds__(256)\n";
+  out += "pw(const __grid_constant__ Args a) {\n";
   out += "  const i64 step = i64(gridDim.x) * blockDim.x;\n";
   out += "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {\n";
   auto at = [&](int operand) {  // the element of operand at this index
