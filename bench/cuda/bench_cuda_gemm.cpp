@@ -43,32 +43,9 @@ struct Row {
   double cublas_us, lt_us, skinny_us, max_rel_diff;
 };
 
-// Median µs per call of `calls` calls of `call` captured as one graph on s.
+// Median µs per call of `calls` calls of `call` captured as one graph on s (20 replays).
 double time_graph(cudaStream_t s, int calls, const std::function<void(int)>& call) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) call(i);
-  SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  SF_CUDA_CHECK(cudaEventCreate(&a));
-  SF_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> samples;
-  for (int r = -3; r < 20; ++r) {
-    SF_CUDA_CHECK(cudaEventRecord(a, s));
-    SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    SF_CUDA_CHECK(cudaEventRecord(b, s));
-    SF_CUDA_CHECK(cudaStreamSynchronize(s));
-    float ms = 0;
-    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 0) samples.push_back(double(ms) * 1000.0 / calls);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return bench::median(samples);
+  return bench::median(bench::graph_samples(s, calls, 20, 3, call));
 }
 
 struct Gpu {

@@ -35,36 +35,46 @@ inline double slowest_rank_median(Group& g, const std::vector<double>& mine) {
   return median(worst);
 }
 
-// Collective over g: captures `calls` calls of `call` on stream s into a CUDA graph, replays it
-// `warmup` times and then `replays` times (every rank starting together), and returns the median
-// per-call time of the slowest rank in µs.
-inline double time_graph(Group& g, cudaStream_t s, int calls, int replays, int warmup,
-                         const std::function<void()>& call) {
+// Captures `calls` calls of `call` (given the call's index) on stream s into a CUDA graph,
+// replays it `warmup` times and then `replays` times, each after `before`, and returns the µs per
+// call of every timed replay.
+inline std::vector<double> graph_samples(cudaStream_t s, int calls, int replays, int warmup,
+                                         const std::function<void(int)>& call,
+                                         const std::function<void()>& before = {}) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   SF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) call();
+  for (int i = 0; i < calls; ++i) call(i);
   SF_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
   SF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t a, b;
   SF_CUDA_CHECK(cudaEventCreate(&a));
   SF_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> mine;
+  std::vector<double> samples;
   for (int r = -warmup; r < replays; ++r) {
-    g.barrier(0, "bench");
+    if (before) before();
     SF_CUDA_CHECK(cudaEventRecord(a, s));
     SF_CUDA_CHECK(cudaGraphLaunch(exec, s));
     SF_CUDA_CHECK(cudaEventRecord(b, s));
     SF_CUDA_CHECK(cudaStreamSynchronize(s));
     float ms = 0;
     SF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 0) mine.push_back(double(ms) * 1000.0 / calls);
+    if (r >= 0) samples.push_back(double(ms) * 1000.0 / calls);
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  return slowest_rank_median(g, mine);
+  return samples;
+}
+
+// Collective over g: graph_samples with every rank starting each replay together; the median
+// per-call time of the slowest rank in µs.
+inline double time_graph(Group& g, cudaStream_t s, int calls, int replays, int warmup,
+                         const std::function<void()>& call) {
+  return slowest_rank_median(
+      g, graph_samples(s, calls, replays, warmup, [&](int) { call(); },
+                       [&] { g.barrier(0, "bench"); }));
 }
 
 }  // namespace symmflow::bench

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/collectives.hpp"
+#include "kernels/cuda/convert.cuh"
 
 namespace symmflow::cuda {
 namespace {
@@ -81,31 +82,6 @@ __device__ void finish(const WorkspaceView& v, uint32_t call) {
       *static_cast<volatile uint32_t*>(v.calls) = call + 1;
     }
   }
-}
-
-template <typename T>
-__device__ __forceinline__ float to_f(T x) {
-  return float(x);
-}
-template <>
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float to_f(__half x) {
-  return __half2float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float x) {
-  return T(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half from_f(float x) {
-  return __float2half_rn(x);
 }
 
 // Matches the cpu kernels (kernels/cpu/collectives/reduce.hpp): max keeps acc unless acc < v.

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/skinny_gemm.hpp"
 
 namespace symmflow::cuda {
@@ -95,23 +96,6 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-}
-
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ float to_float(__half v) {
-  return __half2float(v);
-}
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half from_float(float v) {
-  return __float2half_rn(v);
 }
 
 template <typename T>
@@ -191,8 +175,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) sum += part[(i * 16 + r) * kBlockN + c];
     T* out = y + int64_t(r) * ldy + n0 + c;
-    const float v = beta != 0 ? alpha * sum + beta * to_float(*out) : alpha * sum;
-    *out = from_float<T>(v);
+    const float v = beta != 0 ? alpha * sum + beta * to_f(*out) : alpha * sum;
+    *out = from_f<T>(v);
   }
 }
 
