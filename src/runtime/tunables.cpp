@@ -45,6 +45,15 @@ double parse_double(const std::string& env, const std::string& v, double lo, dou
       } \
   }
 
+// A 0/1 tunable.
+#define BOOL_ROW(field, doc)                                                     \
+  Row {                                                                          \
+#field, doc, [](const Tunables& t) { return std::string(t.field ? "1" : "0"); }, \
+      [](Tunables& t, const std::string& v) {                                         \
+        t.field = parse_int(env_name(#field), v, 0, 1) != 0;                          \
+      } \
+  }
+
 std::string env_name(const std::string& field) {
   std::string out = "SYMMFLOW_";
   for (char c : field) out += char(std::toupper(static_cast<unsigned char>(c)));
@@ -65,13 +74,9 @@ const std::vector<Row>& rows() {
               "Busy polls before a wait yields when this host runs more ranks than usable CPUs"),
       INT_ROW(yield_count, 0, int64_t(1) << 40, "Yields before a wait parks (futex) or sleeps"),
       INT_ROW(sleep_us, 0, 1000000, "Microseconds slept between polls once a wait backed off"),
-      Row{"pin_threads",
-          "1: on the threads transport, rank r runs on the r-th usable CPU when there are at least "
-          "as many CPUs as ranks",
-          [](const Tunables& t) { return std::string(t.pin_threads ? "1" : "0"); },
-          [](Tunables& t, const std::string& v) {
-            t.pin_threads = parse_int(env_name("pin_threads"), v, 0, 1) != 0;
-          }},
+      BOOL_ROW(pin_threads,
+               "1: on the threads transport, rank r runs on the r-th usable CPU when there are at "
+               "least as many CPUs as ranks"),
       INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),
@@ -82,20 +87,12 @@ const std::vector<Row>& rows() {
       INT_ROW(cuda_skinny_gemm_max_rows, 0, 16,
               "GPU bf16/f16 matmuls with at most this many rows use the weight-streaming kernel "
               "instead of cuBLAS (0: always cuBLAS)"),
-      Row{"cuda_pointwise_codegen",
-          "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
-          "(NVRTC, cached); 0: as a program of the pointwise interpreter",
-          [](const Tunables& t) { return std::string(t.cuda_pointwise_codegen ? "1" : "0"); },
-          [](Tunables& t, const std::string& v) {
-            t.cuda_pointwise_codegen = parse_int(env_name("cuda_pointwise_codegen"), v, 0, 1) != 0;
-          }},
-      Row{"debug_collectives",
-          "1: every collective first checks that all ranks call the same op with the same "
-          "dtype and size (costs one extra exchange)",
-          [](const Tunables& t) { return std::string(t.debug_collectives ? "1" : "0"); },
-          [](Tunables& t, const std::string& v) {
-            t.debug_collectives = parse_int(env_name("debug_collectives"), v, 0, 1) != 0;
-          }},
+      BOOL_ROW(cuda_pointwise_codegen,
+               "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
+               "(NVRTC, cached); 0: as a program of the pointwise interpreter"),
+      BOOL_ROW(debug_collectives,
+               "1: every collective first checks that all ranks call the same op with the same "
+               "dtype and size (costs one extra exchange)"),
   };
   return kRows;
 }
