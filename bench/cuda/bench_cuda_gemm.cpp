@@ -141,13 +141,10 @@ Row measure(Gpu& gpu, const Shape& sh) {
                               out, CUDA_R_16BF, int(sh.n), CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
   };
-  cuda::SkinnyGemm g{x, nullptr, y, sh.m, sh.n, sh.k, sh.k, sh.n, sh.n, 1.0f, 0.0f, false};
   auto skinny = [&](int c) {
-    cuda::SkinnyGemm gc = g;
-    gc.w = w(c);
-    SF_CUDA_CHECK(cudaError_t(cuda::launch_skinny_gemm(gc, gpu.s)));
+    cuda::SkinnyGemm g{x, w(c), y, sh.m, sh.n, sh.k, sh.k, sh.n, sh.n};
+    SF_CUDA_CHECK(cudaError_t(cuda::launch_skinny_gemm(g, gpu.s)));
   };
-  g.w = ws[0];
   cublas(0, y_ref);
   skinny(0);
   SF_CUDA_CHECK(cudaStreamSynchronize(gpu.s));
