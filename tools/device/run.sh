@@ -62,7 +62,7 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
 timeout 200 $MPIRUN build/device/tests/cuda/test_cuda_mpi --gtest_color=no 2>&1 | tee "$OUT/test_cuda_mpi.log" \
   | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror|tests failed" | head -20
 step "examples on the GPU (--check)"
-for ex in tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
+for ex in tp_mlp tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
   halo_exchange_signal; do
   for r in 1 2; do
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"

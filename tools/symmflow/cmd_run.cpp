@@ -4,11 +4,11 @@
 // (so ranks differ), runs K iterations and rank 0's median time per iteration is printed.
 // --check draws new random inputs for every iteration, runs the K iterations back to back (so
 // that a fast rank may run ahead, as in production), then compares every output element of every
-// iteration with exec::interpret of the source graph on that iteration's inputs: relative
-// tolerance 1e-5 (f32), 2e-2 (bf16, f16), 1e-12 (f64), exact for integers, relative to
-// max(|expected|, rms of the expected output). It prints "check: OK (N outputs, M elements)"
-// (elements summed over ranks and iterations) or exits 1 naming the output, iteration, rank and
-// first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
+// iteration with exec::interpret of the source graph on that iteration's inputs, within the
+// tolerance of Note [check tolerance] (exec/compare.hpp: per dtype, growing with the square root of
+// the output's rounding depth). It prints "check: OK (N outputs, M elements, largest error F of
+// the tolerance)" (elements summed over ranks and iterations) or exits 1 naming the output, its
+// rounding depth, iteration, rank and first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
 // step (pid 0, tid = rank, name = the step's op, cat "comm" for ops with a group argument else
 // "compute", ts/dur in microseconds from the start) and "M" thread_name events "rank N".
 // --device cuda runs each rank on a GPU (rank % GPUs; ranks may share one): the plan is captured
@@ -31,6 +31,7 @@
 #include "commands.hpp"
 #include "graph_file.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/exec/compare.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ops/call.hpp"
@@ -69,6 +70,7 @@ struct RankResult {
   std::string device;    // the executable's device description
   std::vector<TraceEvent> events;
   std::optional<std::string> mismatch;  // the first bad element, when --check failed
+  double worst = 0;                      // the largest error over the tolerance, with --check
   size_t outputs = 0;
   size_t elements = 0;
 };
@@ -109,40 +111,6 @@ Tensor clone(const Tensor& t) {
   Tensor c = Tensor::empty(t.shape(), t.dtype());
   std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());  // inputs are fresh contiguous tensors
   return c;
-}
-
-double tolerance(DType d) {
-  switch (d) {
-    case DType::f32:
-      return 1e-5;
-    case DType::bf16:
-    case DType::f16:
-      return 2e-2;
-    case DType::f64:
-      return 1e-12;
-    default:
-      return 0;
-  }
-}
-
-// The first element of `got` that differs from `want` beyond the dtype's tolerance, described.
-std::optional<std::string> compare(const Tensor& got, const Tensor& want, const std::string& what) {
-  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
-    return fmt::format("{}: got {}, expected {}", what, got.str(), want.str());
-  }
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
-  double rms = 0;
-  for (double x : b) rms += std::isfinite(x) ? x * x : 0;
-  rms = b.empty() ? 0 : std::sqrt(rms / double(b.size()));
-  const double tol = tolerance(got.dtype());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] == b[i]) continue;
-    if (std::abs(a[i] - b[i]) <= tol * std::max(std::abs(b[i]), rms)) continue;
-    return fmt::format("{} element {}: got {}, expected {} (relative tolerance {} for {})", what, i,
-                       a[i], b[i], tol, dtype_name(got.dtype()));
-  }
-  return std::nullopt;
 }
 
 // A host copy of a run's output (a device tensor on --device cuda).
@@ -269,15 +237,20 @@ int run_run(const RunCmdOptions& o) {
     }
     if (o.device != "cpu") res.replay_us = time_replays(exe, inputs.back(), o.iters);
     if (!o.check) return;
+    std::vector<int> depth;
+    for (const ir::Value* v : source->outputs()) depth.push_back(exec::rounding_depth(*source, v));
     for (size_t it = 0; it < got.size(); ++it) {
       // Collective: every rank interprets every iteration, even after a mismatch.
       std::vector<Tensor> want = exec::interpret(*source, inputs[it]);
       res.outputs = want.size();
       for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
         res.elements += size_t(want[i].numel());
-        res.mismatch = compare(got[it].at(i), want[i],
-                               fmt::format("output {} ('{}') of iteration {} on rank {}", i,
-                                           g.outputs()[i]->name(), it, rt.rank()));
+        exec::Comparison c = exec::compare(
+            got[it].at(i), want[i], exec::check_tolerance(want[i].dtype(), depth[i]),
+            fmt::format("output {} ('{}', {} rounding ops deep) of iteration {} on rank {}", i,
+                        g.outputs()[i]->name(), depth[i], it, rt.rank()));
+        res.mismatch = c.mismatch;
+        res.worst = std::max(res.worst, c.worst);
       }
     }
   });
@@ -299,14 +272,17 @@ int run_run(const RunCmdOptions& o) {
   }
   if (!o.check) return 0;
   size_t elements = 0;
+  double worst = 0;
   for (const RankResult& r : results) {
     if (r.mismatch) {
       fmt::print("check: FAILED: {}\n", *r.mismatch);
       return 1;
     }
     elements += r.elements;
+    worst = std::max(worst, r.worst);
   }
-  fmt::print("check: OK ({} outputs, {} elements)\n", results[0].outputs, elements);
+  fmt::print("check: OK ({} outputs, {} elements, largest error {:.2f} of the tolerance)\n",
+             results[0].outputs, elements, worst);
   return 0;
 }
 }  // namespace
