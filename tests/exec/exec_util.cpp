@@ -3,49 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "symmflow/ops/registry.hpp"
-#include "symmflow/runtime/heap.hpp"
-#include "symmflow/runtime/runtime.hpp"
 
 namespace symmflow::testing {
-
-namespace {
-
-// out[i] = sum over group ranks 0..W-1 of input[i] (rank order), between two barriers.
-void all_reduce_into(const Tensor& input, const std::string& group_name, const Tensor& out) {
-  Group& g = *Runtime::current().group(group_name);
-  TensorView in = input.view();
-  symmetric_heap_of(in, "symm_mem::one_shot_all_reduce", "input", g);
-  g.barrier(0, "symm_mem::one_shot_all_reduce");
-  TensorView o = out.view();
-  for (int64_t i = 0; i < in.numel(); ++i) {
-    double sum = 0;
-    for (int p = 0; p < g.size(); ++p) {
-      TensorView peer = in;
-      peer.data = peer_data(in, p);
-      sum += load_double(peer, i);
-    }
-    store_double(o, i, sum);
-  }
-  g.barrier(0, "symm_mem::one_shot_all_reduce");
-}
-
-}  // namespace
-
-void ensure_all_reduce_kernels() {
-  Registry& r = Registry::global();
-  if (!r.get("symm_mem::one_shot_all_reduce").kernel(Backend::cpu)) {
-    r.impl("symm_mem::one_shot_all_reduce", Backend::cpu, [](KernelCall& k) {
-      all_reduce_into(k.arg("input").to_tensor(), k.arg("group_name").to_string(), k.out(0));
-    });
-  }
-  if (!r.get("symm_mem::one_shot_all_reduce_out").kernel(Backend::cpu)) {
-    r.impl("symm_mem::one_shot_all_reduce_out", Backend::cpu, [](KernelCall& k) {
-      all_reduce_into(k.arg("input").to_tensor(), k.arg("group_name").to_string(),
-                      k.arg("out").to_tensor());
-    });
-  }
-}
 
 std::unique_ptr<ir::Graph> parse(const std::string& text, int world_size) {
   ir::ParseOptions o;

@@ -1,6 +1,4 @@
-// Helpers of the exec tests: plans from hand-placed graphs, deterministic inputs, and a fallback CPU
-// kernel for symm_mem::one_shot_all_reduce(_out) used only while the collective kernels (branch
-// collectives) have not landed on main.
+// Helpers of the exec tests: plans from hand-placed graphs and deterministic inputs.
 #pragma once
 
 #include <memory>
@@ -13,9 +11,6 @@
 #include "symmflow/passes/plan_memory.hpp"
 
 namespace symmflow::testing {
-
-// Registers the fallback all-reduce kernels when the registry has none (idempotent).
-void ensure_all_reduce_kernels();
 
 // A graph whose layouts (and attrs) are written by hand, planned by plan_memory + emit_plan.
 std::shared_ptr<const passes::Plan> plan_text(const std::string& text, int world_size = 1);

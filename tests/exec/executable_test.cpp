@@ -19,10 +19,7 @@ using exec::Executable;
 using exec::OutputMode;
 using testing::make_input;
 
-class ExecTest : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override { testing::ensure_all_reduce_kernels(); }
-};
+class ExecTest : public ::testing::TestWithParam<int> {};
 
 std::vector<Tensor> mlp_inputs(int layers, int rank, int seed) {
   std::vector<Tensor> in{make_input({16, 64}, DType::f32, rank, seed)};
@@ -253,7 +250,6 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(Exec, BadInputs) {
-  testing::ensure_all_reduce_kernels();
   auto plan = testing::plan_text(testing::tp_mlp_text(1, true), 1);
   run_threads(1, [&](Runtime&) {
     Executable exe(plan);
