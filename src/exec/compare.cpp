@@ -89,8 +89,9 @@ Comparison compare(const Tensor& got, const Tensor& want, double tol, const std:
       c.worst = std::max(c.worst, err / allowed);
       continue;
     }
-    c.mismatch = fmt::format("{} element {}: got {}, expected {} (relative tolerance {:.3g} for {})",
-                             what, i, a[i], b[i], tol, dtype_name(got.dtype()));
+    c.mismatch =
+        fmt::format("{} element {}: got {}, expected {} (relative tolerance {:.3g} for {})", what,
+                    i, a[i], b[i], tol, dtype_name(got.dtype()));
     return c;
   }
   return c;

@@ -93,7 +93,8 @@ TEST(Compare, EveryElementAgainstTheLargerOfItsValueAndTheRms) {
 TEST(Compare, ExactMatchesNanAndShapes) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor want = Tensor::from_vector<double>({1, nan, 3}, {3});
-  exec::Comparison same = exec::compare(Tensor::from_vector<double>({1, nan, 3}, {3}), want, 0, "o");
+  exec::Comparison same =
+      exec::compare(Tensor::from_vector<double>({1, nan, 3}, {3}), want, 0, "o");
   EXPECT_FALSE(same.mismatch);
   EXPECT_EQ(same.worst, 0);
   EXPECT_TRUE(exec::compare(Tensor::from_vector<double>({1, 2, 3}, {3}), want, 0.5, "o").mismatch);

@@ -5,12 +5,13 @@
 // --check draws new random inputs for every iteration, runs the K iterations back to back (so
 // that a fast rank may run ahead, as in production), then compares every output element of every
 // iteration with exec::interpret of the source graph on that iteration's inputs, within the
-// tolerance of Note [check tolerance] (exec/compare.hpp: per dtype, growing with the square root of
-// the output's rounding depth). It prints "check: OK (N outputs, M elements, largest error F of
-// the tolerance)" (elements summed over ranks and iterations) or exits 1 naming the output, its
-// rounding depth, iteration, rank and first bad element. --trace writes Chrome/Perfetto JSON: one "X" event per executed
-// step (pid 0, tid = rank, name = the step's op, cat "comm" for ops with a group argument else
-// "compute", ts/dur in microseconds from the start) and "M" thread_name events "rank N".
+// tolerance of Note [check tolerance] (exec/compare.hpp: per dtype, growing with the square root
+// of the output's rounding depth). It prints "check: OK (N outputs, M elements, largest error F
+// of the tolerance)" (elements summed over ranks and iterations) or exits 1 naming the output,
+// its rounding depth, iteration, rank and first bad element. --trace writes Chrome/Perfetto JSON:
+// one "X" event per executed step (pid 0, tid = rank, name = the step's op, cat "comm" for ops
+// with a group argument else "compute", ts/dur in microseconds from the start) and "M"
+// thread_name events "rank N".
 // --device cuda runs each rank on a GPU (rank % GPUs; ranks may share one): the plan is captured
 // into a CUDA graph on the first iteration; inputs are copied from the host every iteration (so
 // --check sees new values), and afterwards the inputs are bound into the plan's input buffers

@@ -1,6 +1,7 @@
 // Comparing a run's outputs with the reference interpreter's (`symmflow run --check`).
 //
-//   double tol = exec::check_tolerance(DType::bf16, exec::rounding_depth(graph, graph.outputs()[0]));
+//   int depth = exec::rounding_depth(graph, graph.outputs()[0]);
+//   double tol = exec::check_tolerance(DType::bf16, depth);
 //   exec::Comparison c = exec::compare(got, want, tol, "output 0");
 //
 // Note [check tolerance]. An element passes when |got - want| <= tol * max(|want|, rms(want)),
