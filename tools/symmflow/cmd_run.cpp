@@ -1,7 +1,10 @@
-// `symmflow run file.sf --ranks N [--transport threads] [--iters K] [--seed S] [--check]
-// [--trace out.json] [--plugin P]`: compiles the graph once and runs it on N ranks (one thread
-// each, run_threads). Every rank builds its exec::Executable and random inputs from seed + rank
-// (so ranks differ), runs K iterations and rank 0's median time per iteration is printed.
+// `symmflow run file.sf --ranks N [--transport threads|mpi] [--iters K] [--seed S] [--check]
+// [--trace out.json] [--plugin P]`: compiles the graph once and runs it on N ranks: one thread
+// each (run_threads), or with --transport mpi one process each, started by `mpirun -np N` (every
+// process compiles, --ranks may be left out and must equal N if given; the ranks' results are
+// exchanged and rank 0 alone prints). Every rank builds its exec::Executable and random inputs
+// from seed + rank (so ranks differ), runs K iterations and rank 0's median time per iteration is
+// printed.
 // --check draws new random inputs for every iteration, runs the K iterations back to back (so
 // that a fast rank may run ahead, as in production), then compares every output element of every
 // iteration with exec::interpret of the source graph on that iteration's inputs, within the
@@ -20,17 +23,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "graph_file.hpp"
+#include "run_report.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/exec/compare.hpp"
 #include "symmflow/exec/executable.hpp"
@@ -53,27 +55,10 @@ struct RunCmdOptions {
   std::string trace;
   std::vector<std::string> plugins;
   int ranks = 1;
+  bool ranks_given = false;  // --ranks on the command line
   int iters = 1;
   uint64_t seed = 0;
   bool check = false;
-};
-
-struct TraceEvent {
-  int step = 0;
-  int iter = 0;
-  double ts_us = 0;
-  double dur_us = 0;
-};
-
-struct RankResult {
-  std::vector<double> iter_us;
-  double replay_us = 0;  // --device cuda: mean of back-to-back graph replays
-  std::string device;    // the executable's device description
-  std::vector<TraceEvent> events;
-  std::optional<std::string> mismatch;  // the first bad element, when --check failed
-  double worst = 0;                      // the largest error over the tolerance, with --check
-  size_t outputs = 0;
-  size_t elements = 0;
 };
 
 // splitmix64: fast, deterministic, good enough for test inputs.
@@ -160,131 +145,114 @@ double time_replays(exec::Executable& exe, const std::vector<Tensor>& inputs, in
   return std::chrono::duration<double, std::micro>(Clock::now() - begin).count() / iters;
 }
 
-void write_trace(const std::string& path, const passes::Plan& plan,
-                 const std::vector<RankResult>& results) {
-  nlohmann::json events = nlohmann::json::array();
-  for (size_t r = 0; r < results.size(); ++r) {
-    events.push_back({{"ph", "M"},
-                      {"name", "thread_name"},
-                      {"pid", 0},
-                      {"tid", r},
-                      {"args", {{"name", fmt::format("rank {}", r)}}}});
-    for (const TraceEvent& e : results[r].events) {
-      const ir::Node* n = plan.steps[size_t(e.step)];
-      bool comm = n->op() != nullptr && !n->op()->group_arg().empty();
-      events.push_back({{"ph", "X"},
-                        {"pid", 0},
-                        {"tid", r},
-                        {"name", n->display_name()},
-                        {"cat", comm ? "comm" : "compute"},
-                        {"ts", e.ts_us},
-                        {"dur", e.dur_us},
-                        {"args", {{"step", e.step}, {"iter", e.iter}}}});
+// One rank's run: its inputs, K iterations, the replays on a GPU, and the check.
+RankResult run_rank(Runtime& rt, const RunCmdOptions& o,
+                    const std::shared_ptr<const passes::Plan>& plan, const ir::Graph* source,
+                    Clock::time_point t0) {
+  auto us = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - t0).count();
+  };
+  RankResult res;
+  const ir::Graph& g = *plan->graph;
+  uint64_t state = o.seed + uint64_t(rt.rank());
+  next_random(state);
+  auto draw = [&] {
+    std::vector<Tensor> inputs;
+    for (const ir::Value* v : g.inputs()) inputs.push_back(random_input(v->type(), state));
+    return inputs;
+  };
+  std::vector<std::vector<Tensor>> inputs{draw()};  // per iteration with --check, else one
+  exec::Executable exe(plan, exec_options(o.device));
+  res.device = exe.device_description();
+  exec::RunOptions run_options;
+  int iter = 0;
+  if (!o.trace.empty()) {
+    run_options.on_step = [&](size_t step, Clock::time_point begin, Clock::time_point end) {
+      res.events.push_back({int(step), iter, us(begin), us(end) - us(begin)});
+    };
+  }
+  std::vector<std::vector<Tensor>> got;  // per iteration with --check
+  for (iter = 0; iter < o.iters; ++iter) {
+    if (o.check && iter > 0) inputs.push_back(draw());
+    std::vector<Tensor> exe_inputs;  // writebacks may change them
+    for (const Tensor& t : inputs.back()) exe_inputs.push_back(clone(t));
+    Clock::time_point begin = Clock::now();
+    std::vector<Tensor> out = exe.run(exe_inputs, run_options);
+    res.iter_us.push_back(us(Clock::now()) - us(begin));
+    if (o.check) {
+      for (Tensor& t : out) t = on_host(t);
+      got.push_back(std::move(out));
     }
   }
-  std::ofstream out(path);
-  SF_CHECK(out.good(), "--trace: cannot write '{}'", path);
-  out << nlohmann::json{{"traceEvents", events}}.dump() << "\n";
-  SF_CHECK(out.good(), "--trace: cannot write '{}'", path);
+  if (o.device != "cpu") res.replay_us = time_replays(exe, inputs.back(), o.iters);
+  if (!o.check) return res;
+  std::vector<int> depth;
+  for (const ir::Value* v : source->outputs()) depth.push_back(exec::rounding_depth(*source, v));
+  for (size_t it = 0; it < got.size(); ++it) {
+    // Collective: every rank interprets every iteration, even after a mismatch.
+    std::vector<Tensor> want = exec::interpret(*source, inputs[it]);
+    res.outputs = want.size();
+    for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
+      res.elements += size_t(want[i].numel());
+      exec::Comparison c = exec::compare(
+          got[it].at(i), want[i], exec::check_tolerance(want[i].dtype(), depth[i]),
+          fmt::format("output {} ('{}', {} rounding ops deep) of iteration {} on rank {}", i,
+                      g.outputs()[i]->name(), depth[i], it, rt.rank()));
+      res.mismatch = c.mismatch;
+      res.worst = std::max(res.worst, c.worst);
+    }
+  }
+  return res;
+}
+
+// Under mpirun: this process is one rank. A rank that fails poisons the world first, so that its
+// peers fail fast naming it; the results go to every rank and rank 0 prints the report.
+int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
+  Runtime& rt = init_mpi();
+  SF_CHECK(!o.ranks_given || o.ranks == rt.world_size(),
+           "--ranks {}: mpirun started {} process{} (leave --ranks out under mpirun, or make "
+           "them equal)",
+           o.ranks, rt.world_size(), rt.world_size() == 1 ? "" : "es");
+  std::shared_ptr<const passes::Plan> plan = compile_file(o.file, rt.world_size(), o.plugins);
+  std::shared_ptr<const ir::Graph> source;
+  if (o.check) source = load_graph(o.file, rt.world_size());
+  Group& world = *rt.group("world");
+  world.barrier(0, "symmflow run");
+  RankResult mine;
+  try {
+    mine = run_rank(rt, o, plan, source.get(), Clock::now());
+  } catch (const std::exception& e) {
+    rt.bootstrap().poison(e.what());
+    throw;
+  }
+  std::vector<RankResult> results;
+  for (const std::string& r : world.allgather(to_json(mine), "symmflow run"))
+    results.push_back(rank_result_from_json(r));
+  if (rt.rank() == 0) return report(*plan, results, ro);
+  for (const RankResult& r : results) {
+    if (r.mismatch) return 1;
+  }
+  return 0;
 }
 
 int run_run(const RunCmdOptions& o) {
-  SF_CHECK(o.transport == "threads", "--transport: only 'threads' is supported (got '{}')",
-           o.transport);
+  SF_CHECK(o.transport == "threads" || o.transport == "mpi",
+           "--transport: 'threads' or 'mpi' (got '{}')", o.transport);
   SF_CHECK(o.iters >= 1, "--iters must be at least 1 (got {})", o.iters);
   SF_CHECK(o.device == "cpu" || o.trace.empty(),
            "--trace times host steps; on --device cuda the steps are one CUDA graph");
   check_device(o.device);
+  const ReportOptions ro{o.transport, o.trace, o.iters, o.device != "cpu", o.check};
+  if (o.transport == "mpi") return run_mpi(o, ro);
   std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins);
   std::shared_ptr<const ir::Graph> source;
   if (o.check) source = load_graph(o.file, o.ranks);
   std::vector<RankResult> results(size_t(o.ranks));
   const Clock::time_point t0 = Clock::now();
-  auto us = [&](Clock::time_point t) {
-    return std::chrono::duration<double, std::micro>(t - t0).count();
-  };
   run_threads(o.ranks, [&](Runtime& rt) {
-    RankResult& res = results[size_t(rt.rank())];
-    const ir::Graph& g = *plan->graph;
-    uint64_t state = o.seed + uint64_t(rt.rank());
-    next_random(state);
-    auto draw = [&] {
-      std::vector<Tensor> inputs;
-      for (const ir::Value* v : g.inputs()) inputs.push_back(random_input(v->type(), state));
-      return inputs;
-    };
-    std::vector<std::vector<Tensor>> inputs{draw()};  // per iteration with --check, else one
-    exec::Executable exe(plan, exec_options(o.device));
-    res.device = exe.device_description();
-    exec::RunOptions run_options;
-    int iter = 0;
-    if (!o.trace.empty()) {
-      run_options.on_step = [&](size_t step, Clock::time_point begin, Clock::time_point end) {
-        res.events.push_back({int(step), iter, us(begin), us(end) - us(begin)});
-      };
-    }
-    std::vector<std::vector<Tensor>> got;  // per iteration with --check
-    for (iter = 0; iter < o.iters; ++iter) {
-      if (o.check && iter > 0) inputs.push_back(draw());
-      std::vector<Tensor> exe_inputs;  // writebacks may change them
-      for (const Tensor& t : inputs.back()) exe_inputs.push_back(clone(t));
-      Clock::time_point begin = Clock::now();
-      std::vector<Tensor> out = exe.run(exe_inputs, run_options);
-      res.iter_us.push_back(us(Clock::now()) - us(begin));
-      if (o.check) {
-        for (Tensor& t : out) t = on_host(t);
-        got.push_back(std::move(out));
-      }
-    }
-    if (o.device != "cpu") res.replay_us = time_replays(exe, inputs.back(), o.iters);
-    if (!o.check) return;
-    std::vector<int> depth;
-    for (const ir::Value* v : source->outputs()) depth.push_back(exec::rounding_depth(*source, v));
-    for (size_t it = 0; it < got.size(); ++it) {
-      // Collective: every rank interprets every iteration, even after a mismatch.
-      std::vector<Tensor> want = exec::interpret(*source, inputs[it]);
-      res.outputs = want.size();
-      for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
-        res.elements += size_t(want[i].numel());
-        exec::Comparison c = exec::compare(
-            got[it].at(i), want[i], exec::check_tolerance(want[i].dtype(), depth[i]),
-            fmt::format("output {} ('{}', {} rounding ops deep) of iteration {} on rank {}", i,
-                        g.outputs()[i]->name(), depth[i], it, rt.rank()));
-        res.mismatch = c.mismatch;
-        res.worst = std::max(res.worst, c.worst);
-      }
-    }
+    results[size_t(rt.rank())] = run_rank(rt, o, plan, source.get(), t0);
   });
-  std::vector<double> t = results[0].iter_us;
-  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
-  fmt::print("run: {} on {} ranks ({}, {}), {} iterations: median {:.1f} us/iter (rank 0)\n",
-             plan->graph->name(), o.ranks, o.transport, results[0].device, o.iters,
-             t[t.size() / 2]);
-  if (o.device != "cpu") {
-    double slowest = 0;
-    for (const RankResult& r : results) slowest = std::max(slowest, r.replay_us);
-    fmt::print("replay: {:.1f} us/iter (CUDA graph, inputs bound, {} replays back to back, "
-               "slowest rank)\n",
-               slowest, o.iters);
-  }
-  if (!o.trace.empty()) {
-    write_trace(o.trace, *plan, results);
-    fmt::print("trace: {}\n", o.trace);
-  }
-  if (!o.check) return 0;
-  size_t elements = 0;
-  double worst = 0;
-  for (const RankResult& r : results) {
-    if (r.mismatch) {
-      fmt::print("check: FAILED: {}\n", *r.mismatch);
-      return 1;
-    }
-    elements += r.elements;
-    worst = std::max(worst, r.worst);
-  }
-  fmt::print("check: OK ({} outputs, {} elements, largest error {:.2f} of the tolerance)\n",
-             results[0].outputs, elements, worst);
-  return 0;
+  return report(*plan, results, ro);
 }
 }  // namespace
 
@@ -292,15 +260,19 @@ Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunCmdOptions>();
   CLI::App* sub = app.add_subcommand("run", "Compile a graph file and run it on N ranks");
   sub->add_option("file", o->file, "Graph file (.sf)")->required();
-  sub->add_option("--ranks", o->ranks, "Number of ranks (default 1)");
-  sub->add_option("--transport", o->transport, "How ranks run: threads (default)");
+  CLI::Option* ranks = sub->add_option("--ranks", o->ranks, "Number of ranks (default 1)");
+  sub->add_option("--transport", o->transport,
+                  "How ranks run: threads (default), or mpi (one process each, under mpirun)");
   sub->add_option("--device", o->device, "Where each rank computes: cpu (default) or cuda");
   sub->add_option("--iters", o->iters, "Iterations; the median time is printed (default 1)");
   sub->add_option("--seed", o->seed, "Seed of the random inputs (rank r uses seed + r)");
   sub->add_flag("--check", o->check, "Compare the outputs with the eager interpreter");
   sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON here");
   sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
-  return {sub, [o] { return run_run(*o); }};
+  return {sub, [o, ranks] {
+            o->ranks_given = ranks->count() > 0;
+            return run_run(*o);
+          }};
 }
 
 }  // namespace symmflow::tool

@@ -1,0 +1,105 @@
+// The report of `symmflow run` (run_report.hpp).
+#include "run_report.hpp"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "symmflow/core/error.hpp"
+
+namespace symmflow::tool {
+
+namespace {
+
+void write_trace(const std::string& path, const passes::Plan& plan,
+                 const std::vector<RankResult>& results) {
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t r = 0; r < results.size(); ++r) {
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", fmt::format("rank {}", r)}}}});
+    for (const TraceEvent& e : results[r].events) {
+      const ir::Node* n = plan.steps[size_t(e.step)];
+      bool comm = n->op() != nullptr && !n->op()->group_arg().empty();
+      events.push_back({{"ph", "X"},
+                        {"pid", 0},
+                        {"tid", r},
+                        {"name", n->display_name()},
+                        {"cat", comm ? "comm" : "compute"},
+                        {"ts", e.ts_us},
+                        {"dur", e.dur_us},
+                        {"args", {{"step", e.step}, {"iter", e.iter}}}});
+    }
+  }
+  std::ofstream out(path);
+  SF_CHECK(out.good(), "--trace: cannot write '{}'", path);
+  out << nlohmann::json{{"traceEvents", events}}.dump() << "\n";
+  SF_CHECK(out.good(), "--trace: cannot write '{}'", path);
+}
+
+}  // namespace
+
+std::string to_json(const RankResult& r) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const TraceEvent& e : r.events) events.push_back({e.step, e.iter, e.ts_us, e.dur_us});
+  nlohmann::json j{{"iter_us", r.iter_us}, {"replay_us", r.replay_us}, {"device", r.device},
+                   {"events", events},     {"worst", r.worst},         {"outputs", r.outputs},
+                   {"elements", r.elements}};
+  if (r.mismatch) j["mismatch"] = *r.mismatch;
+  return j.dump();
+}
+
+RankResult rank_result_from_json(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text);
+  RankResult r;
+  r.iter_us = j.at("iter_us").get<std::vector<double>>();
+  r.replay_us = j.at("replay_us").get<double>();
+  r.device = j.at("device").get<std::string>();
+  for (const nlohmann::json& e : j.at("events"))
+    r.events.push_back({e[0].get<int>(), e[1].get<int>(), e[2].get<double>(), e[3].get<double>()});
+  r.worst = j.at("worst").get<double>();
+  r.outputs = j.at("outputs").get<size_t>();
+  r.elements = j.at("elements").get<size_t>();
+  if (j.contains("mismatch")) r.mismatch = j.at("mismatch").get<std::string>();
+  return r;
+}
+
+int report(const passes::Plan& plan, const std::vector<RankResult>& results,
+           const ReportOptions& o) {
+  std::vector<double> t = results[0].iter_us;
+  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
+  fmt::print("run: {} on {} ranks ({}, {}), {} iterations: median {:.1f} us/iter (rank 0)\n",
+             plan.graph->name(), results.size(), o.transport, results[0].device, o.iters,
+             t[t.size() / 2]);
+  if (o.device_replays) {
+    double slowest = 0;
+    for (const RankResult& r : results) slowest = std::max(slowest, r.replay_us);
+    fmt::print("replay: {:.1f} us/iter (CUDA graph, inputs bound, {} replays back to back, "
+               "slowest rank)\n",
+               slowest, o.iters);
+  }
+  if (!o.trace.empty()) {
+    write_trace(o.trace, plan, results);
+    fmt::print("trace: {}\n", o.trace);
+  }
+  if (!o.check) return 0;
+  size_t elements = 0;
+  double worst = 0;
+  for (const RankResult& r : results) {
+    if (r.mismatch) {
+      fmt::print("check: FAILED: {}\n", *r.mismatch);
+      return 1;
+    }
+    elements += r.elements;
+    worst = std::max(worst, r.worst);
+  }
+  fmt::print("check: OK ({} outputs, {} elements, largest error {:.2f} of the tolerance)\n",
+             results[0].outputs, elements, worst);
+  return 0;
+}
+
+}  // namespace symmflow::tool

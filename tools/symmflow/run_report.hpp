@@ -1,0 +1,48 @@
+// What each rank of `symmflow run` measured and checked, and the report rank 0 prints from all of
+// them (cmd_run.cpp): the same on the threads transport (results in one process) and under
+// mpirun (results exchanged as JSON).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "symmflow/passes/plan.hpp"
+
+namespace symmflow::tool {
+
+struct TraceEvent {
+  int step = 0;
+  int iter = 0;
+  double ts_us = 0;
+  double dur_us = 0;
+};
+
+struct RankResult {
+  std::vector<double> iter_us;
+  double replay_us = 0;  // --device cuda: mean of back-to-back graph replays
+  std::string device;    // the executable's device description
+  std::vector<TraceEvent> events;
+  std::optional<std::string> mismatch;  // the first bad element, when --check failed
+  double worst = 0;                      // the largest error over the tolerance, with --check
+  size_t outputs = 0;
+  size_t elements = 0;
+};
+
+std::string to_json(const RankResult& r);
+RankResult rank_result_from_json(const std::string& text);
+
+struct ReportOptions {
+  std::string transport;
+  std::string trace;  // write the trace here when not empty
+  int iters = 1;
+  bool device_replays = false;  // print the replay line (--device cuda)
+  bool check = false;
+};
+
+// Prints the run line (rank 0's median), the replay line, the trace and the check result; returns
+// the exit code (1 when a rank's check failed).
+int report(const passes::Plan& plan, const std::vector<RankResult>& results,
+           const ReportOptions& o);
+
+}  // namespace symmflow::tool
