@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
