@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -78,21 +79,36 @@ Comparison compare(const Tensor& got, const Tensor& want, double tol, const std:
     return c;
   }
   std::vector<double> a = got.to_doubles(), b = want.to_doubles();
-  double rms = 0;
-  for (double x : b) rms += std::isfinite(x) ? x * x : 0;
-  rms = b.empty() ? 0 : std::sqrt(rms / double(b.size()));
-  for (size_t i = 0; i < a.size(); ++i) {
-    if ((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]) continue;
-    const double allowed = tol * std::max(std::abs(b[i]), rms);
-    const double err = std::abs(a[i] - b[i]);
-    if (err <= allowed) {
-      c.worst = std::max(c.worst, err / allowed);
-      continue;
-    }
+  auto mismatch = [&](size_t i) {
     c.mismatch =
         fmt::format("{} element {}: got {}, expected {} (relative tolerance {:.3g} for {})", what,
                     i, a[i], b[i], tol, dtype_name(got.dtype()));
     return c;
+  };
+  if (!is_floating(got.dtype())) {
+    // Integers and bool, exactly: by bytes, since doubles lose i64 values beyond 2^53.
+    const Tensor x = got.contiguous(), y = want.contiguous();
+    const size_t size = dtype_size(got.dtype());
+    const auto* p = static_cast<const char*>(x.raw_data());
+    const auto* q = static_cast<const char*>(y.raw_data());
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::memcmp(p + i * size, q + i * size, size) != 0) return mismatch(i);
+    }
+    return c;
+  }
+  // rms of the finite expected values, scaled by the largest so that squares cannot overflow.
+  double largest = 0, sum = 0;
+  for (double x : b) largest = std::isfinite(x) ? std::max(largest, std::abs(x)) : largest;
+  for (double x : b) sum += std::isfinite(x) && largest > 0 ? (x / largest) * (x / largest) : 0;
+  const double rms = b.empty() ? 0 : largest * std::sqrt(sum / double(b.size()));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if ((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]) continue;
+    // An infinity matches only itself (equal above); NaN only NaN.
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return mismatch(i);
+    const double allowed = tol * std::max(std::abs(b[i]), rms);
+    const double err = std::abs(a[i] - b[i]);
+    if (!(err <= allowed)) return mismatch(i);
+    c.worst = std::max(c.worst, err / allowed);
   }
   return c;
 }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Runs `symmflow run --trace` and validates the trace JSON: traceEvents with "X" events (pid 0,
 # tid = rank, cat compute/comm, numeric ts/dur) on every rank and "M" thread_name "rank N".
-# Usage: run_trace.sh SYMMFLOW GRAPH OUT_JSON
+# Usage: run_trace.sh SYMMFLOW GRAPH OUT_JSON; with RUN_TRACE_MPIRUN set (the mpirun command),
+# the two ranks are processes: $RUN_TRACE_MPIRUN -np 2 SYMMFLOW run ... --transport mpi.
 set -eu
 sf=$1 graph=$2 out=$3
 rm -f "$out"
-"$sf" run "$graph" --ranks 2 --iters 2 --trace "$out"
+if [[ -n "${RUN_TRACE_MPIRUN:-}" ]]; then
+  $RUN_TRACE_MPIRUN -np 2 "$sf" run "$graph" --transport mpi --iters 2 --trace "$out"
+else
+  "$sf" run "$graph" --ranks 2 --iters 2 --trace "$out"
+fi
 python3 - "$out" <<'PY'
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]

@@ -9,6 +9,7 @@
 
 #include "exec_util.hpp"
 #include "symmflow/exec/compare.hpp"
+#include "symmflow/passes/pipeline.hpp"
 
 namespace symmflow {
 namespace {
@@ -56,6 +57,28 @@ TEST(RoundingDepth, AMutationGivesTheWrittenValueItsDepth) {
             3);
 }
 
+// A compiled graph: compiler copies add nothing, a fused region its body's ops.
+TEST(RoundingDepth, CopiesAddNothingAndFusedRegionsTheirBody) {
+  auto plan = passes::compile(testing::parse(R"(group tp
+graph g(x: f32[64]) {
+  r = symm_mem::one_shot_all_reduce(x, "sum", "tp")
+  a = aten::relu(r)
+  b = aten::mul.Scalar(a, 2.0)
+  c = aten::add.Scalar(b, 1.0)
+  return c
+}
+)",
+                                             2));
+  int copies = 0, fused = 0;
+  for (const ir::Node* n : plan->graph->nodes()) {
+    copies += n->kind() == ir::NodeKind::copy;
+    fused += n->kind() == ir::NodeKind::fused;
+  }
+  ASSERT_EQ(copies, 1) << "the graph input is copied into symmetric memory";
+  ASSERT_EQ(fused, 1) << "relu, mul and add are one region";
+  EXPECT_EQ(exec::rounding_depth(*plan->graph, plan->graph->outputs().at(0)), 4);
+}
+
 TEST(RoundingDepth, AnInputReturnedAsIsCountsOne) {
   EXPECT_EQ(output_depth("graph g(x: f32[3]) {\n  return x\n}\n"), 1);
 }
@@ -88,6 +111,36 @@ TEST(Compare, EveryElementAgainstTheLargerOfItsValueAndTheRms) {
                    .mismatch);
   EXPECT_TRUE(exec::compare(Tensor::from_vector<double>({20.21, 0, 0, 0}, {4}), want, tol, "o")
                   .mismatch);
+}
+
+TEST(Compare, AnInfinityMatchesOnlyItself) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor want = Tensor::from_vector<double>({1, inf, -inf}, {3});
+  EXPECT_FALSE(exec::compare(Tensor::from_vector<double>({1, inf, -inf}, {3}), want, 0.5, "o")
+                   .mismatch);
+  for (std::vector<double> got : {std::vector<double>{1, 1e300, -inf},
+                                  std::vector<double>{1, -inf, -inf},
+                                  std::vector<double>{inf, inf, -inf}}) {
+    EXPECT_TRUE(exec::compare(Tensor::from_vector<double>(got, {3}), want, 0.5, "o").mismatch)
+        << got[0] << " " << got[1];
+  }
+}
+
+TEST(Compare, HugeValuesKeepAFiniteRms) {
+  // Squares of 1e200 overflow; the rms (1e200 / sqrt 2) must not, or everything would pass.
+  Tensor want = Tensor::from_vector<double>({1e200, 0}, {2});
+  EXPECT_TRUE(exec::compare(Tensor::from_vector<double>({1e200, 1e199}, {2}), want, 1e-3, "o")
+                  .mismatch);
+  EXPECT_FALSE(exec::compare(Tensor::from_vector<double>({1e200, 1e196}, {2}), want, 1e-3, "o")
+                   .mismatch);
+}
+
+TEST(Compare, IntegersBeyondTwoToThe53AreExact) {
+  const int64_t big = (int64_t(1) << 53) + 1;
+  Tensor want = Tensor::from_vector<int64_t>({big}, {1});
+  EXPECT_FALSE(exec::compare(Tensor::from_vector<int64_t>({big}, {1}), want, 0, "o").mismatch);
+  EXPECT_TRUE(
+      exec::compare(Tensor::from_vector<int64_t>({big - 1}, {1}), want, 0, "o").mismatch);
 }
 
 TEST(Compare, ExactMatchesNanAndShapes) {

@@ -61,8 +61,10 @@ step "one process per rank (mpirun -np 2)"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
 timeout 200 $MPIRUN build/device/tests/cuda/test_cuda_mpi --gtest_color=no 2>&1 | tee "$OUT/test_cuda_mpi.log" \
   | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror|tests failed" | head -20
-echo "symmflow run --transport mpi: $(timeout 120 $MPIRUN $S run examples/tp_mlp_small.sf \
-  --transport mpi --device cuda --check --iters 3 2>&1 | grep -E 'check:|rror' | head -2)"
+for ex in tp_mlp tp_mlp_small input_allreduce inplace_allreduce halo_exchange_signal; do
+  echo "$ex (symmflow run --transport mpi): $(timeout 200 $MPIRUN $S run examples/$ex.sf \
+    --transport mpi --device cuda --check --iters 3 2>&1 | grep -E 'check:|rror' | head -2)"
+done | tee "$OUT/examples_mpi.txt"
 step "examples on the GPU (--check)"
 for ex in tp_mlp tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
   halo_exchange_signal; do

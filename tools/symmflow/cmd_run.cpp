@@ -205,28 +205,29 @@ RankResult run_rank(Runtime& rt, const RunCmdOptions& o,
 }
 
 // Under mpirun: this process is one rank. A rank that fails poisons the world first, so that its
-// peers fail fast naming it; the results go to every rank and rank 0 prints the report.
+// peers on the host fail fast naming it; the results go to every rank and rank 0 prints the
+// report.
 int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
   Runtime& rt = init_mpi();
-  SF_CHECK(!o.ranks_given || o.ranks == rt.world_size(),
-           "--ranks {}: mpirun started {} process{} (leave --ranks out under mpirun, or make "
-           "them equal)",
-           o.ranks, rt.world_size(), rt.world_size() == 1 ? "" : "es");
-  std::shared_ptr<const passes::Plan> plan = compile_file(o.file, rt.world_size(), o.plugins);
-  std::shared_ptr<const ir::Graph> source;
-  if (o.check) source = load_graph(o.file, rt.world_size());
-  Group& world = *rt.group("world");
-  world.barrier(0, "symmflow run");
-  RankResult mine;
+  std::shared_ptr<const passes::Plan> plan;
+  std::vector<RankResult> results;
   try {
-    mine = run_rank(rt, o, plan, source.get(), Clock::now());
+    SF_CHECK(!o.ranks_given || o.ranks == rt.world_size(),
+             "--ranks {}: mpirun started {} process{} (leave --ranks out under mpirun, or make "
+             "them equal)",
+             o.ranks, rt.world_size(), rt.world_size() == 1 ? "" : "es");
+    plan = compile_file(o.file, rt.world_size(), o.plugins);
+    std::shared_ptr<const ir::Graph> source;
+    if (o.check) source = load_graph(o.file, rt.world_size());
+    Group& world = *rt.group("world");
+    world.barrier(0, "symmflow run");
+    RankResult mine = run_rank(rt, o, plan, source.get(), Clock::now());
+    for (const std::string& r : world.allgather(to_json(mine), "symmflow run"))
+      results.push_back(rank_result_from_json(r));
   } catch (const std::exception& e) {
     rt.bootstrap().poison(e.what());
     throw;
   }
-  std::vector<RankResult> results;
-  for (const std::string& r : world.allgather(to_json(mine), "symmflow run"))
-    results.push_back(rank_result_from_json(r));
   if (rt.rank() == 0) return report(*plan, results, ro);
   for (const RankResult& r : results) {
     if (r.mismatch) return 1;

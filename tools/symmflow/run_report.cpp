@@ -53,7 +53,7 @@ std::string to_json(const RankResult& r) {
   return j.dump();
 }
 
-RankResult rank_result_from_json(const std::string& text) {
+RankResult rank_result_from_json(const std::string& text) try {
   nlohmann::json j = nlohmann::json::parse(text);
   RankResult r;
   r.iter_us = j.at("iter_us").get<std::vector<double>>();
@@ -66,6 +66,8 @@ RankResult rank_result_from_json(const std::string& text) {
   r.elements = j.at("elements").get<size_t>();
   if (j.contains("mismatch")) r.mismatch = j.at("mismatch").get<std::string>();
   return r;
+} catch (const nlohmann::json::exception& e) {
+  throw_error(ErrorCode::Internal, "symmflow run: a rank's result does not parse ({})", e.what());
 }
 
 int report(const passes::Plan& plan, const std::vector<RankResult>& results,
