@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "symmflow/core/error.hpp"
 #include "symmflow/ops/registry.hpp"
 
 namespace symmflow::exec {
@@ -32,6 +33,12 @@ int roundings(const ir::Node& n) {
 }  // namespace
 
 int rounding_depth(const ir::Graph& graph, const ir::Value* output) {
+  const bool mine = output->is_input()
+                        ? std::find(graph.inputs().begin(), graph.inputs().end(), output) !=
+                              graph.inputs().end()
+                        : &output->producer()->owner() == &graph;
+  SF_CHECK(mine, "rounding_depth: value '{}' is not a value of graph '{}'", output->name(),
+           graph.name());
   std::unordered_map<const ir::Value*, int> depth;  // graph inputs: 0
   auto of = [&](const ir::Value* v) {
     auto it = depth.find(v);

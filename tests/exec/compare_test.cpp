@@ -83,6 +83,22 @@ TEST(RoundingDepth, AnInputReturnedAsIsCountsOne) {
   EXPECT_EQ(output_depth("graph g(x: f32[3]) {\n  return x\n}\n"), 1);
 }
 
+TEST(RoundingDepth, AValueOfAnotherGraphIsRefused) {
+  std::unique_ptr<ir::Graph> g = testing::parse("graph g(x: f32[3]) {\n  return x\n}\n");
+  std::unique_ptr<ir::Graph> h = testing::parse("graph h(y: f32[3]) {\n  return y\n}\n");
+  for (const ir::Value* foreign : {h->inputs().at(0), h->outputs().at(0)}) {
+    try {
+      exec::rounding_depth(*g, foreign);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "rounding_depth: value 'y' is not a value of graph 'g'");
+    }
+  }
+  std::unique_ptr<ir::Graph> k =
+      testing::parse("graph k(y: f32[3]) {\n  z = aten::relu(y)\n  return z\n}\n");
+  EXPECT_THROW(exec::rounding_depth(*g, k->outputs().at(0)), Error);
+}
+
 TEST(CheckTolerance, BasePerDtypeTimesTheSquareRootOfTheDepth) {
   EXPECT_DOUBLE_EQ(exec::check_tolerance(DType::f32, 1), 1e-5);
   EXPECT_DOUBLE_EQ(exec::check_tolerance(DType::f64, 4), 2e-12);

@@ -25,8 +25,8 @@
 
 namespace symmflow::exec {
 
-// Rounding ops on the longest chain from `graph`'s inputs to `output` (a value of `graph`), at
-// least 1. Every op node counts one, except views (they only alias) and compiler copies; a fused
+// Rounding ops on the longest chain from `graph`'s inputs to `output` (a value of `graph`, else
+// InvalidUsage naming both), at least 1. Every op node counts one, except views (they only alias) and compiler copies; a fused
 // node counts its body's nodes (an upper bound of its longest chain). A mutating op gives the
 // values it writes its own depth; other aliases of a written value (a view's base) keep theirs, a
 // lower depth: a tighter tolerance, never a looser one.
