@@ -16,6 +16,7 @@
 #include "exec/cuda/fused.hpp"
 #include "kernels/cuda/pointwise_codegen.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/exec/compare.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ir/text.hpp"
@@ -54,15 +55,9 @@ Tensor random(const ir::TensorType& t, uint64_t seed) {
 }
 
 void expect_close(const Tensor& got_gpu, const Tensor& want, const std::string& what) {
-  Tensor got = to_host(got_gpu);
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
   const double tol = want.dtype() == DType::f32 ? 1e-5 : 2e-2;
-  double rms = 0;
-  for (double x : b) rms += x * x;
-  rms = b.empty() ? 0 : std::sqrt(rms / double(b.size()));
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max(std::abs(b[i]), rms)) << what << " element " << i;
+  exec::Comparison c = exec::compare(to_host(got_gpu), want, tol, what);
+  ASSERT_FALSE(c.mismatch) << *c.mismatch;
 }
 
 // Runs fn on `world` rank threads bound to the GPUs (round robin).
