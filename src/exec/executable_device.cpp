@@ -1,13 +1,6 @@
 // The Executable on a device (executable.hpp): streams, input buffers, capture and replay.
 //
-// Note [streams of a plan]: a step that communicates (its op has a group) runs on the
-// communication stream, every other step on the compute stream. Step s waits for the last earlier
-// step t of the other stream that conflicts with it: t writes memory that s reads or writes, or t
-// reads memory that s writes. Memory is compared by byte range (planned buffers share pools, so a
-// buffer reused at the same offset conflicts with its previous tenant); a value whose memory is
-// not known before the run (a view made at run time without a planned root) conflicts with
-// everything. Waiting for t covers every earlier step of t's stream, so one event per step
-// suffices, and a wait already implied by an earlier wait of the same stream is left out.
+// Streams: plan_streams (Note [streams of a plan] in streams.cpp).
 //
 // Note [device inputs]: the captured steps read every graph input from a fixed device buffer:
 // the input's staging buffer when the caller may bind it (Note [zero-copy input binding]; its
@@ -22,6 +15,7 @@
 #include "exec/util.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/exec/executable.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::exec {
 
@@ -36,16 +30,7 @@ DeviceBackendFactory& cuda_factory() {
   return f;
 }
 
-struct Range {
-  const char* lo = nullptr;
-  const char* hi = nullptr;
-  bool unknown = false;
-  bool overlaps(const Range& o) const {
-    return unknown || o.unknown || (lo < o.hi && o.lo < hi);
-  }
-};
-
-Range range_of(const Tensor& t) {
+ByteRange range_of(const Tensor& t) {
   const char* base = static_cast<const char*>(t.raw_data());
   int64_t span = 1;
   for (size_t d = 0; d < t.shape().size(); ++d) span += (t.shape()[d] - 1) * t.strides()[d];
@@ -99,7 +84,7 @@ void Executable::prepare_device() {
     slots_[size_t(input_slot_[i])] = handles_[i];
   }
   // Note [streams of a plan]
-  auto range_of_slot = [&](int slot) -> Range {
+  auto range_of_slot = [&](int slot) -> ByteRange {
     if (slots_[size_t(slot)].defined()) return range_of(slots_[size_t(slot)]);
     auto it = plan_->buffer_of.find(slot_value_[size_t(slot)]);
     if (it != plan_->buffer_of.end()) {
@@ -109,54 +94,34 @@ void Executable::prepare_device() {
     }
     return {nullptr, nullptr, true};
   };
-  std::vector<std::vector<Range>> reads(steps_.size()), writes(steps_.size());
-  std::vector<StepStream> streams(steps_.size());
+  std::vector<StepAccess> access(steps_.size());
   std::map<std::shared_ptr<Group>, size_t> collective_bytes;
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& step = *steps_[s];
     const ir::Node& n = *step.node;
-    for (const ArgRef& a : step.args) {
-      if (a.kind == ir::Arg::Kind::value) reads[s].push_back(range_of_slot(a.slot));
-      for (int slot : a.slots) reads[s].push_back(range_of_slot(slot));
+    StepAccess& a = access[s];
+    a.runs = !skip_always_[s];
+    for (const ArgRef& r : step.args) {
+      if (r.kind == ir::Arg::Kind::value) a.reads.push_back(range_of_slot(r.slot));
+      for (int slot : r.slots) a.reads.push_back(range_of_slot(slot));
     }
-    for (int slot : step.out_slots) writes[s].push_back(range_of_slot(slot));
+    for (int slot : step.out_slots) a.writes.push_back(range_of_slot(slot));
     if (n.kind() == ir::NodeKind::op) {
       for (int w : step.op->aliases().written_args) {
-        const ArgRef& a = step.args[size_t(w)];
-        if (a.kind == ir::Arg::Kind::value) writes[s].push_back(range_of_slot(a.slot));
-        for (int slot : a.slots) writes[s].push_back(range_of_slot(slot));
+        const ArgRef& r = step.args[size_t(w)];
+        if (r.kind == ir::Arg::Kind::value) a.writes.push_back(range_of_slot(r.slot));
+        for (int slot : r.slots) a.writes.push_back(range_of_slot(slot));
       }
     }
     if (n.group().empty()) continue;
-    streams[s].stream = 1;
+    a.communicates = true;
     size_t& bytes = collective_bytes[runtime_->group(n.group())];
-    for (const ir::Arg& a : n.args()) {
-      if (a.kind == ir::Arg::Kind::value)
-        bytes = std::max(bytes, size_t(numel(a.value->type().shape)) * dtype_size(a.value->type().dtype));
+    for (const ir::Arg& r : n.args()) {
+      if (r.kind == ir::Arg::Kind::value)
+        bytes = std::max(bytes, size_t(numel(r.value->type().shape)) * dtype_size(r.value->type().dtype));
     }
   }
-  auto conflict = [&](size_t t, size_t s) {
-    for (const Range& w : writes[t]) {
-      for (const Range& r : reads[s]) if (w.overlaps(r)) return true;
-      for (const Range& r : writes[s]) if (w.overlaps(r)) return true;
-    }
-    for (const Range& r : reads[t]) {
-      for (const Range& w : writes[s]) if (r.overlaps(w)) return true;
-    }
-    return false;
-  };
-  int waited[2] = {-1, -1};  // per stream: the last step of the other stream it waited for
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    if (skip_always_[s]) continue;
-    const int mine = streams[s].stream;
-    for (size_t t = s; t-- > 0 && int(t) > waited[mine];) {
-      if (skip_always_[t] || streams[t].stream == mine || !conflict(t, s)) continue;
-      streams[s].wait_for = int(t);
-      streams[t].recorded = true;
-      waited[mine] = int(t);
-      break;
-    }
-  }
+  const std::vector<StepStream> streams = plan_streams(access, tunables().cuda_early_launch);
   device_->prepare(streams, collective_bytes);
   // No rank launches a collective before every peer finished preparing: on a shared GPU a peer
   // still creating its handles could otherwise wait behind that kernel (Note [ranks sharing a

@@ -87,6 +87,9 @@ const std::vector<Row>& rows() {
       INT_ROW(cuda_skinny_gemm_max_rows, 0, 16,
               "GPU bf16/f16 matmuls with at most this many rows use the weight-streaming kernel "
               "instead of cuBLAS (0: always cuBLAS)"),
+      BOOL_ROW(cuda_early_launch,
+               "1: a GPU step with a step ahead of it on its stream starts while that one ends "
+               "(programmatic dependent launch); the skinny GEMM loads its weight meanwhile"),
       BOOL_ROW(cuda_pointwise_codegen,
                "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
                "(NVRTC, cached); 0: as a program of the pointwise interpreter"),

@@ -12,17 +12,11 @@
 #include <vector>
 
 #include "symmflow/core/tensor.hpp"
+#include "symmflow/exec/streams.hpp"
 #include "symmflow/ir/graph.hpp"
 #include "symmflow/runtime/group.hpp"
 
 namespace symmflow::exec {
-
-// Where step s runs and what it waits for (Note [streams of a plan] in executable.cpp).
-struct StepStream {
-  int stream = 0;       // 0: compute, 1: communication
-  int wait_for = -1;    // a step of the other stream whose completion this step waits for
-  bool recorded = false;  // some later step waits for this one
-};
 
 class DeviceBackend {
  public:
