@@ -4,7 +4,10 @@
 // algorithms (each timed, the fastest kept), all in one run on the same buffers. Each figure is
 // the median over 20 replays of a CUDA graph of back-to-back GEMMs over distinct weights (at
 // least 256 MiB of them, so the L2 cache holds none), per GEMM; GB/s counts the bytes of w, x, y.
-// The skinny result is checked against cuBLAS's before timing.
+// The skinny result is checked against cuBLAS's before timing. early_us: the skinny kernel as the
+// executor launches it inside a plan (Note [early launch]): each GEMM a programmatic dependent
+// launch that loads its first stages of w while the GEMM ahead of it ends; its result is checked
+// to be the same bits as the plain launch's.
 //
 //   bench_cuda_gemm [--json FILE]
 #include <cublasLt.h>
@@ -40,7 +43,8 @@ struct Shape {
 
 struct Row {
   Shape s;
-  double cublas_us, lt_us, skinny_us, max_rel_diff;
+  double cublas_us, lt_us, skinny_us, early_us, max_rel_diff;
+  bool early_same = false;
 };
 
 // Median µs per call of `calls` calls of `call` captured as one graph on s (20 replays).
@@ -141,21 +145,30 @@ Row measure(Gpu& gpu, const Shape& sh) {
                               out, CUDA_R_16BF, int(sh.n), CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
   };
-  auto skinny = [&](int c) {
+  auto launch = [&](int c, bool early) {
     cuda::SkinnyGemm g{x, w(c), y, sh.m, sh.n, sh.k, sh.k, sh.n, sh.n};
+    g.early = g.w_stable = early;
     SF_CUDA_CHECK(cudaError_t(cuda::launch_skinny_gemm(g, gpu.s)));
   };
+  auto skinny = [&](int c) { launch(c, false); };
+  auto early = [&](int c) { launch(c, true); };
   cublas(0, y_ref);
   skinny(0);
   SF_CUDA_CHECK(cudaStreamSynchronize(gpu.s));
   std::vector<float> got = to_floats(y, sh.m * sh.n), want = to_floats(y_ref, sh.m * sh.n);
+  SF_CUDA_CHECK(cudaMemset(y, 0, size_t(sh.m * sh.n) * 2));
+  cublas(1, y_ref);  // the early launch follows a kernel, as in a plan
+  early(0);
+  SF_CUDA_CHECK(cudaStreamSynchronize(gpu.s));
+  const bool early_same = to_floats(y, sh.m * sh.n) == got;
   double diff = 0;
   for (size_t i = 0; i < got.size(); ++i)
     diff = std::max(diff, double(std::abs(got[i] - want[i])) / std::max(1.0f, std::abs(want[i])));
-  Row row{sh, 0, 0, 0, diff};
+  Row row{sh, 0, 0, 0, 0, diff, early_same};
   row.cublas_us = time_graph(gpu.s, calls, [&](int c) { cublas(c, y); });
   row.lt_us = time_lt(gpu, sh, calls, w, x, y);
   row.skinny_us = time_graph(gpu.s, calls, skinny);
+  row.early_us = time_graph(gpu.s, calls, early);
   for (void* p : ws) cudaFree(p);
   cudaFree(x);
   cudaFree(y);
@@ -181,11 +194,13 @@ int main(int argc, char** argv) {
         {16, 4096, 4096},  {8, 4096, 4096},   {1, 4096, 4096},  {16, 4096, 1024}, {16, 1024, 4096},
         {16, 4096, 14336}, {16, 14336, 4096}, {16, 8192, 8192}, {4, 4096, 512},   {13, 2056, 1000}};
     nlohmann::json out = nlohmann::json::array();
+    bool failed = false;
     int sms = 0;
     SF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    std::cout << fmt::format("{:>4} {:>6} {:>6} {:>10} {:>10} {:>10} {:>7} {:>8} {:>9} {:>8}\n",
-                             "m", "k", "n", "cublas_us", "lt_best_us", "skinny_us", "ratio", "GB/s",
-                             "max_diff", "mm_takes");
+    std::cout << fmt::format(
+        "{:>4} {:>6} {:>6} {:>10} {:>10} {:>10} {:>7} {:>8} {:>9} {:>9} {:>6} {:>8}\n", "m", "k",
+        "n", "cublas_us", "lt_best_us", "skinny_us", "ratio", "GB/s", "max_diff", "early_us",
+        "same", "mm_takes");
     for (const Shape& sh : shapes) {
       Row r = measure(gpu, sh);
       const double best_peer = std::min(r.cublas_us, r.lt_us);
@@ -195,24 +210,35 @@ int main(int argc, char** argv) {
       const char* takes =
           cuda::skinny_gemm_fits(g, cuda::kSkinnyGemmMaxRows, sms) ? "skinny" : "cublas";
       std::cout << fmt::format(
-          "{:>4} {:>6} {:>6} {:>10.2f} {:>10.2f} {:>10.2f} {:>7.2f} {:>8.0f} {:>9.1e} {:>8}\n",
+          "{:>4} {:>6} {:>6} {:>10.2f} {:>10.2f} {:>10.2f} {:>7.2f} {:>8.0f} {:>9.1e} {:>9.2f} "
+          "{:>6} {:>8}\n",
           sh.m, sh.k, sh.n, r.cublas_us, r.lt_us, r.skinny_us, best_peer / r.skinny_us,
-          bytes / r.skinny_us / 1e3, r.max_rel_diff, takes);
+          bytes / r.skinny_us / 1e3, r.max_rel_diff, r.early_us, r.early_same ? "yes" : "NO",
+          takes);
+      if (!r.early_same) failed = true;
       out.push_back({{"m", sh.m},
                      {"k", sh.k},
                      {"n", sh.n},
                      {"cublas_us", r.cublas_us},
                      {"cublaslt_best_us", r.lt_us},
                      {"skinny_us", r.skinny_us},
+                     {"early_us", r.early_us},
+                     {"early_same_bits", r.early_same},
                      {"ratio", best_peer / r.skinny_us},
                      {"max_rel_diff", r.max_rel_diff},
                      {"mm_takes", takes}});
     }
     std::cout << fmt::format(
         "ratio = best of cuBLAS and cuBLASLt / skinny (above 1: the skinny kernel is faster); "
-        "mm_takes: what aten::mm runs on this GPU ({} multiprocessors)\n",
+        "early_us: skinny GEMMs started early (programmatic dependent launch, as in a plan), same: "
+        "same bits as the plain launch; mm_takes: what aten::mm runs on this GPU ({} "
+        "multiprocessors)\n",
         sms);
     if (!json.empty()) std::ofstream(json) << out.dump(1) << "\n";
+    if (failed) {
+      std::cerr << "bench_cuda_gemm: an early launch gave other bits than the plain one\n";
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::cerr << "bench_cuda_gemm: " << e.what() << "\n";
     return 1;

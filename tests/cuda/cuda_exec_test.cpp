@@ -265,6 +265,55 @@ graph decode_layers(x: bf16[16, 1024], w0: bf16[1024, 4096], w1: bf16[4096, 4096
 )");
 }
 
+// Note [early launch]: the same layers with every step after the first starting early (the
+// skinny GEMMs loading their weights meanwhile) and with none: the same bits, on every element,
+// on new inputs each run, at worlds 1 and 2; the plan says how many steps start early.
+TEST(CudaExecGraph, EarlyLaunchGivesTheBitsOfPlainLaunches) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::string text = R"(group tp
+graph decode_layers(x: bf16[16, 4096], w0: bf16[4096, 4096], w1: bf16[4096, 4096]) {
+  h0 = aten::mm(x, w0)
+  r0 = symm_mem::one_shot_all_reduce(h0, "sum", "tp")
+  h1 = aten::mm(r0, w1)
+  r1 = symm_mem::one_shot_all_reduce(h1, "sum", "tp")
+  return r1
+}
+)";
+  for (int world : {1, 2}) {
+    auto plan = passes::compile(ir::parse_graph(text, {"decode_layers", world}));
+    std::vector<std::vector<double>> results[2];  // [early][rank * 3 + iter]
+    for (bool early : {false, true}) {
+      Tunables saved = tunables(), t = saved;
+      t.cuda_early_launch = early;
+      set_tunables(t);
+      results[early].resize(size_t(world) * 3);
+      on_ranks(world, [&](Runtime& rt) {
+        int dev = bind_device();
+        exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
+        // Every step on the compute stream; all but the first start early, or none.
+        EXPECT_NE(exe.device_description().find(fmt::format(
+                      "(0 of 4 steps on the communication stream, {} start early)", early ? 3 : 0)),
+                  std::string::npos)
+            << exe.device_description();
+        for (int iter = 0; iter < 3; ++iter) {
+          std::vector<Tensor> inputs;
+          for (const ir::Value* v : plan->graph->inputs())
+            inputs.push_back(random(v->type(), uint64_t(100 * iter + rt.rank() + 1)));
+          results[early][size_t(rt.rank() * 3 + iter)] = to_host(exe.run(inputs)[0]).to_doubles();
+        }
+      });
+      set_tunables(saved);
+    }
+    for (size_t r = 0; r < results[0].size(); ++r) {
+      ASSERT_EQ(results[0][r].size(), size_t(16 * 4096));
+      for (size_t i = 0; i < results[0][r].size(); ++i)
+        ASSERT_EQ(results[1][r][i], results[0][r][i])
+            << "world " << world << " rank " << r / 3 << " run " << r % 3 << " element " << i;
+    }
+    EXPECT_NE(results[0][0], results[0][1]);  // the runs saw new inputs
+  }
+}
+
 TEST(CudaExecGraph, AnOpWithoutACudaKernelIsRefusedAtConstruction) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
   auto plan = passes::compile(ir::parse_graph(

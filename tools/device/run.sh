@@ -16,15 +16,20 @@ nvidia-smi -L | tee "$OUT/gpus.txt"
 start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 
-# The 8-layer MLP compiled by symmflow at 1 and (with two GPUs, or sharing one) 2 ranks, with the
-# skinny GEMM and with cuBLAS only, then PyTorch at world 1 on the same shapes.
+# The 8-layer MLP compiled by symmflow at 1 and (with two GPUs, or sharing one) 2 ranks: as built
+# (skinny GEMM, steps started early), without early starts, and with cuBLAS only; two rounds,
+# alternating; then PyTorch at world 1 on the same shapes.
 mlp_runs() {
   step "mlp compiled by symmflow"
   for r in 1 2; do
-    for rows in 16 0; do
-      echo "ranks=$r skinny_max_rows=$rows: $(SYMMFLOW_CUDA_SKINNY_GEMM_MAX_ROWS=$rows timeout 200 \
-        build/device/bin/symmflow run examples/tp_mlp.sf --device cuda --ranks $r --iters 200 2>&1 \
-        | tee -a "$OUT/mlp_symmflow.txt" | grep -E "replay|rror" | head -2)"
+    for round in 1 2; do
+      for cfg in "16 1" "16 0" "0 1"; do
+        set -- $cfg
+        echo "ranks=$r skinny_max_rows=$1 early_launch=$2 round=$round: $(SYMMFLOW_CUDA_SKINNY_GEMM_MAX_ROWS=$1 \
+          SYMMFLOW_CUDA_EARLY_LAUNCH=$2 timeout 200 build/device/bin/symmflow run examples/tp_mlp.sf \
+          --device cuda --ranks $r --iters 200 2>&1 | tee -a "$OUT/mlp_symmflow.txt" \
+          | grep -E "replay|rror" | head -2)"
+      done
     done
   done
   PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node 1 tools/device/torch_mlp.py \

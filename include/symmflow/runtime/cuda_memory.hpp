@@ -17,6 +17,8 @@
 
 #include <memory>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "symmflow/core/tensor.hpp"
 #include "symmflow/runtime/cuda.hpp"
@@ -36,6 +38,18 @@ class StreamGuard {
  private:
   void* saved_;
 };
+// How the kernels of the step being enqueued may launch (Note [early launch] in
+// src/exec/streams.cpp). The executor sets it around each step; elsewhere nothing starts early. A
+// kernel that supports it is a programmatic dependent launch when `early`, and reads before its
+// wait for the kernel ahead only memory inside one of the `stable` ranges.
+struct StepLaunch {
+  bool early = false;
+  std::vector<std::pair<const char*, const char*>> stable;  // [lo, hi) byte ranges
+  bool is_stable(const void* p, size_t bytes) const;
+};
+const StepLaunch& current_launch();
+void set_current_launch(const StepLaunch* launch);  // nullptr: not early, nothing stable
+
 // Waits for the current stream; raises Cuda on an asynchronous error.
 void synchronize();
 // Whether the current stream is being captured into a CUDA graph.

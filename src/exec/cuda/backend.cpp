@@ -60,7 +60,10 @@ class CudaBackend : public exec::DeviceBackend {
                const std::map<std::shared_ptr<Group>, size_t>& collective_bytes) override {
     steps_ = steps;
     events_.assign(steps.size(), nullptr);
+    launches_.assign(steps.size(), {});
     for (size_t s = 0; s < steps.size(); ++s) {
+      launches_[s].early = steps[s].early;
+      for (const exec::ByteRange& r : steps[s].stable) launches_[s].stable.emplace_back(r.lo, r.hi);
       if (steps[s].recorded)
         SF_CUDA_CHECK(cudaEventCreateWithFlags(&events_[s], cudaEventDisableTiming));
     }
@@ -85,11 +88,20 @@ class CudaBackend : public exec::DeviceBackend {
       SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
       return;
     }
-    if (!graphs_) return enqueue(steps);
+    if (!graphs_) {
+      try {
+        enqueue(steps);
+      } catch (...) {
+        set_current_launch(nullptr);
+        throw;
+      }
+      return;
+    }
     SF_CUDA_CHECK(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal));
     try {
       enqueue(steps);
     } catch (...) {
+      set_current_launch(nullptr);
       cudaGraph_t broken = nullptr;
       cudaStreamEndCapture(streams_[0], &broken);
       if (broken) cudaGraphDestroy(broken);
@@ -105,12 +117,14 @@ class CudaBackend : public exec::DeviceBackend {
   void begin_step(size_t step) override {
     const exec::StepStream& s = steps_[step];
     set_current_stream(streams_[s.stream]);
+    set_current_launch(&launches_[step]);
     if (s.wait_for >= 0)
       SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[s.stream], events_[size_t(s.wait_for)], 0));
   }
 
   void end_step(size_t step) override {
     const exec::StepStream& s = steps_[step];
+    set_current_launch(nullptr);
     if (s.recorded) SF_CUDA_CHECK(cudaEventRecord(events_[step], streams_[s.stream]));
   }
 
@@ -128,7 +142,15 @@ class CudaBackend : public exec::DeviceBackend {
     std::string graph = !graphs_ ? "no CUDA graph (steps enqueued every run)"
                         : exec_  ? fmt::format("CUDA graph of {} nodes, replayed", graph_nodes_)
                                  : "CUDA graph captured on the first run";
-    return fmt::format("{}, compute and communication streams, {}", device_.str(), graph);
+    size_t on_comm = 0, early = 0;
+    for (const exec::StepStream& s : steps_) {
+      on_comm += s.stream == 1;
+      early += s.early;
+    }
+    return fmt::format(
+        "{}, compute and communication streams ({} of {} steps on the communication stream, {} "
+        "start early), {}",
+        device_.str(), on_comm, steps_.size(), early, graph);
   }
 
  private:
@@ -148,6 +170,7 @@ class CudaBackend : public exec::DeviceBackend {
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
   std::vector<cudaEvent_t> events_;
   std::vector<exec::StepStream> steps_;
+  std::vector<StepLaunch> launches_;  // per step: Note [early launch]
   std::vector<Communicator*> comms_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;

@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/device_sync.cuh"
+#include "kernels/cuda/early_launch.cuh"
 
 namespace symmflow::cuda {
 namespace {
@@ -54,6 +55,8 @@ template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024)
     one_shot_kernel(WorkspaceView v, const Pack<T, K>* in, Pack<T, K>* out, int64_t units) {
   using P = Pack<T, K>;
+  wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
+  release_kernel_behind();
   const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
   const uint32_t tag = call + 1;
   const int parity = int(call & 1);
@@ -100,6 +103,8 @@ __global__ void __launch_bounds__(1024)
     one_shot_ll_kernel(WorkspaceView v, const uint2* in, uint2* out, int64_t units) {
   constexpr int K = 8 / sizeof(T);
   using P = Pack<T, K>;
+  wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
+  release_kernel_behind();
   const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
   const uint32_t tag = call + 1;
   const int parity = int(call & 1);
@@ -160,6 +165,8 @@ __global__ void __launch_bounds__(1024)
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t units) {
   using P = Pack<T, K>;
+  wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
+  release_kernel_behind();
   const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
   const uint32_t tag = call + 1;
   const int parity = int(call & 1);
@@ -231,7 +238,8 @@ void one_shot_as(const WorkspaceView& v, const void* in, void* out, int64_t n, R
   auto* o = static_cast<P*>(out);
   const int64_t units = n / K;
   by_op(op, [&](auto tag) {
-    one_shot_kernel<T, K, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, i, o, units);
+    launch_kernel(one_shot_kernel<T, K, decltype(tag)::value>, dim3(l.blocks), dim3(l.threads), 0,
+                  s, l.early, v, i, o, units);
   });
 }
 
@@ -240,7 +248,8 @@ void two_shot_as(const WorkspaceView& v, int64_t n, ReduceKind op, const Launch&
                  cudaStream_t s) {
   const int64_t units = n / K;
   by_op(op, [&](auto tag) {
-    two_shot_kernel<T, K, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, units);
+    launch_kernel(two_shot_kernel<T, K, decltype(tag)::value>, dim3(l.blocks), dim3(l.threads), 0,
+                  s, l.early, v, units);
   });
 }
 
@@ -259,7 +268,8 @@ struct OneShotLL {
     auto* o = static_cast<uint2*>(out);
     const int64_t units = n * int64_t(sizeof(T)) / 8;
     by_op(op, [&](auto tag) {
-      one_shot_ll_kernel<T, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, i, o, units);
+      launch_kernel(one_shot_ll_kernel<T, decltype(tag)::value>, dim3(l.blocks), dim3(l.threads),
+                    0, s, l.early, v, i, o, units);
     });
   }
 };

@@ -17,6 +17,7 @@ struct Launch {
   int blocks = 1;
   int threads = 512;
   bool vec = false;  // 16-byte loads and stores (sizes and addresses allow it)
+  bool early = false;  // a programmatic dependent launch (Note [early launch]); all_reduce only
 };
 
 // Loads every collective kernel on the current GPU now rather than at its first launch (a lazy

@@ -106,6 +106,10 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
     SkinnyGemm g{A.t.raw_data(), M.t.raw_data(), out.raw_data(), rows, cols, k, A.ld, M.ld, cols,
                  float(alpha), float(beta), type == CUDA_R_16F};
     if (skinny_gemm_fits(g, tunables().cuda_skinny_gemm_max_rows, multiprocessors())) {
+      const StepLaunch& launch = current_launch();  // Note [early launch]
+      const size_t w_bytes = size_t((k - 1) * M.ld + cols) * dtype_size(out.dtype());
+      g.early = launch.early;
+      g.w_stable = launch.is_stable(g.w, w_bytes);
       SF_CUDA_CHECK(cudaError_t(launch_skinny_gemm(g, current_stream())));
       return;
     }

@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/early_launch.cuh"
 #include "kernels/cuda/skinny_gemm.hpp"
 
 namespace symmflow::cuda {
@@ -102,7 +103,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int m,
                        int n, int k, int64_t ldx, int64_t ldw, int64_t ldy, float alpha,
-                       float beta) {
+                       float beta, bool w_stable) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int n0 = int(blockIdx.x) * kBlockN;
@@ -110,15 +111,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int first = stages * warp / kWarps, count = stages * (warp + 1) / kWarps - first;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem)) + uint32_t(warp * kWarpBytes);
 
-  auto load = [&](int s) {  // stage s of this warp into buffer s % kStages
+  auto load_w = [&](int s) {  // stage s of this warp into buffer s % kStages
     const int k0 = (first + s) * kStageK;
-    const uint32_t wt = base + uint32_t((s % kStages) * kStageBytes), xt = wt + kWTileBytes;
+    const uint32_t wt = base + uint32_t((s % kStages) * kStageBytes);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // w: 32 rows x 4 chunks
       const int idx = i * 32 + lane, r = idx >> 2, c = idx & 3;
       const bool ok = k0 + r < k && n0 + c * 8 < n;
       copy16(wt + swizzle(r, c), ok ? w + int64_t(k0 + r) * ldw + n0 + c * 8 : w, ok);
     }
+  };
+  auto load_x = [&](int s) {
+    const int k0 = (first + s) * kStageK;
+    const uint32_t xt = base + uint32_t((s % kStages) * kStageBytes) + kWTileBytes;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {  // x: 16 rows x 4 chunks
       const int idx = i * 32 + lane, r = idx >> 2, c = idx & 3;
@@ -127,9 +132,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   };
 
+  // Note [early launch]: the first stages of w stream in while the kernel ahead ends (its output
+  // may be x); they join the first commit group, so the pipeline's group count is unchanged.
+  if (w_stable) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < count) load_w(s);
+    }
+  }
+  wait_for_kernel_ahead();
+  release_kernel_behind();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) load(s);
+    if (s < count) {
+      if (!w_stable) load_w(s);
+      load_x(s);
+    }
     commit();  // empty groups keep the count of pending groups uniform
   }
   float acc[4][4] = {};
@@ -137,7 +155,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int s = 0; s < count; ++s) {
     wait_pending<kStages - 2>();  // stage s has landed (for this lane)
     __syncwarp();                 // ... and for every lane; buffer s-1 is free
-    if (s + kStages - 1 < count) load(s + kStages - 1);
+    if (s + kStages - 1 < count) {
+      load_w(s + kStages - 1);
+      load_x(s + kStages - 1);
+    }
     commit();
     const uint32_t wt = base + uint32_t((s % kStages) * kStageBytes), xt = wt + kWTileBytes;
 #pragma unroll
@@ -192,10 +213,10 @@ cudaError_t launch(const SkinnyGemm& g, cudaStream_t s) {
     configured = device;
   }
   const unsigned blocks = unsigned((g.n + kBlockN - 1) / kBlockN);
-  skinny_gemm_kernel<T><<<blocks, kWarps * 32, kSmemBytes, s>>>(
-      static_cast<const T*>(g.x), static_cast<const T*>(g.w), static_cast<T*>(g.y), int(g.m),
-      int(g.n), int(g.k), g.ldx, g.ldw, g.ldy, g.alpha, g.beta);
-  return cudaGetLastError();
+  return launch_kernel(skinny_gemm_kernel<T>, dim3(blocks), dim3(kWarps * 32), kSmemBytes, s,
+                       g.early, static_cast<const T*>(g.x), static_cast<const T*>(g.w),
+                       static_cast<T*>(g.y), int(g.m), int(g.n), int(g.k), g.ldx, g.ldw, g.ldy,
+                       g.alpha, g.beta, g.early && g.w_stable);
 }
 
 bool aligned16(const void* p) {

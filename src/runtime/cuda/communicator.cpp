@@ -192,6 +192,7 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
   }
   const WorkspaceView v = s.view_for("cuda all_reduce");
   Launch l;
+  l.early = current_launch().early;  // Note [early launch]
   if (bytes <= kLLMaxBytes && bytes % 8 == 0 && aligned(in, 8) && aligned(out, 8)) {
     l.threads = 512;
     l.blocks = blocks_for(bytes / 8, l.threads, 1, s.sms);
@@ -234,6 +235,7 @@ void Communicator::all_reduce_inplace(const DeviceHeap& heap, size_t offset_byte
   WorkspaceView v = s.view_for("cuda all_reduce");
   for (int r = 0; r < v.world; ++r) v.data[r] = static_cast<char*>(heap.peer(r)) + offset_bytes;
   Launch l;
+  l.early = current_launch().early;  // Note [early launch]
   l.vec = bytes % 16 == 0 && aligned(local, 16);
   const int64_t units = l.vec ? bytes / 16 : n;
   l.threads = int(tunables().cuda_threads) / 32 * 32;

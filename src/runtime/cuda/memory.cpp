@@ -14,6 +14,8 @@ namespace symmflow::cuda {
 namespace {
 
 thread_local cudaStream_t tls_stream = nullptr;
+const StepLaunch kNotEarly;
+thread_local const StepLaunch* tls_launch = &kNotEarly;
 
 class DeviceStorage : public Storage {
  public:
@@ -38,6 +40,16 @@ thread_local std::vector<CachedCommunicator> tls_communicators;
 
 void* current_stream() { return tls_stream; }
 void set_current_stream(void* stream) { tls_stream = static_cast<cudaStream_t>(stream); }
+
+bool StepLaunch::is_stable(const void* p, size_t bytes) const {
+  const char* lo = static_cast<const char*>(p);
+  for (const auto& [a, b] : stable) {
+    if (a <= lo && lo + bytes <= b) return true;
+  }
+  return false;
+}
+const StepLaunch& current_launch() { return *tls_launch; }
+void set_current_launch(const StepLaunch* launch) { tls_launch = launch ? launch : &kNotEarly; }
 
 void synchronize() { SF_CUDA_CHECK(cudaStreamSynchronize(tls_stream)); }
 
