@@ -114,8 +114,9 @@ void Executable::prepare_device() {
       }
     }
     if (n.group().empty()) continue;
-    a.communicates = true;
-    size_t& bytes = collective_bytes[runtime_->group(n.group())];
+    const std::shared_ptr<Group> group = runtime_->group(n.group());
+    a.communicates = group->size() > 1;
+    size_t& bytes = collective_bytes[group];
     for (const ir::Arg& r : n.args()) {
       if (r.kind == ir::Arg::Kind::value)
         bytes = std::max(bytes, size_t(numel(r.value->type().shape)) * dtype_size(r.value->type().dtype));

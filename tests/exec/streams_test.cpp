@@ -40,6 +40,8 @@ TEST(PlanStreams, AnAllReduceChainStaysOnTheComputeStreamAndStartsEarly) {
     EXPECT_EQ(p[s].wait_for, -1) << s;
     EXPECT_FALSE(p[s].recorded) << s;
     EXPECT_EQ(p[s].early, s > 0) << s;  // the first has no step ahead of it
+    // Only the mm behind an all-reduce may load its weight before waiting.
+    EXPECT_EQ(p[s].after_communication, s == 2) << s;
   }
   ASSERT_EQ(p[0].stable.size(), 2u);  // x and w0: nothing writes them
   EXPECT_TRUE(same(p[0].stable[0], x) && same(p[0].stable[1], w0));
@@ -127,6 +129,7 @@ TEST(PlanStreams, StepsThatDoNotRunAreLeftOut) {
   ASSERT_EQ(p[1].stable.size(), 1u);
   EXPECT_TRUE(same(p[1].stable[0], staged));
   EXPECT_TRUE(p[2].early);
+  EXPECT_FALSE(p[2].after_communication);
   EXPECT_TRUE(p[0].stable.empty());
 }
 
@@ -134,7 +137,7 @@ TEST(PlanStreams, EarlyLaunchOff) {
   Arena m;
   const ByteRange x = m.next(), h = m.next(), r = m.next();
   auto p = plan_streams({compute({x}, {h}), collective({h}, {r}), compute({r}, {x})}, false);
-  for (const StepStream& s : p) EXPECT_FALSE(s.early);
+  for (const StepStream& s : p) EXPECT_FALSE(s.early || s.after_communication);
   EXPECT_TRUE(p[0].stable.empty());  // the last step writes x
 }
 

@@ -6,7 +6,8 @@
 # --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
 # symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's paths (two or more GPUs),
 # and prints the tables last. Logs go to $OUT. `gemm` builds and runs only the GEMM work: the
-# matmul tests, the skinny-GEMM bench beside cuBLAS/cuBLASLt, and the MLP with and without it.
+# matmul and executor tests, the skinny-GEMM bench beside cuBLAS/cuBLASLt, and the MLP with and
+# without it and with and without early starts.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symmflow-device}
@@ -21,13 +22,13 @@ step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 # alternating; then PyTorch at world 1 on the same shapes.
 mlp_runs() {
   step "mlp compiled by symmflow"
-  for r in 1 2; do
+  for r in $1; do
     for round in 1 2; do
       for cfg in "16 1" "16 0" "0 1"; do
         set -- $cfg
         echo "ranks=$r skinny_max_rows=$1 early_launch=$2 round=$round: $(SYMMFLOW_CUDA_SKINNY_GEMM_MAX_ROWS=$1 \
           SYMMFLOW_CUDA_EARLY_LAUNCH=$2 timeout 200 build/device/bin/symmflow run examples/tp_mlp.sf \
-          --device cuda --ranks $r --iters 200 2>&1 | tee -a "$OUT/mlp_symmflow.txt" \
+          --device cuda --ranks $r --iters 100 2>&1 | tee -a "$OUT/mlp_symmflow.txt" \
           | grep -E "replay|rror" | head -2)"
       done
     done
@@ -41,12 +42,15 @@ cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=O
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 if [[ "$mode" == gemm ]]; then
   step "build (gemm)"
-  cmake --build build/device -j "$(nproc)" --target test_cuda_ops symmflow_cli bench_cuda_gemm \
+  cmake --build build/device -j "$(nproc)" --target test_cuda_ops test_cuda_exec symmflow_cli \
+    bench_cuda_gemm \
     >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
-  step test_cuda_ops
-  timeout 400 build/device/tests/cuda/test_cuda_ops 2>&1 | tee "$OUT/test_cuda_ops.log" \
-    | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror:" | head -30
-  mlp_runs
+  for t in test_cuda_ops test_cuda_exec; do
+    step "$t"
+    timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" \
+      | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror:" | head -30
+  done
+  mlp_runs "1 2"
   step "gemm: skinny kernel, cuBLAS, cuBLASLt"
   timeout 300 build/device/bin/bench_cuda_gemm --json "$OUT/gemm.json" | tee "$OUT/gemm.txt"
   exit 0
@@ -83,7 +87,7 @@ for ex in custom_op allreduce_rmsnorm; do  # the plugin op: one fused kernel on 
       --plugin build/device/lib/libmyops.so 2>&1 | grep -E 'check:|rror' | head -2)"
   done
 done | tee -a "$OUT/examples.txt"
-mlp_runs
+mlp_runs "1 2"
 step "pointwise: unfused calls, the register-program engine, a hand-written kernel"
 timeout 120 build/device/bin/bench_cuda_pointwise | tee "$OUT/pointwise.txt"
 step "gemm: skinny kernel, cuBLAS, cuBLASLt"

@@ -21,7 +21,7 @@ struct ByteRange {
 // What a step touches, as the planner sees it.
 struct StepAccess {
   bool runs = true;           // false: never enqueued with the steps (an input copied in before)
-  bool communicates = false;  // its op has a group: a collective or a signal op
+  bool communicates = false;  // it exchanges data with other ranks (its group has two or more)
   std::vector<ByteRange> reads, writes;
 };
 
@@ -30,6 +30,7 @@ struct StepStream {
   int wait_for = -1;      // a step of the other stream whose completion this step waits for
   bool recorded = false;  // some later step waits for this one
   bool early = false;     // may start while the step ahead of it on its stream ends
+  bool after_communication = false;  // early, behind a step that communicates (memory is idle)
   std::vector<ByteRange> stable;  // what it reads that no step of the plan writes
 };
 

@@ -40,10 +40,12 @@ class StreamGuard {
 };
 // How the kernels of the step being enqueued may launch (Note [early launch] in
 // src/exec/streams.cpp). The executor sets it around each step; elsewhere nothing starts early. A
-// kernel that supports it is a programmatic dependent launch when `early`, and reads before its
-// wait for the kernel ahead only memory inside one of the `stable` ranges.
+// kernel that supports it is a programmatic dependent launch when `early`; when also
+// `after_communication`, it may read memory inside one of the `stable` ranges before its wait for
+// the kernel ahead.
 struct StepLaunch {
   bool early = false;
+  bool after_communication = false;
   std::vector<std::pair<const char*, const char*>> stable;  // [lo, hi) byte ranges
   bool is_stable(const void* p, size_t bytes) const;
 };

@@ -63,6 +63,7 @@ class CudaBackend : public exec::DeviceBackend {
     launches_.assign(steps.size(), {});
     for (size_t s = 0; s < steps.size(); ++s) {
       launches_[s].early = steps[s].early;
+      launches_[s].after_communication = steps[s].after_communication;
       for (const exec::ByteRange& r : steps[s].stable) launches_[s].stable.emplace_back(r.lo, r.hi);
       if (steps[s].recorded)
         SF_CUDA_CHECK(cudaEventCreateWithFlags(&events_[s], cudaEventDisableTiming));

@@ -109,7 +109,7 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
       const StepLaunch& launch = current_launch();  // Note [early launch]
       const size_t w_bytes = size_t((k - 1) * M.ld + cols) * dtype_size(out.dtype());
       g.early = launch.early;
-      g.w_stable = launch.is_stable(g.w, w_bytes);
+      g.w_stable = launch.after_communication && launch.is_stable(g.w, w_bytes);
       SF_CUDA_CHECK(cudaError_t(launch_skinny_gemm(g, current_stream())));
       return;
     }

@@ -18,8 +18,9 @@ struct SkinnyGemm {
   int64_t ldx = 0, ldw = 0, ldy = 0;
   float alpha = 1, beta = 0;
   bool f16 = false;  // else bf16
-  // Note [early launch]: a programmatic dependent launch; w_stable: nothing in flight writes w,
-  // so the kernel loads its first stages of w before waiting for the kernel ahead.
+  // Note [early launch]: a programmatic dependent launch; w_stable: nothing in flight writes w
+  // and the kernel ahead leaves memory idle, so the kernel loads its first stages of w before
+  // waiting for it.
   bool early = false, w_stable = false;
 };
 
