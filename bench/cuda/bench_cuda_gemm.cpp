@@ -235,8 +235,8 @@ int main(int argc, char** argv) {
     std::cout << fmt::format(
         "ratio = best of cuBLAS and cuBLASLt / skinny (above 1: the skinny kernel is faster); "
         "early_us: started early (programmatic dependent launch); early_w_us: also loading w "
-        "before waiting for the GEMM ahead; same: same bits as the plain launch; mm_takes: what aten::mm runs on this GPU ({} "
-        "multiprocessors)\n",
+        "before waiting for the GEMM ahead; same: same bits as the plain launch; mm_takes: what "
+        "aten::mm runs on this GPU ({} multiprocessors)\n",
         sms);
     if (!json.empty()) std::ofstream(json) << out.dump(1) << "\n";
     if (failed) {

@@ -118,8 +118,9 @@ void Executable::prepare_device() {
     a.communicates = group->size() > 1;
     size_t& bytes = collective_bytes[group];
     for (const ir::Arg& r : n.args()) {
-      if (r.kind == ir::Arg::Kind::value)
-        bytes = std::max(bytes, size_t(numel(r.value->type().shape)) * dtype_size(r.value->type().dtype));
+      if (r.kind != ir::Arg::Kind::value) continue;
+      const ir::TensorType& t = r.value->type();
+      bytes = std::max(bytes, size_t(numel(t.shape)) * dtype_size(t.dtype));
     }
   }
   const std::vector<StepStream> streams = plan_streams(access, tunables().cuda_early_launch);

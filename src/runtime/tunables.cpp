@@ -89,7 +89,8 @@ const std::vector<Row>& rows() {
               "instead of cuBLAS (0: always cuBLAS)"),
       BOOL_ROW(cuda_early_launch,
                "1: a GPU step with a step ahead of it on its stream starts while that one ends "
-               "(programmatic dependent launch); the skinny GEMM loads its weight meanwhile"),
+               "(programmatic dependent launch); behind a collective the skinny GEMM loads its weight "
+               "meanwhile"),
       BOOL_ROW(cuda_pointwise_codegen,
                "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
                "(NVRTC, cached); 0: as a program of the pointwise interpreter"),

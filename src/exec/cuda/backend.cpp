@@ -1,5 +1,5 @@
 // The cuda DeviceBackend of exec::Executable (device_backend.hpp): two streams of the rank's GPU
-// with events between them (Note [streams of a plan] in executable_device.cpp), pools in device
+// with events between them (Note [streams of a plan] in streams.cpp), pools in device
 // memory and GPU symmetric heaps, communicators and the cuBLAS handle made before the first run,
 // and the whole run captured into one CUDA graph on the first call and replayed afterwards.
 // bind_device() registers the factory (register_exec_backend).
