@@ -252,9 +252,7 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
 // an H100 or H200 (skinny_gemm_fits), inside the captured plan, beside the one-shot all-reduce.
 // (The 8-layer examples/tp_mlp.sf drifts by up to 3.4% of its rms from the cpu, with cuBLAS as
 // with the skinny kernel: `run --check` allows for its depth, and tools/device/run.sh runs it.)
-TEST(CudaExecGraph, DecodeShapedLayersWithTheSkinnyGemm) {
-  if (device_count() == 0) GTEST_SKIP() << "no GPU";
-  expect_matches_interpreter("decode_layers", R"(group tp
+constexpr const char* kDecodeLayers = R"(group tp
 graph decode_layers(x: bf16[16, 1024], w0: bf16[1024, 4096], w1: bf16[4096, 4096]) {
   h0 = aten::mm(x, w0)
   r0 = symm_mem::one_shot_all_reduce(h0, "sum", "tp")
@@ -262,25 +260,21 @@ graph decode_layers(x: bf16[16, 1024], w0: bf16[1024, 4096], w1: bf16[4096, 4096
   r1 = symm_mem::one_shot_all_reduce(h1, "sum", "tp")
   return r1
 }
-)");
+)";
+
+TEST(CudaExecGraph, DecodeShapedLayersWithTheSkinnyGemm) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  expect_matches_interpreter("decode_layers", kDecodeLayers);
 }
 
-// Note [early launch]: the same layers with every step after the first starting early (the
-// skinny GEMMs loading their weights meanwhile) and with none: the same bits, on every element,
-// on new inputs each run, at worlds 1 and 2; the plan says how many steps start early.
+// Note [early launch]: the same layers with every step after the first starting early (at 2
+// ranks the second GEMM loads its weight while the all-reduce ahead of it runs) and with none:
+// the same bits, on every element, on new inputs each run, at worlds 1 and 2; the plan says how
+// many steps start early.
 TEST(CudaExecGraph, EarlyLaunchGivesTheBitsOfPlainLaunches) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
-  const std::string text = R"(group tp
-graph decode_layers(x: bf16[16, 4096], w0: bf16[4096, 4096], w1: bf16[4096, 4096]) {
-  h0 = aten::mm(x, w0)
-  r0 = symm_mem::one_shot_all_reduce(h0, "sum", "tp")
-  h1 = aten::mm(r0, w1)
-  r1 = symm_mem::one_shot_all_reduce(h1, "sum", "tp")
-  return r1
-}
-)";
   for (int world : {1, 2}) {
-    auto plan = passes::compile(ir::parse_graph(text, {"decode_layers", world}));
+    auto plan = passes::compile(ir::parse_graph(kDecodeLayers, {"decode_layers", world}));
     std::vector<std::vector<double>> results[2];  // [early][rank * 3 + iter]
     for (bool early : {false, true}) {
       Tunables saved = tunables(), t = saved;

@@ -18,12 +18,12 @@ start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 
 # The 8-layer MLP compiled by symmflow at 1 and (with two GPUs, or sharing one) 2 ranks: as built
-# (skinny GEMM, steps started early), without early starts, and with cuBLAS only; two rounds,
-# alternating; then PyTorch at world 1 on the same shapes.
+# (skinny GEMM, steps started early), without early starts, and with cuBLAS only, alternating for
+# $2 rounds; then PyTorch at world 1 on the same shapes.
 mlp_runs() {
   step "mlp compiled by symmflow"
   for r in $1; do
-    for round in 1 2; do
+    for round in $(seq "$2"); do
       for cfg in "16 1" "16 0" "0 1"; do
         set -- $cfg
         echo "ranks=$r skinny_max_rows=$1 early_launch=$2 round=$round: $(SYMMFLOW_CUDA_SKINNY_GEMM_MAX_ROWS=$1 \
@@ -50,7 +50,7 @@ if [[ "$mode" == gemm ]]; then
     timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" \
       | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror:" | head -30
   done
-  mlp_runs "1 2"
+  mlp_runs "1 2" 2
   step "gemm: skinny kernel, cuBLAS, cuBLASLt"
   timeout 300 build/device/bin/bench_cuda_gemm --json "$OUT/gemm.json" | tee "$OUT/gemm.txt"
   exit 0
@@ -87,7 +87,7 @@ for ex in custom_op allreduce_rmsnorm; do  # the plugin op: one fused kernel on 
       --plugin build/device/lib/libmyops.so 2>&1 | grep -E 'check:|rror' | head -2)"
   done
 done | tee -a "$OUT/examples.txt"
-mlp_runs "1 2"
+mlp_runs "1 2" 1
 step "pointwise: unfused calls, the register-program engine, a hand-written kernel"
 timeout 120 build/device/bin/bench_cuda_pointwise | tee "$OUT/pointwise.txt"
 step "gemm: skinny kernel, cuBLAS, cuBLASLt"
