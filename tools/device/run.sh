@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The GPU work of symmflow in one call of the device tool (nvidia-h200-x2, or one GPU):
-#   device run: bash tools/device/run.sh [full|quick|sweep|gemm]
+#   device run: bash tools/device/run.sh [full|quick|sweep|gemm|mlp]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
 # --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
 # symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's paths (two or more GPUs),
 # and prints the tables last. Logs go to $OUT. `gemm` builds and runs only the GEMM work: the
 # matmul and executor tests, the skinny-GEMM bench beside cuBLAS/cuBLASLt, and the MLP with and
-# without it and with and without early starts.
+# without it and with and without early starts. `mlp` builds only the CLI and times the 8-layer MLP
+# at every rank count up to the GPUs (two rounds of the configurations above), beside PyTorch
+# on all GPUs in the same call.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symmflow-device}
@@ -40,6 +42,17 @@ mlp_runs() {
 step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+if [[ "$mode" == mlp ]]; then
+  step "build (mlp)"
+  cmake --build build/device -j "$(nproc)" --target symmflow_cli >"$OUT/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
+  gpus=$(nvidia-smi -L | wc -l)
+  mlp_runs "$(seq -s ' ' "$gpus")" 2
+  PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node "$gpus" tools/device/torch_mlp.py \
+    --json "$OUT/torch_mlp.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
+  step done
+  exit 0
+fi
 if [[ "$mode" == gemm ]]; then
   step "build (gemm)"
   cmake --build build/device -j "$(nproc)" --target test_cuda_ops test_cuda_exec symmflow_cli \
