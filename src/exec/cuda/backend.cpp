@@ -89,20 +89,11 @@ class CudaBackend : public exec::DeviceBackend {
       SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
       return;
     }
-    if (!graphs_) {
-      try {
-        enqueue(steps);
-      } catch (...) {
-        set_current_launch(nullptr);
-        throw;
-      }
-      return;
-    }
+    if (!graphs_) return enqueue(steps);
     SF_CUDA_CHECK(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal));
     try {
       enqueue(steps);
     } catch (...) {
-      set_current_launch(nullptr);
       cudaGraph_t broken = nullptr;
       cudaStreamEndCapture(streams_[0], &broken);
       if (broken) cudaGraphDestroy(broken);
@@ -159,6 +150,10 @@ class CudaBackend : public exec::DeviceBackend {
   void enqueue(const std::function<void()>& steps) {
     SF_CUDA_CHECK(cudaEventRecord(fork_, streams_[0]));
     SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[1], fork_, 0));
+    // A step that throws leaves no pointer to launches_ behind (Note [early launch]).
+    struct ResetLaunch {
+      ~ResetLaunch() { set_current_launch(nullptr); }
+    } reset;
     steps();
     set_current_stream(streams_[0]);
     SF_CUDA_CHECK(cudaEventRecord(join_, streams_[1]));
