@@ -1,6 +1,35 @@
 # The cuda transport and its kernels (src/runtime/cuda, src/kernels/cuda) build into a second
 # library, symmflow_cuda, when a CUDA compiler is found (SYMMFLOW_CUDA=AUTO, the default) or when
 # asked for (ON); OFF skips them. Without a GPU at run time its tests skip (tests/cuda).
+# A toolkit installed from NVIDIA's wheels (nvcc in /usr/local/cuda, the libraries under
+# site-packages/nvidia/cu13) has no libcublas.so / libnvrtc.so link names and no CUDA::cublas
+# targets: make them from the wheel's versioned libraries and headers.
+function(symmflow_find_cuda_wheel_libraries)
+  if(TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND TARGET CUDA::nvrtc)
+    return()
+  endif()
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(NOT Python3_Interpreter_FOUND)
+    return()
+  endif()
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                  "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+                  OUTPUT_VARIABLE site OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  set(root "${site}/nvidia/cu${CUDAToolkit_VERSION_MAJOR}")
+  foreach(lib cublas cublasLt nvrtc)
+    if(NOT TARGET CUDA::${lib})
+      find_library(SYMMFLOW_WHEEL_${lib} NAMES lib${lib}.so.${CUDAToolkit_VERSION_MAJOR}
+                   PATHS "${root}/lib" NO_DEFAULT_PATH)
+      if(SYMMFLOW_WHEEL_${lib} AND EXISTS "${root}/include")
+        add_library(CUDA::${lib} SHARED IMPORTED GLOBAL)
+        set_target_properties(CUDA::${lib} PROPERTIES IMPORTED_LOCATION "${SYMMFLOW_WHEEL_${lib}}"
+                              INTERFACE_INCLUDE_DIRECTORIES "${root}/include")
+        message(STATUS "CUDA::${lib} from the wheel: ${SYMMFLOW_WHEEL_${lib}}")
+      endif()
+    endif()
+  endforeach()
+endfunction()
+
 set(SYMMFLOW_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
 set(SYMMFLOW_CUDA_FOUND OFF)
 if(NOT SYMMFLOW_CUDA STREQUAL "OFF" AND NOT SYMMFLOW_SANITIZE AND NOT SYMMFLOW_BUILD_FUZZ)
@@ -18,8 +47,16 @@ if(NOT SYMMFLOW_CUDA STREQUAL "OFF" AND NOT SYMMFLOW_SANITIZE AND NOT SYMMFLOW_B
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED OFF)
     find_package(CUDAToolkit REQUIRED)
-    set(SYMMFLOW_CUDA_FOUND ON)
-    message(STATUS "CUDA found (${CMAKE_CUDA_COMPILER_VERSION}): building the cuda backend")
+    symmflow_find_cuda_wheel_libraries()
+    if(TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND TARGET CUDA::nvrtc)
+      set(SYMMFLOW_CUDA_FOUND ON)
+      message(STATUS "CUDA found (${CMAKE_CUDA_COMPILER_VERSION}): building the cuda backend")
+    elseif(SYMMFLOW_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "SYMMFLOW_CUDA=ON but cuBLAS, cuBLASLt or NVRTC was not found (toolkit or "
+                          "the nvidia-cublas / nvidia-cuda-nvrtc wheels: scripts/install-deps.sh)")
+    else()
+      message(STATUS "CUDA compiler found but not cuBLAS / NVRTC: the cuda backend is disabled")
+    endif()
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
     if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)

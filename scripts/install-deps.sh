@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian packages symmflow needs, only those that are missing.
+# Installs what symmflow needs, only what is missing: Debian packages (compilers' tools, OpenBLAS,
+# OpenMPI, fmt, JSON, CLI11, GoogleTest, Google Benchmark, LLVM's FileCheck) and, where nvcc is
+# present but the toolkit has no cuBLAS / NVRTC (a toolkit from NVIDIA's wheels, as on the
+# python-native machines), the pinned wheels of those two libraries from PyPI.
+# Works on Debian 12 (LLVM 14) and Debian 13 (LLVM 19).
 # Usage: scripts/install-deps.sh [--fuzz]   (--fuzz adds clang and its libFuzzer runtime)
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+debian_version=12
+if [[ -r /etc/os-release ]]; then
+  debian_version=$(. /etc/os-release; echo "${VERSION_ID:-12}")
+fi
+case "$debian_version" in
+  12) llvm=14 ;;
+  13) llvm=19 ;;
+  *) llvm=14 ;;
+esac
 
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libopenmpi-dev openmpi-bin
           libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          llvm-14-tools)
+          "llvm-${llvm}-tools")
 if [[ "${1:-}" == "--fuzz" ]]; then
-  packages+=(clang libclang-rt-14-dev)
+  packages+=(clang "libclang-rt-${llvm}-dev")
 fi
 
 missing=()
@@ -16,16 +31,32 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}" >&2
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
   sudo="sudo"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  if [[ -n "$sudo" ]] && ! command -v sudo >/dev/null; then
+    echo "install-deps: need root or sudo to install ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# CUDA libraries from wheels: only when nvcc exists and its toolkit lacks them (a full toolkit,
+# as on the GPU machines, has both). cmake/Cuda.cmake finds them under site-packages/nvidia/cu13.
+nvcc_path=$(command -v nvcc || true)
+[[ -z "$nvcc_path" && -x /usr/local/cuda/bin/nvcc ]] && nvcc_path=/usr/local/cuda/bin/nvcc
+if [[ -n "$nvcc_path" ]] && command -v python3 >/dev/null; then
+  toolkit=$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")
+  if ! compgen -G "$toolkit/lib*/libcublas.so*" >/dev/null && \
+     ! compgen -G "$toolkit/targets/*/lib/libcublas.so*" >/dev/null; then
+    if ! python3 "$root/scripts/check-requirements.py" "$root/scripts/requirements-cuda.txt"; then
+      echo "install-deps: installing the CUDA library wheels (scripts/requirements-cuda.txt)" >&2
+      python3 -m pip install -q --disable-pip-version-check -r "$root/scripts/requirements-cuda.txt"
+    fi
+  fi
+fi
