@@ -28,8 +28,6 @@
 
 namespace symmflow::cuda {
 
-void register_exec_backend();  // exec/cuda/backend.cpp
-
 namespace {
 
 // Note [ranks sharing a GPU]: when several rank threads drive one GPU, one rank's collective
@@ -168,7 +166,6 @@ int bind_device() {
   int dev = rt ? rt->rank() % n : 0;
   SF_CUDA_CHECK(cudaSetDevice(dev));
   set_device_allocator(DeviceType::cuda, &allocate_device);
-  register_exec_backend();
   thread_local struct ThreadStream {
     cudaStream_t stream = nullptr;
     int device = -1;
