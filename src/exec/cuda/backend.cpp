@@ -11,6 +11,7 @@
 #include "kernels/cuda/blas.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/exec/executable.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda {

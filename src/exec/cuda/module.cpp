@@ -7,6 +7,7 @@
 #include "exec/cuda/backend.hpp"
 #include "symmflow/exec/device_module.hpp"
 #include "symmflow/runtime/cuda.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda {
