@@ -5,7 +5,7 @@
 //   wall time; the median wall time is printed);
 // - `--device cuda` does load the module (the same listing then names libcudart), or says the
 //   build has no cuda backend;
-// - in this process, the first device_module() call maps the module (/proc/self/maps), and a
+// - the first device_module() call maps the module (/proc/self/maps, in a child process), and a
 //   missing module or a device type without one is refused with the exact message.
 #include <fcntl.h>
 #include <spawn.h>
@@ -169,11 +169,35 @@ TEST(CudaModule, DeviceCudaLoadsTheModule) {
   }
 }
 
-TEST(CudaModule, FirstUseMapsTheModuleInThisProcess) {
+// The child of FirstUseMapsTheModule: loads the module and checks /proc/self/maps before and
+// after; exits 0 with "loaded once" on stderr, else 1 naming what failed.
+[[noreturn]] void load_module_and_check() {
+  auto fail = [](const std::string& what) {
+    std::fprintf(stderr, "%s\n", what.c_str());
+    std::_Exit(1);
+  };
+  if (exec::device_module_loaded(DeviceType::cuda)) fail("loaded before the first use");
+  if (self_maps().find("libcudart") != std::string::npos) fail("libcudart mapped before");
+  try {
+    const exec::DeviceModule& m = exec::device_module(DeviceType::cuda, "test");
+    if (!exec::device_module_loaded(DeviceType::cuda)) fail("not registered after loading");
+    if (m.device_count() < 0) fail("negative device count");
+    if (self_maps().find("libsymmflow_cuda.so") == std::string::npos) fail("module not mapped");
+    if (self_maps().find("libcudart") == std::string::npos) fail("libcudart not mapped");
+    if (&exec::device_module(DeviceType::cuda, "test") != &m) fail("loaded twice");
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  std::fprintf(stderr, "loaded once\n");
+  std::_Exit(0);
+}
+
+// In a child process, so that the module stays out of this process (the tests after this one
+// expect no cuda backend).
+TEST(CudaModule, FirstUseMapsTheModule) {
   ASSERT_FALSE(exec::device_module_loaded(DeviceType::cuda));
-  ASSERT_EQ(self_maps().find("libcudart"), std::string::npos);
-  const std::string path = exec::device_module_path(DeviceType::cuda);
   if (!module_built()) {
+    const std::string path = exec::device_module_path(DeviceType::cuda);
     try {
       exec::device_module(DeviceType::cuda, "test");
       FAIL() << "no module, no error";
@@ -183,16 +207,12 @@ TEST(CudaModule, FirstUseMapsTheModuleInThisProcess) {
     }
     return;
   }
-  const exec::DeviceModule& m = exec::device_module(DeviceType::cuda, "test");
-  EXPECT_TRUE(exec::device_module_loaded(DeviceType::cuda));
-  EXPECT_GE(m.device_count(), 0);
-  EXPECT_NE(self_maps().find("libsymmflow_cuda.so"), std::string::npos);
-  EXPECT_NE(self_maps().find("libcudart"), std::string::npos);
-  EXPECT_EQ(&exec::device_module(DeviceType::cuda, "test"), &m);  // loaded once
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(load_module_and_check(), ::testing::ExitedWithCode(0), "loaded once");
+  EXPECT_FALSE(exec::device_module_loaded(DeviceType::cuda));
 }
 
 TEST(CudaModule, MissingModuleIsRefused) {
-  if (exec::device_module_loaded(DeviceType::cuda)) GTEST_SKIP() << "loaded by an earlier test";
   ::setenv("SYMMFLOW_CUDA_MODULE", "/nonexistent/libsymmflow_cuda.so", 1);
   try {
     exec::device_module(DeviceType::cuda, "--device cuda");
