@@ -1,8 +1,8 @@
 // The cuda module loads on first use (Note [device modules] in src/exec/device_module.cpp):
 // - `symmflow --version` and `symmflow compile examples/tp_mlp.sf` map no CUDA library
 //   (LD_DEBUG=libs lists every library the loader maps; the list must name libsymmflow.so and no
-//   libcuda*, libcublas*, libnvrtc*) and start in under 50 ms (5 runs: median CPU time and best
-//   wall time; the median wall time is printed);
+//   libcuda*, libcublas*, libnvrtc*) and start in under 50 ms (5 runs: the median CPU time, and
+//   the best wall time on a machine with a core to spare; the median wall time is printed);
 // - `--device cuda` does load the module (the same listing then names libcudart), or says the
 //   build has no cuda backend;
 // - the first device_module() call maps the module (/proc/self/maps, in a child process), and a
@@ -11,6 +11,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -142,17 +143,24 @@ TEST(CudaModule, CpuCommandsMapNoCudaLibrary) {
   }
 }
 
-// The wall-clock median is printed; the assertions take the median CPU time and the best wall
-// time, which other work on a shared machine does not push past the limit.
+// The start-up work is the CPU time (user + system: loading and relocating the libraries, page
+// faults, static initializers), which other work on a shared machine does not inflate; it is
+// asserted under 50 ms. The best wall time is asserted too when the machine has a core to spare
+// (load average below the cores); the wall-clock median is printed either way.
 TEST(CudaModule, CpuCommandsStartUnder50Ms) {
+  double load[1] = {0};
+  const bool idle = ::getloadavg(load, 1) == 1 && load[0] < double(::sysconf(_SC_NPROCESSORS_ONLN));
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"--version"}, {"compile", kExamples + "/tp_mlp.sf"}}) {
     const StartUp t = start_up(args, 5);
-    std::printf("symmflow %s: median %.1f ms, best %.1f ms, median CPU time %.1f ms (5 runs)\n",
-                args[0].c_str(), t.median_wall_ms, t.best_wall_ms, t.median_cpu_ms);
+    std::printf("symmflow %s: median %.1f ms, best %.1f ms, median CPU time %.1f ms (5 runs; "
+                "load average %.1f)\n",
+                args[0].c_str(), t.median_wall_ms, t.best_wall_ms, t.median_cpu_ms, load[0]);
     if (sanitized()) continue;  // timings under sanitizers are not start-up times
     EXPECT_LT(t.median_cpu_ms, 50.0) << "symmflow " << args[0];
-    EXPECT_LT(t.best_wall_ms, 50.0) << "symmflow " << args[0];
+    if (idle) {
+      EXPECT_LT(t.best_wall_ms, 50.0) << "symmflow " << args[0];
+    }
   }
 }
 
