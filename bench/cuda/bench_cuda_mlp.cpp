@@ -21,6 +21,7 @@
 #include "bench_util.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/core/half.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/runtime.hpp"
 

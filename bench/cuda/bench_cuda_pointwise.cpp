@@ -18,6 +18,7 @@
 #include "symmflow/ir/text.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/passes/pipeline.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"

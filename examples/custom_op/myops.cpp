@@ -14,6 +14,7 @@
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
 #ifdef SYMMFLOW_HAVE_CUDA
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"

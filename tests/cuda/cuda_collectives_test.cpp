@@ -17,6 +17,7 @@
 
 #include "symmflow/core/error.hpp"
 #include "symmflow/core/half.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/runtime.hpp"
 

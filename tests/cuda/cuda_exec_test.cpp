@@ -23,6 +23,7 @@
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/passes/pipeline.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
 #include "symmflow/runtime/tunables.hpp"

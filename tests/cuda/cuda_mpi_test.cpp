@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "symmflow/ops/call.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"

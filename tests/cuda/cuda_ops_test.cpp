@@ -18,6 +18,7 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/call.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
 #include "symmflow/runtime/tunables.hpp"

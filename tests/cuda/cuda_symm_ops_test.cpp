@@ -19,6 +19,7 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"

@@ -5,7 +5,7 @@
 // pool's bytes, '#' where a live buffer lies). The summary line "intermediate buffers: N" counts
 // the distinct (pool, offset) places that intermediate values occupy. Every communication step
 // is listed with its group size, bytes and the algorithm each backend runs for it (the table of
-// runtime/algorithm.hpp, which the backends use). --json prints {"pools": [{"name","peak_bytes",
+// kernels/algorithm.hpp, which the kernels use). --json prints {"pools": [{"name","peak_bytes",
 // "lower_bound_bytes"}], "buffers": [{"name","pool","offset","bytes","first_step","last_step",
 // "intermediate"}], "copies": [{"reason","bytes"}], "collectives": [{"step","op","group",
 // "ranks","bytes","cpu","cuda","why"}]}.
@@ -23,7 +23,7 @@
 
 #include "commands.hpp"
 #include "graph_file.hpp"
-#include "symmflow/runtime/algorithm.hpp"
+#include "symmflow/kernels/algorithm.hpp"
 
 namespace symmflow::tool {
 
@@ -42,7 +42,7 @@ struct CollectiveStep {
   std::string op, group;
   int ranks = 1;
   int64_t bytes = 0;
-  AlgorithmChoice algorithm;
+  kernels::AlgorithmChoice algorithm;
 };
 
 // Every step with a group: its largest tensor argument and the algorithm table's choice.
@@ -57,7 +57,7 @@ std::vector<CollectiveStep> collective_steps(const passes::Plan& plan) {
       const ir::TensorType& t = a.value->type();
       c.bytes = std::max(c.bytes, numel(t.shape) * int64_t(dtype_size(t.dtype)));
     }
-    c.algorithm = collective_algorithm(c.op, c.bytes, c.ranks);
+    c.algorithm = kernels::collective_algorithm(c.op, c.bytes, c.ranks);
     out.push_back(std::move(c));
   }
   return out;

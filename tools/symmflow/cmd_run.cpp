@@ -34,13 +34,11 @@
 #include "run_report.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/exec/compare.hpp"
+#include "symmflow/exec/device_module.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/runtime.hpp"
-#ifdef SYMMFLOW_HAVE_CUDA
-#include "symmflow/runtime/cuda_memory.hpp"
-#endif
 
 namespace symmflow::tool {
 
@@ -100,9 +98,8 @@ Tensor clone(const Tensor& t) {
 
 // A host copy of a run's output (a device tensor on --device cuda).
 Tensor on_host(const Tensor& t) {
-#ifdef SYMMFLOW_HAVE_CUDA
-  if (t.device().type == DeviceType::cuda) return cuda::to_host(t);
-#endif
+  if (t.device().type == DeviceType::cuda)
+    return exec::device_module(DeviceType::cuda, "--device cuda").to_host(t);
   return t;
 }
 
@@ -110,19 +107,16 @@ Tensor on_host(const Tensor& t) {
 void check_device(const std::string& device) {
   if (device == "cpu") return;
   SF_CHECK(device == "cuda", "--device: 'cpu' or 'cuda' (got '{}')", device);
-#ifdef SYMMFLOW_HAVE_CUDA
-  SF_CHECK(cuda::device_count() > 0, "--device cuda: no GPU is visible to this process");
-#else
-  invalid_usage("--device cuda: this symmflow was built without the cuda backend");
-#endif
+  // Loads the cuda module (Note [device modules]); raises when it is missing.
+  SF_CHECK(exec::device_module(DeviceType::cuda, "--device cuda").device_count() > 0,
+           "--device cuda: no GPU is visible to this process");
 }
 
 // On the calling rank thread: the Executable's options (binds the rank's GPU for cuda).
 exec::ExecOptions exec_options(const std::string& device) {
   exec::ExecOptions eo;
-#ifdef SYMMFLOW_HAVE_CUDA
-  if (device == "cuda") eo.device = Device::cuda(cuda::bind_device());
-#endif
+  if (device == "cuda")
+    eo.device = Device::cuda(exec::device_module(DeviceType::cuda, "--device cuda").bind_device());
   return eo;
 }
 

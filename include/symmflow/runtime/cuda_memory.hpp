@@ -1,11 +1,12 @@
-// Tensors on GPUs: device memory, the rank thread's stream, GPU symmetric tensors and the
-// per-group communicators that the cuda kernels of the symm_mem ops use.
+// Tensors on GPUs: device memory, the rank thread's stream and GPU symmetric tensors. The per-group
+// communicators, host copies and the early-launch state are the kernels layer's
+// (symmflow/kernels/cuda.hpp).
 //
 //   symmflow::run_threads(2, [](symmflow::Runtime& rt) {
 //     symmflow::cuda::bind_device();   // GPU rank % count; registers the device allocator
 //     Tensor x = cuda::empty_symmetric({16, 4096}, DType::bf16, "world");
 //     Tensor r = call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}).to_tensor();
-//     Tensor h = cuda::to_host(r);     // waits for the rank's stream
+//     Tensor h = cuda::to_host(r);     // kernels/cuda.hpp; waits for the rank's stream
 //   });
 //
 // Every kernel of the cuda backend is enqueued on cuda::current_stream(), which bind_device()
@@ -38,20 +39,6 @@ class StreamGuard {
  private:
   void* saved_;
 };
-// How the kernels of the step being enqueued may launch (Note [early launch] in
-// src/exec/streams.cpp). The executor sets it around each step; elsewhere nothing starts early. A
-// kernel that supports it is a programmatic dependent launch when `early`; when also
-// `after_communication`, it may read memory inside one of the `stable` ranges before its wait for
-// the kernel ahead.
-struct StepLaunch {
-  bool early = false;
-  bool after_communication = false;
-  std::vector<std::pair<const char*, const char*>> stable;  // [lo, hi) byte ranges
-  bool is_stable(const void* p, size_t bytes) const;
-};
-const StepLaunch& current_launch();
-void set_current_launch(const StepLaunch* launch);  // nullptr: not early, nothing stable
-
 // Waits for the current stream; raises Cuda on an asynchronous error.
 void synchronize();
 // Whether the current stream is being captured into a CUDA graph.
@@ -80,15 +67,5 @@ Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group);
 // group, or when it is not contiguous.
 const DeviceHeap& heap_of(const Tensor& t, std::string_view op, std::string_view arg,
                           const Group& group);
-
-// Host copy of a tensor (any device); waits for the current stream.
-Tensor to_host(const Tensor& t);
-// Copy of a host tensor on the GPU bound to this thread.
-Tensor to_device(const Tensor& t);
-
-// The calling rank thread's communicator of `group`, able to take a call of `bytes`: made on first
-// use and remade larger when a call needs more (collective either way: every rank makes the same
-// calls in the same order). Raises InvalidUsage when that would happen during capture.
-Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
 
 }  // namespace symmflow::cuda

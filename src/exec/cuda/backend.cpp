@@ -2,14 +2,16 @@
 // with events between them (Note [streams of a plan] in streams.cpp), pools in device
 // memory and GPU symmetric heaps, communicators and the cuBLAS handle made before the first run,
 // and the whole run captured into one CUDA graph on the first call and replayed afterwards.
-// bind_device() registers the factory (register_exec_backend).
+// module.cpp registers the factory when the cuda module loads (Note [device modules]).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "exec/cuda/backend.hpp"
 #include "exec/cuda/fused.hpp"
 #include "kernels/cuda/blas.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/exec/executable.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda {
@@ -173,12 +175,10 @@ class CudaBackend : public exec::DeviceBackend {
   size_t graph_nodes_ = 0;
 };
 
-std::unique_ptr<exec::DeviceBackend> make_backend(const exec::ExecOptions& options) {
-  return std::make_unique<CudaBackend>(options);
-}
-
 }  // namespace
 
-void register_exec_backend() { exec::set_device_backend_factory(DeviceType::cuda, &make_backend); }
+std::unique_ptr<exec::DeviceBackend> make_exec_backend(const exec::ExecOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
 
 }  // namespace symmflow::cuda

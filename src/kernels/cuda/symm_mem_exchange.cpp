@@ -17,6 +17,7 @@
 #include "kernels/cpu/collectives/args.hpp"
 #include "kernels/cuda/symm_args.hpp"
 #include "symmflow/ops/library.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda {

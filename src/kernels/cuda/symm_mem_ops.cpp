@@ -1,5 +1,5 @@
 // cuda kernels of the all-reduce ops of OPS.md over GPU symmetric memory, on the rank thread's
-// communicator of the op's group (cuda_memory.hpp) and the current stream:
+// communicator of the op's group (kernels/cuda.hpp) and the current stream:
 //   one_shot_all_reduce(_out), one_shot_all_reduce_copy(_out): the one_shot kernels (input
 //     pushed into every peer's staging; any output pointer);
 //   two_shot_all_reduce_(_out): in place in the input's heap, algorithm by size
@@ -13,6 +13,7 @@
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
 

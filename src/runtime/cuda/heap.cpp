@@ -17,8 +17,6 @@
 #include <unistd.h>
 #include <fmt/format.h>
 
-#include "kernels/cuda/collectives.hpp"
-#include "kernels/cuda/pointwise.hpp"
 #include "runtime/cuda/check.hpp"
 #include "runtime/cuda/ipc.hpp"
 #include "runtime/rendezvous.hpp"
@@ -28,8 +26,6 @@
 
 namespace symmflow::cuda {
 
-void register_exec_backend();  // exec/cuda/backend.cpp
-
 namespace {
 
 // Note [ranks sharing a GPU]: when several rank threads drive one GPU, one rank's collective
@@ -38,9 +34,10 @@ namespace {
 // first waits for the rank's stream (a pageable copy waits inside the driver, where it was seen to
 // stall the peers' launches until their kernels timed out), regular memory comes from the
 // stream-ordered allocator, a heap block (cudaFree synchronizes the device) is freed only when
-// no other rank thread is bound to its GPU, else at process exit, and bind_device() loads the
-// backend's kernels up front (CUDA loads a kernel lazily at its first launch, and a load may wait
-// for the kernels running on the device).
+// no other rank thread is bound to its GPU, else at process exit, and bind_device() runs the
+// device inits once per GPU, with which the kernels layer loads its kernels up front (CUDA loads
+// a kernel lazily at its first launch, and a load may wait for the kernels running on the device;
+// src/kernels/cuda/preload.cpp).
 std::mutex& bound_mutex() {
   static std::mutex m;
   return m;
@@ -48,6 +45,10 @@ std::mutex& bound_mutex() {
 std::map<int, int>& bound_threads() {  // device -> rank threads bound to it now
   static std::map<int, int> m;
   return m;
+}
+std::vector<DeviceInit>& device_inits() {  // add_device_init; run under bound_mutex()
+  static std::vector<DeviceInit> v;
+  return v;
 }
 std::vector<void*>& deferred_frees() {
   static std::vector<void*> v;
@@ -161,6 +162,11 @@ int device_count() {
   return n;
 }
 
+void add_device_init(DeviceInit init) {
+  std::lock_guard lock(bound_mutex());
+  device_inits().push_back(init);
+}
+
 int bind_device() {
   int n = device_count();
   SF_CHECK(n > 0, "cuda: no GPU is visible to this process");
@@ -168,7 +174,6 @@ int bind_device() {
   int dev = rt ? rt->rank() % n : 0;
   SF_CUDA_CHECK(cudaSetDevice(dev));
   set_device_allocator(DeviceType::cuda, &allocate_device);
-  register_exec_backend();
   thread_local struct ThreadStream {
     cudaStream_t stream = nullptr;
     int device = -1;
@@ -193,14 +198,17 @@ int bind_device() {
   set_current_stream(own.stream);
   set_thread_device(Device::cuda(dev));
   {
-    static std::mutex preload_mutex;
-    static std::set<int> preloaded;
-    std::lock_guard lock(preload_mutex);
-    if (preloaded.insert(dev).second) {  // Note [ranks sharing a GPU]
-      SF_CUDA_CHECK(cudaError_t(preload_collective_kernels()));
-      SF_CUDA_CHECK(cudaError_t(preload_exchange_kernels()));
-      SF_CUDA_CHECK(cudaError_t(preload_allreduce_rmsnorm_kernels()));
-      SF_CUDA_CHECK(cudaError_t(preload_pointwise_kernels()));
+    static std::mutex init_mutex;
+    static std::set<int> initialized;
+    std::lock_guard lock(init_mutex);
+    if (initialized.count(dev) == 0) {  // Note [ranks sharing a GPU]
+      std::vector<DeviceInit> inits;
+      {
+        std::lock_guard bound(bound_mutex());
+        inits = device_inits();
+      }
+      for (DeviceInit init : inits) init();
+      initialized.insert(dev);
     }
   }
   // Peer access is a property of the context: enabled once per (device, peer) in this process.

@@ -1,11 +1,9 @@
-// Device memory, streams, GPU symmetric tensors and the communicator cache (cuda_memory.hpp).
+// Device memory, streams and GPU symmetric tensors (cuda_memory.hpp).
 #include <algorithm>
-#include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "runtime/cuda/check.hpp"
-#include "symmflow/ops/aten.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
@@ -14,8 +12,6 @@ namespace symmflow::cuda {
 namespace {
 
 thread_local cudaStream_t tls_stream = nullptr;
-const StepLaunch kNotEarly;
-thread_local const StepLaunch* tls_launch = &kNotEarly;
 
 class DeviceStorage : public Storage {
  public:
@@ -28,28 +24,10 @@ class DeviceStorage : public Storage {
   }
 };
 
-
-struct CachedCommunicator {
-  std::shared_ptr<Group> group;
-  size_t bytes = 0;
-  std::unique_ptr<Communicator> comm;
-};
-thread_local std::vector<CachedCommunicator> tls_communicators;
-
 }  // namespace
 
 void* current_stream() { return tls_stream; }
 void set_current_stream(void* stream) { tls_stream = static_cast<cudaStream_t>(stream); }
-
-bool StepLaunch::is_stable(const void* p, size_t bytes) const {
-  const char* lo = static_cast<const char*>(p);
-  for (const auto& [a, b] : stable) {
-    if (a <= lo && lo + bytes <= b) return true;
-  }
-  return false;
-}
-const StepLaunch& current_launch() { return *tls_launch; }
-void set_current_launch(const StepLaunch* launch) { tls_launch = launch ? launch : &kNotEarly; }
 
 void synchronize() { SF_CUDA_CHECK(cudaStreamSynchronize(tls_stream)); }
 
@@ -114,49 +92,6 @@ const DeviceHeap& heap_of(const Tensor& t, std::string_view op, std::string_view
            "same offsets",
            arg, op, t.str(), shape_str(t.strides()));
   return *s->heap();
-}
-
-Tensor to_host(const Tensor& t) {
-  if (t.device().type != DeviceType::cuda) return t;
-  const Tensor src = t.is_contiguous() ? t : aten::clone(t);
-  Tensor host = Tensor::uninitialized(t.shape(), t.dtype());
-  synchronize();  // before the pageable copy (Note [ranks sharing a GPU] in heap.cpp)
-  if (host.nbytes() > 0) {
-    SF_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), src.raw_data(), host.nbytes(),
-                                  cudaMemcpyDeviceToHost, tls_stream));
-  }
-  synchronize();
-  return host;
-}
-
-Tensor to_device(const Tensor& t) {
-  int device = 0;
-  SF_CUDA_CHECK(cudaGetDevice(&device));
-  Tensor src = t.contiguous();
-  Tensor d = Tensor::uninitialized(t.shape(), t.dtype(), Device::cuda(device));
-  if (d.nbytes() > 0) {
-    SF_CUDA_CHECK(cudaMemcpyAsync(d.raw_data(), src.raw_data(), d.nbytes(),
-                                  cudaMemcpyHostToDevice, tls_stream));
-    synchronize();  // src may be a temporary
-  }
-  return d;
-}
-
-Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes) {
-  auto it = std::find_if(tls_communicators.begin(), tls_communicators.end(),
-                         [&](const CachedCommunicator& c) { return c.group == group; });
-  if (it != tls_communicators.end() && it->bytes >= bytes) return *it->comm;
-  check_not_capturing("creating the cuda communicator of a group");
-  size_t size = std::max<size_t>(1 << 20, it != tls_communicators.end() ? 2 * it->bytes : 0);
-  while (size < bytes) size *= 2;
-  if (it == tls_communicators.end()) {
-    tls_communicators.push_back({group, 0, nullptr});
-    it = tls_communicators.end() - 1;
-  }
-  it->comm.reset();  // the old one's memory is freed once every member dropped it
-  it->comm = Communicator::create(group, size);
-  it->bytes = size;
-  return *it->comm;
 }
 
 }  // namespace symmflow::cuda

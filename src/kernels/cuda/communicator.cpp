@@ -1,7 +1,8 @@
-// cuda::Communicator: the workspace of the GPU collectives of one group and the host side of
-// their calls (argument checks, algorithm choice, launch shape, failure reporting). The kernels
-// and their protocol are in kernels/cuda/all_reduce.cu (Note [cuda all-reduce]) and
-// kernels/cuda/exchange.cu (Note [cuda exchange]). At world size 1 an all-reduce is a copy.
+// cuda::Communicator (kernels/cuda.hpp): the workspace of the GPU collectives of one group (device
+// heaps of runtime/cuda) and the host side of their calls (argument checks, algorithm choice by
+// the one rule of kernels/algorithm.hpp, launch shape, failure reporting), and each rank thread's
+// communicator per group. The kernels and their protocol are in all_reduce.cu (Note [cuda
+// all-reduce]) and exchange.cu (Note [cuda exchange]). At world size 1 an all-reduce is a copy.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -11,14 +12,17 @@
 
 #include "kernels/cuda/collectives.hpp"
 #include "runtime/cuda/check.hpp"
-#include "symmflow/runtime/algorithm.hpp"
-#include "symmflow/runtime/cuda.hpp"
+#include "symmflow/kernels/algorithm.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 
-static_assert(kLLMaxBytes == kCudaLLMaxBytes, "one table of algorithms (runtime/algorithm.hpp)");
+static_assert(kLLMaxBytes == kernels::kCudaLLMaxBytes,
+              "one rule of algorithms (kernels/algorithm.hpp)");
+
+using kernels::AllReduceAlgorithm;
 
 namespace {
 
@@ -166,7 +170,10 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
 Communicator::~Communicator() = default;
 
 Algo Communicator::choose(int64_t bytes) const {
-  return cuda_uses_two_shot(bytes, state_->view.world) ? Algo::two_shot : Algo::one_shot;
+  return kernels::cuda_all_reduce_algorithm(bytes, state_->view.world, true, true) ==
+                 AllReduceAlgorithm::two_shot
+             ? Algo::two_shot
+             : Algo::one_shot;
 }
 
 void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
@@ -184,7 +191,9 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
            "cuda all_reduce: {} bytes exceed the communicator's max_bytes {} (group '{}')", bytes,
            s.max_bytes, group_->name());
   if (n == 0) return;
-  if (s.view.world == 1) {  // every reduce op of one value is the value
+  const AllReduceAlgorithm algorithm = kernels::cuda_all_reduce_algorithm(
+      bytes, s.view.world, false, aligned(in, 8) && aligned(out, 8));
+  if (algorithm == AllReduceAlgorithm::copy) {  // every reduce op of one value is the value
     if (in != out)
       SF_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(bytes), cudaMemcpyDeviceToDevice,
                                     static_cast<cudaStream_t>(stream)));
@@ -193,7 +202,7 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
   const WorkspaceView v = s.view_for("cuda all_reduce");
   Launch l;
   l.early = current_launch().early;  // Note [early launch]
-  if (bytes <= kLLMaxBytes && bytes % 8 == 0 && aligned(in, 8) && aligned(out, 8)) {
+  if (algorithm == AllReduceAlgorithm::one_shot_ll) {
     l.threads = 512;
     l.blocks = blocks_for(bytes / 8, l.threads, 1, s.sms);
     SF_CUDA_CHECK(cudaError_t(launch_one_shot_ll(v, in, out, n, type, op, l, stream)));
@@ -419,6 +428,34 @@ void Communicator::wait_signal(int peer, int channel, void* stream) {
   s.check_usable(op, *group_);
   check_signal(op, peer, channel);
   SF_CUDA_CHECK(cudaError_t(launch_wait_signal(s.view_for(op), peer, channel, stream)));
+}
+
+namespace {
+
+struct CachedCommunicator {
+  std::shared_ptr<Group> group;
+  size_t bytes = 0;
+  std::unique_ptr<Communicator> comm;
+};
+thread_local std::vector<CachedCommunicator> tls_communicators;
+
+}  // namespace
+
+Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes) {
+  auto it = std::find_if(tls_communicators.begin(), tls_communicators.end(),
+                         [&](const CachedCommunicator& c) { return c.group == group; });
+  if (it != tls_communicators.end() && it->bytes >= bytes) return *it->comm;
+  check_not_capturing("creating the cuda communicator of a group");
+  size_t size = std::max<size_t>(1 << 20, it != tls_communicators.end() ? 2 * it->bytes : 0);
+  while (size < bytes) size *= 2;
+  if (it == tls_communicators.end()) {
+    tls_communicators.push_back({group, 0, nullptr});
+    it = tls_communicators.end() - 1;
+  }
+  it->comm.reset();  // the old one's memory is freed once every member dropped it
+  it->comm = Communicator::create(group, size);
+  it->bytes = size;
+  return *it->comm;
 }
 
 }  // namespace symmflow::cuda

@@ -1,13 +1,14 @@
-// Contract in algorithm.hpp. The rules mirror the kernels: cpu one_shot/two_shot
-// (kernels/cpu/collectives/all_reduce.cpp), cuda Communicator::all_reduce and
-// all_reduce_inplace (runtime/cuda/communicator.cpp), the exchange kernels (Note [cuda exchange]).
-#include "symmflow/runtime/algorithm.hpp"
+// Contract in algorithm.hpp. cuda_all_reduce_algorithm is the rule the cuda Communicator runs
+// (src/kernels/cuda/communicator.cpp); collective_algorithm describes it, with the cpu kernels'
+// choice (kernels/cpu/collectives/all_reduce.cpp) and the exchange kernels' shape (Note [cuda
+// exchange]), for explain.
+#include "symmflow/kernels/algorithm.hpp"
 
 #include <fmt/format.h>
 
 #include "symmflow/runtime/tunables.hpp"
 
-namespace symmflow {
+namespace symmflow::kernels {
 
 namespace {
 
@@ -16,20 +17,32 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 
 std::string_view base_name(std::string_view op) {
-  if (starts_with(op, "functional<") && op.back() == '>') op = op.substr(11, op.size() - 12);
   if (starts_with(op, "symm_mem::")) op = op.substr(10);
   return op;
 }
 
-// The cuda one_shot variant for `bytes` (planned buffers are 64-byte aligned).
-std::string cuda_one_shot(int64_t bytes) {
-  return bytes <= kCudaLLMaxBytes && bytes % 8 == 0 ? "one_shot_ll" : "one_shot";
-}
-
 }  // namespace
 
-bool cuda_uses_two_shot(int64_t bytes, int world) {
-  return world > 1 && bytes > tunables().cuda_one_shot_max_bytes;
+std::string_view algorithm_name(AllReduceAlgorithm a) {
+  switch (a) {
+    case AllReduceAlgorithm::copy:
+      return "copy";
+    case AllReduceAlgorithm::one_shot:
+      return "one_shot";
+    case AllReduceAlgorithm::one_shot_ll:
+      return "one_shot_ll";
+    case AllReduceAlgorithm::two_shot:
+      return "two_shot";
+  }
+  return "?";
+}
+
+AllReduceAlgorithm cuda_all_reduce_algorithm(int64_t bytes, int world, bool in_place,
+                                             bool aligned_8) {
+  if (world <= 1) return AllReduceAlgorithm::copy;
+  if (in_place && bytes > tunables().cuda_one_shot_max_bytes) return AllReduceAlgorithm::two_shot;
+  if (bytes <= kCudaLLMaxBytes && bytes % 8 == 0 && aligned_8) return AllReduceAlgorithm::one_shot_ll;
+  return AllReduceAlgorithm::one_shot;
 }
 
 AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int world) {
@@ -38,16 +51,17 @@ AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int wor
   const bool two_shot = starts_with(name, "two_shot_all_reduce");
   if (one_shot || two_shot) {
     if (world == 1) return {"copy", "copy", "one rank: the reduction of one value is the value"};
+    const AllReduceAlgorithm cuda = cuda_all_reduce_algorithm(bytes, world, two_shot, true);
     if (one_shot) {
-      return {"one_shot", cuda_one_shot(bytes),
+      return {"one_shot", std::string(algorithm_name(cuda)),
               fmt::format("the op says one_shot; cuda sends data and tag in one line up to {} B",
                           kCudaLLMaxBytes)};
     }
-    const int64_t limit = tunables().cuda_one_shot_max_bytes;
-    return {"two_shot",
-            cuda_uses_two_shot(bytes, world) ? "two_shot" : cuda_one_shot(bytes) + " in place",
+    std::string cuda_name(algorithm_name(cuda));
+    if (cuda != AllReduceAlgorithm::two_shot) cuda_name += " in place";
+    return {"two_shot", cuda_name,
             fmt::format("cuda: one_shot up to cuda_one_shot_max_bytes = {} B, two_shot above",
-                        limit)};
+                        tunables().cuda_one_shot_max_bytes)};
   }
   if (starts_with(name, "multimem_")) return {"refused", "refused", "needs multicast"};
   struct Row {
@@ -78,4 +92,4 @@ AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int wor
   return {};
 }
 
-}  // namespace symmflow
+}  // namespace symmflow::kernels

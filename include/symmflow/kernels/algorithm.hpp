@@ -1,0 +1,45 @@
+// The algorithm each backend runs for a communication op: one rule, a function of the op, its
+// bytes, the group size and the tunables only, so every rank of a group agrees without talking.
+// The kernels call it (the cuda Communicator picks one_shot, one_shot_ll or two_shot with
+// cuda_all_reduce_algorithm), and `symmflow explain` prints collective_algorithm() per collective
+// step: there is no second copy of the rule. Override through the tunables it names
+// (SYMMFLOW_ONE_SHOT_MAX_BYTES, SYMMFLOW_CUDA_ONE_SHOT_MAX_BYTES; `symmflow env`).
+// Compiles without CUDA (the cpu build and explain use it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace symmflow::kernels {
+
+// one_shot moves lines of data with their own tags up to this size (Note [cuda all-reduce]).
+inline constexpr int64_t kCudaLLMaxBytes = 256 << 10;
+
+enum class AllReduceAlgorithm {
+  copy,         // one rank: the reduction of one value is the value
+  one_shot,     // push into every peer's staging, signal, reduce every copy locally
+  one_shot_ll,  // the same with data and flag in one 8-byte line (no separate signal)
+  two_shot,     // reduce-scatter then all-gather, in place in the symmetric heap
+};
+std::string_view algorithm_name(AllReduceAlgorithm a);  // "copy", "one_shot", ...
+
+// The cuda all-reduce of `bytes` in a group of `world` ranks. `in_place`: the op reduces its
+// symmetric buffer in place (two_shot_all_reduce_*), which may take two_shot (above
+// tunables().cuda_one_shot_max_bytes); `aligned_8`: input and output are 8-byte aligned (planned
+// buffers are 64-byte aligned).
+AllReduceAlgorithm cuda_all_reduce_algorithm(int64_t bytes, int world, bool in_place,
+                                             bool aligned_8);
+
+struct AlgorithmChoice {
+  std::string cpu;   // e.g. "two_shot"
+  std::string cuda;  // e.g. "one_shot_ll in place"
+  std::string why;   // the rule that chose them
+};
+
+// For the op registered as `op` ("symm_mem::two_shot_all_reduce_"; the namespace may be left
+// out) moving `bytes` (its largest tensor) in a group of `world` ranks. Ops that do not
+// communicate get empty names.
+AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int world);
+
+}  // namespace symmflow::kernels

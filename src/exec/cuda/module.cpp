@@ -1,0 +1,31 @@
+// The cuda module's registration (Note [device modules] in src/exec/device_module.cpp): as
+// libsymmflow_cuda.so loads (dlopen on first GPU use, or with a program that links it), this
+// registers the exec::DeviceBackend factory for cuda devices (backend.cpp) and the DeviceModule
+// hooks through which the CLI and the front door reach the GPU without linking this library. The
+// registry kernels of the cuda backend register themselves the same way (SYMMFLOW_LIBRARY_IMPL in
+// src/kernels/cuda). Expects libsymmflow.so loaded first (it is this library's dependency).
+#include "exec/cuda/backend.hpp"
+#include "symmflow/exec/device_module.hpp"
+#include "symmflow/runtime/cuda.hpp"
+#include "symmflow/kernels/cuda.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+
+namespace symmflow::cuda {
+
+namespace {
+
+Tensor host_copy(const Tensor& t) { return to_host(t); }
+
+const bool kRegistered = [] {
+  exec::set_device_backend_factory(DeviceType::cuda, &make_exec_backend);
+  exec::DeviceModule module;
+  module.device_count = &device_count;
+  module.bind_device = &bind_device;
+  module.to_host = &host_copy;
+  exec::register_device_module(DeviceType::cuda, module);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace symmflow::cuda
