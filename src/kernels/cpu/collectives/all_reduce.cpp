@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cpu/collectives/args.hpp"
+#include "kernels/cpu/collectives/one_shot.hpp"
 #include "symmflow/kernels/collectives.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/tunables.hpp"
@@ -35,11 +36,7 @@ constexpr std::string_view kTwoShotOut = "symm_mem::two_shot_all_reduce_out";
 
 constexpr size_t kStageAlways = 256;  // Note [one-shot staging]
 
-struct Reduction {
-  Group* group;
-  ReduceOp op;
-  ReduceFn fn;
-};
+}  // namespace
 
 Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
                   DType dtype) {
@@ -81,6 +78,8 @@ void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int6
   }
   g.barrier(kCollectiveChannel, op);
 }
+
+namespace {
 
 void one_shot_out_impl(std::string_view op, const Tensor& input, std::string_view reduce_op,
                        std::string_view group_name, const Tensor& out) {
