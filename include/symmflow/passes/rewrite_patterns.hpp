@@ -1,10 +1,11 @@
 // Rewrite patterns: graph rewrites that plugins (and tests) register next to their ops, run by the
 // pipeline in one fixed slot, the pass `rewrite_patterns` (Note [plugin rewrite patterns]).
 //
-//   // in a plugin, beside SYMMFLOW_LIBRARY(myops, m) { m.def("bias_gelu(...)"); }
+//   // in a plugin, beside SYMMFLOW_LIBRARY(mylib, m) { m.def("bias_gelu(...)"); }
 //   bool fuse_bias_gelu(symmflow::ir::Graph& g, symmflow::ir::Node& gelu) { ... }
-//   SYMMFLOW_REWRITE_PATTERN(myops, fuse_bias_gelu, "aten::gelu", fuse_bias_gelu,
-//                            "gelu(x + bias) becomes myops::bias_gelu(x, bias)");
+//   SYMMFLOW_REWRITE_PATTERN(mylib, fuse_bias_gelu, "aten::gelu", fuse_bias_gelu,
+//                            "gelu(x + bias) becomes mylib::bias_gelu(x, bias)");
+//   (examples/custom_op/ holds a complete plugin; docs/plugins.md is the guide.)
 //
 // Note [plugin rewrite patterns]
 // A pattern is (name, root op, rewrite function). The ops layer knows no IR, so patterns live in
@@ -37,7 +38,7 @@
 namespace symmflow::passes {
 
 struct RewritePattern {
-  std::string name;     // unique: "myops::fuse_bias_gelu"
+  std::string name;     // unique: "mylib::fuse_bias_gelu"
   std::string root_op;  // qualified op of the node the rewrite is tried at: "aten::gelu"
   std::function<bool(ir::Graph& graph, ir::Node& root)> rewrite;
   std::string doc;  // one line
