@@ -14,9 +14,9 @@
 //   overlap each other or an argument, and everything the one-shot refuses (group, reduce_op,
 //   symmetric input).
 // Allocates only a strided output's temp, a strided residual's contiguous copy and the weight in
-// acc_t (N elements).
+// acc_t (N elements; none for a contiguous f32 or f64 weight).
 #include <cmath>
-#include <vector>
+#include <utility>
 
 #include "kernels/cpu/collectives/one_shot.hpp"
 #include "kernels/cpu/common.hpp"
@@ -52,9 +52,9 @@ void check_apart(std::string_view op, std::string_view written, const Tensor& w,
 }
 
 // residual_out (holding the reduced sum) += residual, rounded; out = rms_norm of it. Both
-// contiguous [rows, n]; residual contiguous; w the weight in acc_t.
+// contiguous [rows, n]; residual contiguous; w the weight in acc_t (n elements).
 template <typename T>
-void add_rms_norm_rows(T* residual_out, const T* residual, const std::vector<acc_t<T>>& w, T* out,
+void add_rms_norm_rows(T* residual_out, const T* residual, const acc_t<T>* w, T* out,
                        int64_t rows, int64_t n, double eps) {
   using A = acc_t<T>;
   for (int64_t r = 0; r < rows; ++r) {
@@ -67,7 +67,7 @@ void add_rms_norm_rows(T* residual_out, const T* residual, const std::vector<acc
       squares += A(s[j]) * A(s[j]);
     }
     const A scale = A(1) / std::sqrt(squares / A(n) + A(eps));
-    for (int64_t j = 0; j < n; ++j) y[j] = T(A(s[j]) * scale * w[size_t(j)]);
+    for (int64_t j = 0; j < n; ++j) y[j] = T(A(s[j]) * scale * w[j]);
   }
 }
 
@@ -103,12 +103,10 @@ void fused_impl(std::string_view op, const Tensor& input, const Tensor& residual
   visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kIsFloat<T>) {
-      using A = acc_t<T>;
-      Tensor wa = as_dtype(weight, dtype_of<A>, /*contiguous=*/true);
-      const A* wp = static_cast<const A*>(wa.raw_data());
-      const std::vector<A> w(wp, wp + n);
+      const Tensor w = as_dtype(weight, dtype_of<acc_t<T>>, /*contiguous=*/true);
       add_rms_norm_rows<T>(static_cast<T*>(summed.data()), static_cast<const T*>(res.raw_data()),
-                           w, static_cast<T*>(normed.data()), rows, n, eps);
+                           static_cast<const acc_t<T>*>(w.raw_data()),
+                           static_cast<T*>(normed.data()), rows, n, eps);
     }
   });
   summed.finish();
