@@ -4,8 +4,9 @@
 // all_to_all_vdev (uneven splits, bad splits), collective_permute(_out), put_signal/wait_signal,
 // get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
 // robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
-// that never arrives makes synchronize() raise naming the op and the peer; the fused all-reduce +
-// RMSNorm kernel of the custom_op plugin against its cpu composition. Skipped without a GPU.
+// that never arrives makes synchronize() raise naming the op and the peer;
+// symm_mem::fused_all_reduce_add_rms_norm's one kernel against its cpu kernel. Skipped without a
+// GPU.
 #include <algorithm>
 #include <cmath>
 #include <functional>
