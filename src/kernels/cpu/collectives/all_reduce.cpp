@@ -13,7 +13,8 @@
 // Arguments are validated (group, reduce_op, dtype, symmetric + contiguous, shapes, no overlap)
 // before the first barrier; with debug_collectives the call is fingerprinted across ranks first.
 // No allocation on the success path except a strided output's temp and the first use of the
-// per-thread scratch of the in-place one-shot.
+// per-thread scratch of the in-place one-shot. prepare() and one_shot() are shared with the fused
+// kernels through one_shot.hpp.
 #include <cstring>
 #include <vector>
 
