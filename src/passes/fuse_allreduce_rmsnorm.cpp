@@ -2,18 +2,19 @@
 //     r = symm_mem::one_shot_all_reduce(h, op, g)
 //     s = aten::add.Tensor(r, residual)            (or (residual, r); alpha 1)
 //     o = aten::rms_norm(s, [N], weight, eps)      (N the last dim, weight a tensor, eps given)
-// becomes o, s = myops::fused_allreduce_rmsnorm(h, residual, weight, eps, op, g) when that op is
-// registered (the custom_op example's plugin: examples/custom_op/myops.cpp), so a backend with a
-// fused kernel (the cuda backend's: one kernel, the sum never leaves the chip between the three
-// steps) runs the pattern as one call; the cpu kernel composes the same three ops.
+// becomes o, s = symm_mem::fused_all_reduce_add_rms_norm(h, residual, weight, eps, op, g), whose
+// contract is exactly that composition, roundings included (Note [fused all-reduce add rms_norm]
+// in src/ops/symm_mem/defs.cpp): on cpu the same bits, on GPUs one kernel (the sum never leaves
+// the chip between the three steps).
 //
 // Expects: a verified, functionalized graph (before fuse_pointwise, which would take the add).
 // Guarantees: each match is replaced by one node at the add's position whose outputs take over
 //   every use of o and s (s may have other uses: it is the op's residual_out); the three nodes
 //   are erased and the new outputs keep the names of o and s. Semantics are unchanged: the op's
-//   contract is exactly the composition. Nothing happens when the op is not registered or a
-//   condition fails (r used elsewhere or returned, shapes or dtypes differ, weight defined after the add, a
-//   normalized_shape other than the last dim, eps None).
+//   contract is exactly the composition. Nothing happens when a condition fails: r used
+//   elsewhere or returned (the fused op does not give the sum before the add), shapes or dtypes
+//   of r, residual, s or weight differ, alpha other than 1, weight defined after the add, a
+//   normalized_shape other than the last dim, weight or eps None.
 // Refuses: nothing.
 #include <algorithm>
 #include <string>
@@ -25,7 +26,7 @@ namespace symmflow::passes {
 
 namespace {
 
-constexpr std::string_view kFused = "myops::fused_allreduce_rmsnorm";
+constexpr std::string_view kFused = "symm_mem::fused_all_reduce_add_rms_norm";
 
 struct Match {
   ir::Node* all_reduce = nullptr;
@@ -110,7 +111,6 @@ void rewrite(ir::Graph& g, const Match& m) {
 }  // namespace
 
 void fuse_allreduce_rmsnorm(ir::Graph& graph) {
-  if (!Registry::global().find(std::string(kFused))) return;
   std::vector<ir::Node*> candidates;
   for (ir::Node* n : graph.nodes()) {
     if (is_op(n, "symm_mem::one_shot_all_reduce")) candidates.push_back(n);

@@ -9,6 +9,7 @@
 #include "symmflow/ir/verify.hpp"
 #include "symmflow/passes/passes.hpp"
 #include "symmflow/passes/plan_memory.hpp"
+#include "symmflow/passes/rewrite_patterns.hpp"
 
 namespace symmflow::passes {
 
@@ -17,8 +18,10 @@ const std::vector<PassInfo>& graph_passes() {
       {"verify", [](ir::Graph& g) { ir::verify_or_throw(g); }, "check SSA, types, groups, layouts"},
       {"functionalize", functionalize,
        "in-place and out calls become functional; input mutations become writebacks"},
+      {"rewrite_patterns", rewrite_patterns,
+       "rewrite patterns registered by plugins (SYMMFLOW_REWRITE_PATTERN), in load order"},
       {"fuse_allreduce_rmsnorm", fuse_allreduce_rmsnorm,
-       "all-reduce -> residual add -> rms_norm becomes myops::fused_allreduce_rmsnorm (if loaded)"},
+       "all-reduce -> residual add -> rms_norm becomes symm_mem::fused_all_reduce_add_rms_norm"},
       {"fuse_pointwise", fuse_pointwise, "chains of elementwise ops become one fused node"},
       {"realize_symm_mem", realize_symm_mem,
        "place symm args in symmetric memory, copies only where needed"},

@@ -4,8 +4,9 @@
 // all_to_all_vdev (uneven splits, bad splits), collective_permute(_out), put_signal/wait_signal,
 // get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
 // robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
-// that never arrives makes synchronize() raise naming the op and the peer; the fused all-reduce +
-// RMSNorm kernel of the custom_op plugin against its cpu composition. Skipped without a GPU.
+// that never arrives makes synchronize() raise naming the op and the peer;
+// symm_mem::fused_all_reduce_add_rms_norm's one kernel against its cpu kernel. Skipped without a
+// GPU.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -290,11 +291,10 @@ TEST_F(CudaSymmOps, GetBroadcastBarrierAndU32Writes) {
   }
 }
 
-// myops::fused_allreduce_rmsnorm (examples/custom_op): the GPU kernel against the cpu kernel,
-// which composes one_shot_all_reduce, add.Tensor and rms_norm. residual_out has the same roundings
-// (equal bits); out differs only in the order of the row's sum of squares.
+// symm_mem::fused_all_reduce_add_rms_norm: the GPU kernel against the cpu kernel, whose result is
+// bitwise the composition of one_shot_all_reduce, add.Tensor and rms_norm. residual_out has the
+// same roundings (equal bits); out differs only in the order of the row's sum of squares.
 TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
-  load_plugin(SYMMFLOW_MYOPS_PLUGIN);
   for (int w : {1, 2, 3}) {
     on_ranks(w, [&](Runtime& rt) {
       for (DType d : {DType::f32, DType::bf16, DType::f16}) {
@@ -306,11 +306,11 @@ TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
             Tensor residual = values({rows, n}, d, uint64_t(n) + 1, 0);
             Tensor weight = values({n}, d, uint64_t(n) + 2, 0);
             for (const char* op : {"sum", "avg"}) {
-              std::vector<Tensor> want = call("myops::fused_allreduce_rmsnorm",
+              std::vector<Tensor> want = call("symm_mem::fused_all_reduce_add_rms_norm",
                                               {in.cpu, residual, weight, 1e-5, op, "world"})
                                              .to_tensor_list();
               std::vector<Tensor> got =
-                  call("myops::fused_allreduce_rmsnorm",
+                  call("symm_mem::fused_all_reduce_add_rms_norm",
                        {in.gpu, to_device(residual), to_device(weight), 1e-5, op, "world"})
                       .to_tensor_list();
               expect_same(got[1], want[1], 0, fmt::format("residual_out {} {}", op, what));
@@ -319,12 +319,13 @@ TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
             }
             std::string message;
             try {
-              call("myops::fused_allreduce_rmsnorm",
+              call("symm_mem::fused_all_reduce_add_rms_norm",
                    {in.gpu, to_device(residual), gpu_empty({n + 1}, d), 1e-5, "sum", "world"});
             } catch (const Error& e) {
               message = e.what();
             }
-            EXPECT_NE(message.find("myops::fused_allreduce_rmsnorm: weight"), std::string::npos)
+            EXPECT_NE(message.find("symm_mem::fused_all_reduce_add_rms_norm: argument 'weight'"),
+                      std::string::npos)
                 << message;
           }
         }

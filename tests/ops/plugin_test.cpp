@@ -1,25 +1,27 @@
-// Plugins: the example plugin loads and registers its namespace; a missing file and a plugin that
+// Plugins: the example plugin loads and registers its namespace and its rewrite pattern; a missing file and a plugin that
 // breaks a registration rule fail with messages naming the path and the op.
 #include <gtest/gtest.h>
 
 #include "symmflow/ops/library.hpp"
+#include "symmflow/passes/rewrite_patterns.hpp"
 
 namespace symmflow {
 namespace {
 
 const std::string kLibDir = std::string(SYMMFLOW_BIN_DIR) + "/lib/";
 
-TEST(Plugin, ExampleRegistersFusedAllReduceRmsNorm) {
+TEST(Plugin, ExampleRegistersItsOpAndRewritePattern) {
   load_plugin(kLibDir + "libmyops.so");
-  const OpDef& op = Registry::global().get("myops::fused_allreduce_rmsnorm");
-  EXPECT_EQ(op.symm_args(), std::vector<std::string>{"input"});
-  EXPECT_EQ(op.group_arg(), "group_name");
-  // cpu always; cuda too when the plugin was built with the cuda backend.
-  ASSERT_FALSE(op.backends().empty());
-  EXPECT_EQ(op.backends().front(), Backend::cpu);
-  EXPECT_LE(op.backends().size(), 2u);
-  EXPECT_EQ(op.schema().returns.size(), 2u);
+  const OpDef& op = Registry::global().get("myops::bias_gelu");
+  EXPECT_EQ(op.schema().str(), "myops::bias_gelu(Tensor input, Tensor bias) -> Tensor");
+  EXPECT_EQ(op.backends(), std::vector<Backend>{Backend::cpu});
+  EXPECT_TRUE(op.symm_args().empty());
+  std::vector<passes::RewritePattern> patterns = passes::registered_rewrite_patterns();
+  ASSERT_EQ(patterns.size(), 1u);
+  EXPECT_EQ(patterns[0].name, "myops::fuse_bias_gelu");
+  EXPECT_EQ(patterns[0].root_op, "aten::gelu");
   load_plugin(kLibDir + "libmyops.so");  // loading twice is a no-op
+  EXPECT_EQ(passes::registered_rewrite_patterns().size(), 1u);
 }
 
 TEST(Plugin, MissingFileNamesThePath) {

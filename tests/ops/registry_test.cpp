@@ -180,6 +180,8 @@ TEST(Catalogue, EverySymmMemOpOfOpsMdWithItsSymmArgs) {
       {"barrier", {}},
       {"stream_write_value32_", {}},
       {"memset32_", {}},
+      {"fused_all_reduce_add_rms_norm", {"input"}},  // docs/ops.md (not in OPS.md)
+      {"fused_all_reduce_add_rms_norm_out", {"input"}},
   };
   EXPECT_EQ(reg().ops("symm_mem").size(), rows.size());
   for (const SymmRow& row : rows) {

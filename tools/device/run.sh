@@ -69,7 +69,7 @@ if [[ "$mode" == gemm ]]; then
   exit 0
 fi
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli symmflow_myops \
+cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli \
   bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 
@@ -94,11 +94,9 @@ for ex in tp_mlp tp_mlp_small pointwise_then_allreduce input_allreduce inplace_a
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
   done
 done | tee "$OUT/examples.txt"
-for ex in custom_op allreduce_rmsnorm; do  # the plugin op: one fused kernel on the GPU
-  for r in 1 2; do
-    echo "$ex ranks=$r: $(timeout 120 $S run examples/custom_op/$ex.sf --device cuda --ranks $r --check --iters 5 \
-      --plugin build/device/lib/libmyops.so 2>&1 | grep -E 'check:|rror' | head -2)"
-  done
+for r in 1 2; do  # symm_mem::fused_all_reduce_add_rms_norm: one fused kernel on the GPU
+  echo "allreduce_rmsnorm ranks=$r: $(timeout 120 $S run examples/allreduce_rmsnorm.sf --device cuda --ranks $r \
+    --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
 done | tee -a "$OUT/examples.txt"
 mlp_runs "1 2" 1
 step "pointwise: unfused calls, the register-program engine, a hand-written kernel"

@@ -8,7 +8,7 @@
 //     r0 = symm_mem::one_shot_all_reduce(h0, "sum", "tp")
 //     y = aten::add.Tensor(r0, h0, alpha=2)              # keyword arguments
 //     symm_mem::two_shot_all_reduce_(y, "sum", "tp")      # no results
-//     a, b = myops::fused_allreduce_rmsnorm(...)          # several results
+//     a, b = symm_mem::fused_all_reduce_add_rms_norm(...) # several results
 //     y1 = functional<symm_mem::two_shot_all_reduce_>(y, "sum", "tp")   # made by functionalize
 //     c = copy(x) {reason = "graph input x feeds ..."}    # a copy the compiler added
 //     f = fused(x) {                                      # a fused pointwise region

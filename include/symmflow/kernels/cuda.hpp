@@ -66,7 +66,7 @@ class Communicator {
 
   // out = rms_norm(all_reduce(in) + residual) * weight and residual_out = all_reduce(in) +
   // residual, over `rows` contiguous rows of n elements (weight: n), in one kernel
-  // (src/kernels/cuda/allreduce_rmsnorm.cu; myops::fused_allreduce_rmsnorm on GPUs). Every
+  // (src/kernels/cuda/allreduce_rmsnorm.cu; symm_mem::fused_all_reduce_add_rms_norm on GPUs). Every
   // rounding is the composition's; rows * n elements at most max_bytes.
   void all_reduce_rms_norm(const void* in, const void* residual, const void* weight, void* out,
                            void* residual_out, int64_t rows, int64_t n, double eps, DType dtype,

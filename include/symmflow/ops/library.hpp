@@ -1,10 +1,10 @@
 // Libraries: how a namespace of ops is defined and implemented, in the style of TORCH_LIBRARY.
 //
-//   SYMMFLOW_LIBRARY(myops, m) {
+//   SYMMFLOW_LIBRARY(mylib, m) {
 //     m.def("scale(Tensor x, float s) -> Tensor", same_as_arg("x"));
 //     m.register_symm_mem_args("scale", {"x"});   // needs a `str group_name` argument
 //   }
-//   SYMMFLOW_LIBRARY_IMPL(myops, cpu, m) { m.impl("scale", my_cpu_kernel); }
+//   SYMMFLOW_LIBRARY_IMPL(mylib, cpu, m) { m.impl("scale", my_cpu_kernel); }
 //
 // The macros record a registration function; nothing runs during static initialisation. The
 // registry runs pending registrations on first access (Registry::global()) and after load_plugin,

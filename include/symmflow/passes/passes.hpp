@@ -1,6 +1,7 @@
 // The passes of the pipeline, in order (DESIGN.md):
-//   verify -> functionalize -> fuse_allreduce_rmsnorm -> fuse_pointwise -> realize_symm_mem ->
-//   lower_out_variants -> schedule -> reinplace -> plan_memory -> emit_plan
+//   verify -> functionalize -> rewrite_patterns -> fuse_allreduce_rmsnorm -> fuse_pointwise ->
+//   realize_symm_mem -> lower_out_variants -> schedule -> reinplace -> plan_memory -> emit_plan
+// (rewrite_patterns, the slot of the patterns plugins register, is in rewrite_patterns.hpp.)
 // Each is a plain function over the graph, defined in src/passes/<name>.cpp whose top comment is
 // its contract (what it expects, what it guarantees, what it refuses). Conventions shared by the
 // passes, the planner and the executor:

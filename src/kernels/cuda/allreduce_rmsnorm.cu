@@ -1,5 +1,6 @@
-// The fused all-reduce + residual add + RMSNorm kernel (myops::fused_allreduce_rmsnorm on GPUs,
-// through Communicator::all_reduce_rms_norm): the one_shot exchange of Note [cuda all-reduce]
+// The fused all-reduce + residual add + RMSNorm kernel (symm_mem::fused_all_reduce_add_rms_norm
+// on GPUs, registered in fused_all_reduce_rms_norm.cpp, launched by
+// Communicator::all_reduce_rms_norm): the one_shot exchange of Note [cuda all-reduce]
 // (push the rows into every rank's staging, one flag per block, wait), then per row: reduce the
 // ranks' copies in rank order (f32), round to T, add the residual and round (= aten::add.Tensor),
 // store that as residual_out, sum its squares over the row, and store

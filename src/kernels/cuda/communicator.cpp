@@ -286,7 +286,7 @@ void Communicator::all_reduce_rms_norm(const void* in, const void* residual, con
                                        void* out, void* residual_out, int64_t rows, int64_t n,
                                        double eps, DType dtype, std::string_view reduce_op,
                                        void* stream) {
-  constexpr std::string_view op = "myops::fused_allreduce_rmsnorm";
+  constexpr std::string_view op = "symm_mem::fused_all_reduce_add_rms_norm";
   State& s = *state_;
   s.check_usable(op, *group_);
   ElemType type = elem_type(dtype, op);

@@ -36,6 +36,35 @@ std::vector<TensorSpec> all_gather_shape(std::span<const Value> a) {
   return {{t.dtype(), s}};
 }
 
+// Note [fused all-reduce add rms_norm]
+// fused_all_reduce_add_rms_norm(input, residual, weight, eps, reduce_op, group_name) is, exactly,
+//   residual_out = aten::add.Tensor(one_shot_all_reduce(input, reduce_op, group_name), residual)
+//   out          = aten::rms_norm(residual_out, [N], weight, eps)        (N = the last dim)
+// with every rounding of that composition (the all-reduce rounds to the dtype, the add rounds, the
+// norm accumulates 16-bit floats in f32), so fuse_allreduce_rmsnorm may rewrite the chain into it
+// without changing a bit on cpu. It is the end of every tensor-parallel block; on GPUs it is one
+// kernel (the sum never leaves the chip between the three steps). Float dtypes only (rms_norm).
+std::vector<TensorSpec> fused_all_reduce_rms_norm_shape(std::span<const Value> a) {
+  constexpr std::string_view op = "symm_mem::fused_all_reduce_add_rms_norm";
+  const Tensor& input = a[0].to_tensor();
+  const Tensor& residual = a[1].to_tensor();
+  const Tensor& weight = a[2].to_tensor();
+  SF_CHECK(is_floating(input.dtype()),
+           "{}: argument 'input' is {}; the op normalizes, so it needs a floating dtype (f32, "
+           "bf16, f16, f64)",
+           op, input.str());
+  SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dim to normalize over",
+           op, input.str());
+  SF_CHECK(residual.dtype() == input.dtype() && residual.shape() == input.shape(),
+           "{}: argument 'residual' is {} but must be {}{} (like 'input')", op, residual.str(),
+           dtype_name(input.dtype()), shape_str(input.shape()));
+  const Shape row{input.shape().back()};
+  SF_CHECK(weight.dtype() == input.dtype() && weight.shape() == row,
+           "{}: argument 'weight' is {} but must be {}{} (the last dim of 'input')", op,
+           weight.str(), dtype_name(input.dtype()), shape_str(row));
+  return {{input.dtype(), input.shape()}, {input.dtype(), input.shape()}};
+}
+
 }  // namespace
 
 SYMMFLOW_LIBRARY(symm_mem, m) {
@@ -65,6 +94,14 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   }
   m.register_symm_mem_args("one_shot_all_reduce_copy", {"symm_buffer"});
   m.register_symm_mem_args("one_shot_all_reduce_copy_out", {"symm_buffer"});
+  // all-reduce + residual add + RMSNorm (Note [fused all-reduce add rms_norm])
+  m.def("fused_all_reduce_add_rms_norm(Tensor input, Tensor residual, Tensor weight, float eps, "
+        "str reduce_op, str group_name) -> (Tensor out, Tensor residual_out)",
+        fused_all_reduce_rms_norm_shape);
+  m.def("fused_all_reduce_add_rms_norm_out(Tensor input, Tensor residual, Tensor weight, "
+        "float eps, str reduce_op, str group_name, Tensor(a!) out, Tensor(b!) residual_out) -> ()");
+  m.register_symm_mem_args("fused_all_reduce_add_rms_norm", {"input"});
+  m.register_symm_mem_args("fused_all_reduce_add_rms_norm_out", {"input"});
 
   // reduce-scatter, all-gather, all-to-all
   m.def("reduce_scatter_out(Tensor(a!) input, str group_name, bool split_last_dim, "

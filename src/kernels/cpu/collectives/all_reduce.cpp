@@ -13,11 +13,13 @@
 // Arguments are validated (group, reduce_op, dtype, symmetric + contiguous, shapes, no overlap)
 // before the first barrier; with debug_collectives the call is fingerprinted across ranks first.
 // No allocation on the success path except a strided output's temp and the first use of the
-// per-thread scratch of the in-place one-shot.
+// per-thread scratch of the in-place one-shot. prepare() and one_shot() are shared with the fused
+// kernels through one_shot.hpp.
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/collectives/args.hpp"
+#include "kernels/cpu/collectives/one_shot.hpp"
 #include "symmflow/kernels/collectives.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/tunables.hpp"
@@ -35,11 +37,7 @@ constexpr std::string_view kTwoShotOut = "symm_mem::two_shot_all_reduce_out";
 
 constexpr size_t kStageAlways = 256;  // Note [one-shot staging]
 
-struct Reduction {
-  Group* group;
-  ReduceOp op;
-  ReduceFn fn;
-};
+}  // namespace
 
 Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
                   DType dtype) {
@@ -81,6 +79,8 @@ void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int6
   }
   g.barrier(kCollectiveChannel, op);
 }
+
+namespace {
 
 void one_shot_out_impl(std::string_view op, const Tensor& input, std::string_view reduce_op,
                        std::string_view group_name, const Tensor& out) {

@@ -1,0 +1,30 @@
+// The one-shot all-reduce of the cpu collectives (all_reduce.cpp), shared with the kernels that
+// start with one (fused_all_reduce_rms_norm.cpp).
+//
+// Contract: prepare() resolves the group, the reduce op and the typed loop for a dtype, throwing
+// InvalidUsage naming `op` before any communication. one_shot() must be called by every rank of
+// the group with the same numel: it reduces every rank's copy of `in` (numel elements) in rank
+// order into `dst` (numel contiguous elements of in's dtype, not symmetric), bitwise the same on
+// every rank; `in` may be reused once it returns (Note [one-shot staging] in all_reduce.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/cpu/collectives/args.hpp"
+
+namespace symmflow::cpu {
+
+struct Reduction {
+  Group* group;
+  ReduceOp op;
+  ReduceFn fn;
+};
+
+Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
+                  DType dtype);
+
+void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int64_t numel,
+              void* dst);
+
+}  // namespace symmflow::cpu
