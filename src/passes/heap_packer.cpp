@@ -133,9 +133,9 @@ class PlacedIndex {
   // Placed items with start <= item.end (a prefix of by_start_) and end >= item.start.
   void overlapping(const Item& item, std::vector<int>& out) const {
     out.clear();
-    size_t hi = size_t(std::upper_bound(by_start_.begin(), by_start_.end(), item.end,
-                                        [&](int end, int b) { return end < items_[size_t(b)].start; }) -
-                       by_start_.begin());
+    auto starts_after = [&](int end, int b) { return end < items_[size_t(b)].start; };
+    auto last = std::upper_bound(by_start_.begin(), by_start_.end(), item.end, starts_after);
+    size_t hi = size_t(last - by_start_.begin());
     std::vector<std::pair<size_t, std::pair<size_t, size_t>>> stack{{1, {0, leaves_}}};
     while (!stack.empty()) {
       auto [node, range] = stack.back();
@@ -231,11 +231,12 @@ std::vector<HeapPackEvent> events_of(const std::vector<HeapInterval>& intervals,
     events.push_back({in.start, HeapPackEvent::Kind::alloc, in.id, offsets[i], in.bytes});
     events.push_back({in.end + 1, HeapPackEvent::Kind::free, in.id, offsets[i], in.bytes});
   }
-  std::stable_sort(events.begin(), events.end(), [](const HeapPackEvent& a, const HeapPackEvent& b) {
+  auto before = [](const HeapPackEvent& a, const HeapPackEvent& b) {
     if (a.step != b.step) return a.step < b.step;
     if (a.kind != b.kind) return a.kind == HeapPackEvent::Kind::free;
     return a.id < b.id;
-  });
+  };
+  std::stable_sort(events.begin(), events.end(), before);
   return events;
 }
 
@@ -279,8 +280,10 @@ HeapPacking pack_heap(const std::vector<HeapInterval>& intervals, int horizon) {
   out.order = tried[best].first;
   out.size = base + kept.peak;
   out.offsets.resize(intervals.size());
-  for (size_t k = 0, packed = 0; k < intervals.size(); ++k)
-    out.offsets[k] = pinned_offset[k] != SIZE_MAX ? pinned_offset[k] : base + kept.offsets[packed++];
+  for (size_t k = 0, packed = 0; k < intervals.size(); ++k) {
+    bool pinned = pinned_offset[k] != SIZE_MAX;
+    out.offsets[k] = pinned ? pinned_offset[k] : base + kept.offsets[packed++];
+  }
   out.events = events_of(intervals, out.offsets);
   return out;
 }

@@ -3,7 +3,7 @@
 //      with the whole-run ranges of staging, peer-written and peer-read buffers;
 //   2. the heap packer (heap_packer.hpp), IR-free: each colour's intervals best-fit packed in
 //      several orders, the smallest pool kept, beside its lower bound and its alloc/free trace;
-//   3. assignment (buffer_assignment.hpp): (pool, offset, size) back onto the buffers of the values.
+//   3. assignment (buffer_assignment.hpp): (pool, offset, size) back onto the values' buffers.
 //
 // Expects: a graph whose node order is the execution order (schedule has run) and whose values
 //   carry layouts (realize_symm_mem); unassigned values are planned as regular.

@@ -15,12 +15,12 @@
 //     horizon) overlap everything, so they are stacked at the bottom of the pool in input order,
 //     and only the others are packed above them. Any packing pays their sum at every step, so this
 //     loses nothing, and the orders below no longer see O(n) overlaps per interval.
-//   - the others are best-fit packed in three orders — "start" (sweep in start order, ties by size
-//     desc, then input order), "size" (global decreasing-size best fit over the intervals live at
-//     the same time), "end" (the start sweep run backwards in time) — and the smallest pool kept
-//     (ties: the first). Each order is O(n log n) (with one alignment: mixed ones may scan more
-//     gaps); "size" gives up (recorded in `tried` with size 0) once the overlapping pairs it has
-//     looked at exceed a budget linear in n log n.
+//   - the others are best-fit packed in three orders — "start" (sweep in start order, ties by
+//     size desc, then input order), "size" (global decreasing-size best fit over the intervals
+//     live at the same time), "end" (the start sweep run backwards in time) — and the smallest
+//     pool kept (ties: the first). Each order is O(n log n) (with one alignment: mixed ones may
+//     scan more gaps); "size" gives up (recorded in `tried` with size 0) once the overlapping
+//     pairs it has looked at exceed a budget linear in n log n.
 //   - size >= lower_bound = the most footprint bytes live at one step; with one alignment for
 //     every interval, size <= the sum of the footprints (Note [mixed alignments]).
 //   - deterministic: the same input gives the same output.
