@@ -1,123 +1,28 @@
 // Parser of the text format (see text.hpp). Contract: builds the graph through the Graph builder
 // (so every node is bound to its schema and typed by its shape function); checks SSA on the fly
 // (a name is defined once, used after its definition); collects one diagnostic per bad statement
-// (skipping to the next line) and throws them together with line and column.
-#include <cctype>
+// (skipping to the next line) and throws them together with line and column. Tokens come from
+// lexer.cpp.
 #include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "ir/lexer.hpp"
 #include "symmflow/ir/text.hpp"
 
 namespace symmflow::ir {
 
 namespace {
 
-enum class Tok { ident, integer, floating, string, punct, end };
-
-struct Token {
-  Tok kind = Tok::end;
-  std::string text;
-  SourceLoc loc;
-};
+using text_lexer::lex;
+using text_lexer::Tok;
+using text_lexer::Token;
 
 struct ParseFailure {
   SourceLoc loc;
   std::string message;
 };
-
-std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
-  std::vector<Token> out;
-  int line = 1, col = 1;
-  size_t i = 0;
-  auto advance = [&](size_t n) {
-    for (size_t k = 0; k < n; ++k, ++i) {
-      if (src[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-  };
-  while (i < src.size()) {
-    char c = src[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      advance(1);
-      continue;
-    }
-    if (c == '#') {
-      while (i < src.size() && src[i] != '\n') advance(1);
-      continue;
-    }
-    Token t;
-    t.loc = {line, col};
-    size_t start = i;
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (i < src.size() && (std::isalnum(static_cast<unsigned char>(src[i])) || src[i] == '_'))
-        advance(1);
-      t.kind = Tok::ident;
-    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               ((c == '-' || c == '.') && i + 1 < src.size() &&
-                std::isdigit(static_cast<unsigned char>(src[i + 1])))) {
-      advance(1);
-      bool is_float = c == '.';
-      while (i < src.size()) {
-        char d = src[i];
-        if (std::isdigit(static_cast<unsigned char>(d))) {
-          advance(1);
-        } else if (d == '.' || d == 'e' || d == 'E') {
-          is_float = true;
-          advance(1);
-          if ((d == 'e' || d == 'E') && i < src.size() && (src[i] == '-' || src[i] == '+'))
-            advance(1);
-        } else {
-          break;
-        }
-      }
-      t.kind = is_float ? Tok::floating : Tok::integer;
-    } else if (c == '"') {
-      advance(1);
-      std::string s;
-      bool closed = false;
-      while (i < src.size() && src[i] != '\n') {
-        if (src[i] == '\\' && i + 1 < src.size()) {
-          s += src[i + 1] == 'n' ? '\n' : src[i + 1];
-          advance(2);
-        } else if (src[i] == '"') {
-          advance(1);
-          closed = true;
-          break;
-        } else {
-          s += src[i];
-          advance(1);
-        }
-      }
-      if (!closed) diags.push_back({t.loc, "unterminated string"});
-      t.kind = Tok::string;
-      t.text = s;
-      out.push_back(t);
-      continue;
-    } else if (c == ':' && i + 1 < src.size() && src[i + 1] == ':') {
-      advance(2);
-      t.kind = Tok::punct;
-    } else if (std::string_view("(){}[],=:@<>.+").find(c) != std::string_view::npos) {
-      advance(1);
-      t.kind = Tok::punct;
-    } else {
-      diags.push_back({t.loc, fmt::format("unexpected character '{}'", c)});
-      advance(1);
-      continue;
-    }
-    t.text = src.substr(start, i - start);
-    out.push_back(t);
-  }
-  Token end;
-  end.loc = {line, col};
-  out.push_back(end);
-  return out;
-}
 
 class Parser {
  public:
@@ -159,6 +64,12 @@ class Parser {
   std::vector<Layout> parse_layouts();
   void parse_body(Graph& g, bool nested);
   void parse_statement(Graph& g);
+  std::vector<Token> parse_targets(Graph& g);
+  Node* parse_copy(Graph& g);
+  void parse_fused(Graph& g, const Token& head, const std::vector<Token>& targets);
+  Node* parse_call(Graph& g, const std::vector<Token>& targets);
+  void parse_call_args(Graph& g, std::vector<Arg>& args, std::vector<KwArg>& kwargs);
+  void parse_attrs(Node* node);
   std::string parse_op_name();
   Arg parse_arg(Graph& g);
   symmflow::Value parse_literal_list(Graph& g, std::vector<Value*>* values);
@@ -332,7 +243,8 @@ Arg Parser::parse_arg(Graph& g) {
   }
 }
 
-void Parser::parse_statement(Graph& g) {
+// `a, b =`: the names a statement assigns (none for a statement without '='), each new.
+std::vector<Token> Parser::parse_targets(Graph& g) {
   Token first = peek();
   std::vector<Token> targets;
   if (first.kind == Tok::ident && !is("::", 1) && !is("<", 1) && !is("(", 1)) {
@@ -349,109 +261,135 @@ void Parser::parse_statement(Graph& g) {
     if (g.find_value(t.text))
       fail(t, fmt::format("'{}' is already defined (values are assigned once)", t.text));
   }
-  Token head = peek();
-  Node* node = nullptr;
-  if (head.kind == Tok::ident && head.text == "copy" && is("(", 1)) {
-    take();
-    expect("(");
-    Token src = peek();
+  return targets;
+}
+
+// `copy(x)`
+Node* Parser::parse_copy(Graph& g) {
+  take();
+  expect("(");
+  Token src = peek();
+  expect_ident("a value");
+  expect(")");
+  return g.add_copy(lookup(g, src), "");
+}
+
+// `fused(a, b) @(layouts) { body }`: the body is parsed as a graph of its own over the inputs.
+void Parser::parse_fused(Graph& g, const Token& head, const std::vector<Token>& targets) {
+  take();
+  expect("(");
+  std::vector<Value*> inputs;
+  while (!is(")")) {
+    Token v = peek();
     expect_ident("a value");
-    expect(")");
-    node = g.add_copy(lookup(g, src), "");
-  } else if (head.kind == Tok::ident && head.text == "fused" && is("(", 1)) {
-    take();
-    expect("(");
-    std::vector<Value*> inputs;
-    while (!is(")")) {
-      Token v = peek();
-      expect_ident("a value");
-      inputs.push_back(lookup(g, v));
-      if (!is(")")) expect(",");
-    }
-    take();
-    std::vector<Layout> layouts = parse_layouts();
-    expect("{");
-    auto body = std::make_unique<Graph>("fused", g.world_size());
-    for (Value* v : inputs) body->add_input(v->name(), v->type());
-    parse_body(*body, true);
-    if (targets.size() != body->outputs().size())
-      fail(head, fmt::format("fused region returns {} values but {} names are assigned",
-                             body->outputs().size(), targets.size()));
-    node = g.add_fused(inputs, std::move(body));
-    for (size_t i = 0; i < layouts.size() && i < node->outputs().size(); ++i)
-      node->output(i)->set_layout(layouts[i]);
-    for (size_t i = 0; i < targets.size(); ++i) g.rename(node->output(i), targets[i].text);
-    node->set_loc(head.loc);
-    return;
-  } else {
-    bool functional = head.kind == Tok::ident && head.text == "functional" && is("<", 1);
-    if (functional) {
-      take();
-      expect("<");
-    }
-    Token name_tok = peek();
-    std::string name = parse_op_name();
-    if (functional) expect(">");
-    expect("(");
-    std::vector<Arg> args;
-    std::vector<KwArg> kwargs;
-    while (!is(")")) {
-      if (peek().kind == Tok::ident && is("=", 1)) {
-        std::string key = take().text;
-        take();
-        kwargs.emplace_back(key, parse_arg(g));
-      } else {
-        if (!kwargs.empty()) fail(peek(), "positional argument after a keyword argument");
-        args.push_back(parse_arg(g));
-      }
-      if (!is(")")) expect(",");
-    }
-    take();
-    const Registry& reg = Registry::global();
-    std::vector<const OpDef*> candidates;
-    if (name.find('.') != std::string::npos) {
-      if (const OpDef* op = reg.find(name)) candidates.push_back(op);
-    } else {
-      candidates = reg.overloads(name);
-    }
-    if (candidates.empty()) {
-      try {
-        reg.get(name);
-      } catch (const Error& e) {
-        fail(name_tok, e.what());
-      }
-    }
-    std::string why;
-    for (const OpDef* op : candidates) {
-      try {
-        if (functional) {
-          node = g.add_functional(*op, bind_node_args(*op, args, kwargs));
-        } else {
-          node = g.add_op(*op, args, kwargs, targets.size() == 1 ? targets[0].text : "");
-        }
-        break;
-      } catch (const Error& e) {
-        if (why.empty()) why = e.what();  // the first overload's complaint is the useful one
-      }
-    }
-    if (!node) fail(name_tok, why);
+    inputs.push_back(lookup(g, v));
+    if (!is(")")) expect(",");
   }
+  take();
+  std::vector<Layout> layouts = parse_layouts();
+  expect("{");
+  auto body = std::make_unique<Graph>("fused", g.world_size());
+  for (Value* v : inputs) body->add_input(v->name(), v->type());
+  parse_body(*body, true);
+  if (targets.size() != body->outputs().size())
+    fail(head, fmt::format("fused region returns {} values but {} names are assigned",
+                           body->outputs().size(), targets.size()));
+  Node* node = g.add_fused(inputs, std::move(body));
+  for (size_t i = 0; i < layouts.size() && i < node->outputs().size(); ++i)
+    node->output(i)->set_layout(layouts[i]);
+  for (size_t i = 0; i < targets.size(); ++i) g.rename(node->output(i), targets[i].text);
+  node->set_loc(head.loc);
+}
+
+// `(arg, ..., key=arg, ...)`: positional arguments, then keyword arguments.
+void Parser::parse_call_args(Graph& g, std::vector<Arg>& args, std::vector<KwArg>& kwargs) {
+  expect("(");
+  while (!is(")")) {
+    if (peek().kind == Tok::ident && is("=", 1)) {
+      std::string key = take().text;
+      take();
+      kwargs.emplace_back(key, parse_arg(g));
+    } else {
+      if (!kwargs.empty()) fail(peek(), "positional argument after a keyword argument");
+      args.push_back(parse_arg(g));
+    }
+    if (!is(")")) expect(",");
+  }
+  take();
+}
+
+// `ns::op(...)`, `ns::op.overload(...)` or `functional<ns::op>(...)`: the first overload that
+// binds the arguments makes the node; otherwise the first overload's complaint is reported.
+Node* Parser::parse_call(Graph& g, const std::vector<Token>& targets) {
+  bool functional = peek().kind == Tok::ident && peek().text == "functional" && is("<", 1);
+  if (functional) {
+    take();
+    expect("<");
+  }
+  Token name_tok = peek();
+  std::string name = parse_op_name();
+  if (functional) expect(">");
+  std::vector<Arg> args;
+  std::vector<KwArg> kwargs;
+  parse_call_args(g, args, kwargs);
+  const Registry& reg = Registry::global();
+  std::vector<const OpDef*> candidates;
+  if (name.find('.') != std::string::npos) {
+    if (const OpDef* op = reg.find(name)) candidates.push_back(op);
+  } else {
+    candidates = reg.overloads(name);
+  }
+  if (candidates.empty()) {
+    try {
+      reg.get(name);
+    } catch (const Error& e) {
+      fail(name_tok, e.what());
+    }
+  }
+  std::string why;
+  for (const OpDef* op : candidates) {
+    try {
+      if (functional) return g.add_functional(*op, bind_node_args(*op, args, kwargs));
+      return g.add_op(*op, args, kwargs, targets.size() == 1 ? targets[0].text : "");
+    } catch (const Error& e) {
+      if (why.empty()) why = e.what();  // the first overload's complaint is the useful one
+    }
+  }
+  fail(name_tok, why);
+}
+
+// `{key = "value", ...}` after a call: the node's string attributes.
+void Parser::parse_attrs(Node* node) {
+  if (!is("{")) return;
+  take();
+  while (!is("}")) {
+    std::string key = expect_ident("an attribute name");
+    expect("=");
+    Token v = peek();
+    if (v.kind != Tok::string)
+      fail(v, fmt::format("expected a string attribute value but found {}", describe(v)));
+    take();
+    node->attrs()[key] = v.text;
+    if (!is("}")) expect(",");
+  }
+  take();
+}
+
+// One statement of a body: `names = copy(...)`, `= fused(...) {...}` or `= op(...)`, with its
+// layouts and attributes.
+void Parser::parse_statement(Graph& g) {
+  std::vector<Token> targets = parse_targets(g);
+  Token head = peek();
+  if (head.kind == Tok::ident && head.text == "fused" && is("(", 1)) {
+    parse_fused(g, head, targets);
+    return;
+  }
+  Node* node = head.kind == Tok::ident && head.text == "copy" && is("(", 1)
+                   ? parse_copy(g)
+                   : parse_call(g, targets);
   node->set_loc(head.loc);
   std::vector<Layout> layouts = parse_layouts();
-  if (is("{")) {
-    take();
-    while (!is("}")) {
-      std::string key = expect_ident("an attribute name");
-      expect("=");
-      Token v = peek();
-      if (v.kind != Tok::string)
-        fail(v, fmt::format("expected a string attribute value but found {}", describe(v)));
-      take();
-      node->attrs()[key] = v.text;
-      if (!is("}")) expect(",");
-    }
-    take();
-  }
+  parse_attrs(node);
   if (targets.size() != node->outputs().size()) {
     fail(head, fmt::format("{} returns {} value{} but {} name{} assigned", node->display_name(),
                            node->outputs().size(), node->outputs().size() == 1 ? "" : "s",

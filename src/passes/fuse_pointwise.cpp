@@ -69,21 +69,27 @@ struct UnionFind {
   }
 };
 
-}  // namespace
+// The regions of fusible nodes: a producer joins its single consumer's region; since the
+// consumer comes later, a region's root (its representative) is its last node.
+struct Regions {
+  std::vector<bool> fusible;  // per node
+  UnionFind uf;
+  std::vector<size_t> first, member;  // members of root r, in order: member[first[r], first[r + 1])
 
-void fuse_pointwise(ir::Graph& graph) {
-  const std::vector<Node*> nodes = graph.nodes();
+  size_t root(size_t i) { return uf.find(i); }
+  std::span<const size_t> of(size_t root) const {
+    return {member.data() + first[root], first[root + 1] - first[root]};
+  }
+};
+
+Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
   std::unordered_map<const ir::Value*, int> pinned;  // graph outputs and writeback values
   for (const ir::Value* v : graph.outputs()) pinned[v] = 1;
   for (const Graph::Writeback& w : graph.writebacks()) pinned[w.value] = 1;
-
-  // root[i]: the region root of node i. A producer joins its single consumer's region; since the
-  // consumer comes later, roots are the last node of each region.
-  UnionFind uf(nodes.size());
-  std::vector<bool> fusible(nodes.size());
+  Regions r{std::vector<bool>(nodes.size()), UnionFind(nodes.size()), {}, {}};
+  UnionFind& uf = r.uf;
+  std::vector<bool>& fusible = r.fusible;
   for (size_t i = 0; i < nodes.size(); ++i) fusible[i] = fusible_node(nodes[i]);
-  std::vector<size_t> root_of(nodes.size());
-  std::iota(root_of.begin(), root_of.end(), 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!fusible[i]) continue;
     const Node* c = nodes[i];
@@ -101,91 +107,105 @@ void fuse_pointwise(ir::Graph& graph) {
       if (a != b) uf.parent[a] = b;  // the consumer's set stays the representative
     }
   }
-  // Members of each region, in order: member[first[r], first[r + 1]) for root r.
-  std::vector<size_t> first(nodes.size() + 1, 0), member;
+  r.first.assign(nodes.size() + 1, 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fusible[i]) ++first[uf.find(i) + 1];
+    if (fusible[i]) ++r.first[uf.find(i) + 1];
   }
-  std::partial_sum(first.begin(), first.end(), first.begin());
-  member.resize(first.back());
-  std::vector<size_t> fill(first.begin(), first.end() - 1);
+  std::partial_sum(r.first.begin(), r.first.end(), r.first.begin());
+  r.member.resize(r.first.back());
+  std::vector<size_t> fill(r.first.begin(), r.first.end() - 1);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fusible[i]) member[fill[uf.find(i)]++] = i;
+    if (fusible[i]) r.member[fill[uf.find(i)]++] = i;
   }
+  return r;
+}
 
+// The fused node of one region (rooted at `root_node`), with the copies of its strided inputs
+// appended to `order` before it. `final_name`: the names earlier fused outputs take at the end.
+Node* fuse_region(Graph& graph, const std::vector<Node*>& nodes, std::span<const size_t> region,
+                  Node* root_node, std::vector<Node*>& order,
+                  const std::unordered_map<const ir::Value*, std::string>& final_name) {
+  // External inputs, in order of first use; everything else is defined inside.
+  std::unordered_map<const ir::Value*, bool> inside;
+  for (size_t m : region) inside[nodes[m]->output()] = true;
+  std::vector<ir::Value*> inputs;
+  std::unordered_map<const ir::Value*, bool> seen;
+  for (size_t m : region) {
+    for (ir::Value* v : nodes[m]->inputs()) {
+      if (!inside.count(v) && !seen[v]) {
+        seen[v] = true;
+        inputs.push_back(v);
+      }
+    }
+  }
+  // The fused executor reads its inputs as flat buffers: a strided view is read through a copy.
+  std::vector<ir::Value*> read = inputs;  // what the fused node reads
+  for (ir::Value*& v : read) {
+    if (!ir::maybe_strided(v)) continue;
+    Node* copy =
+        graph.add_copy(v, fmt::format("'{}' is a strided view read by a fused region", v->name()));
+    copy->attrs()["copy"] = "identity";
+    copy->set_loc(root_node->loc());
+    graph.rename(copy->output(), graph.fresh_name(v->name() + "_contiguous"));
+    order.push_back(copy);
+    v = copy->output();
+  }
+  auto body = std::make_unique<Graph>("fused", graph.world_size());
+  std::unordered_map<const ir::Value*, ir::Value*> inner;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    ir::Value* v = inputs[k];
+    auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
+    std::string name = read[k] != v                  ? read[k]->name()
+                       : pending == final_name.end() ? v->name()
+                                                     : pending->second;
+    inner[v] = body->add_input(name, v->type());
+  }
+  for (size_t m : region) {
+    const Node* src = nodes[m];
+    const FunctionSchema& s = src->op()->schema();
+    std::vector<ir::KwArg> kwargs;
+    for (size_t k = 0; k < src->args().size(); ++k) {
+      Arg a = src->args()[k];
+      if (a.defaulted) continue;
+      if (a.kind == Arg::Kind::value) a.value = inner.at(a.value);
+      kwargs.emplace_back(s.args[k].name, std::move(a));
+    }
+    Node* copy = body->add_op(*src->op(), {}, kwargs, src->output()->name());
+    copy->set_loc(src->loc());
+    inner[src->output()] = copy->output();
+  }
+  body->set_outputs({inner.at(root_node->output())});
+  Node* fused = graph.add_fused(read, std::move(body));
+  fused->set_loc(root_node->loc());
+  fused->output()->set_layout(root_node->output()->layout());
+  return fused;
+}
+
+}  // namespace
+
+void fuse_pointwise(ir::Graph& graph) {
+  const std::vector<Node*> nodes = graph.nodes();
+  Regions regions = find_regions(graph, nodes);
   std::vector<Node*> order, dead;
   order.reserve(nodes.size());
   std::vector<std::pair<ir::Value*, std::string>> renames;
   std::unordered_map<const ir::Value*, std::string> final_name;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node* n = nodes[i];
-    if (!fusible[i]) {
+    if (!regions.fusible[i]) {
       order.push_back(n);
       continue;
     }
-    size_t root = uf.find(i);
-    const std::span<const size_t> region(member.data() + first[root],
-                                         first[root + 1] - first[root]);
+    size_t root = regions.root(i);
+    const std::span<const size_t> region = regions.of(root);
     if (region.size() < 2) {
       order.push_back(n);
       continue;
     }
     dead.push_back(n);
     if (root != i) continue;  // the fused node takes the root's place
-    // External inputs, in order of first use; everything else is defined inside.
-    std::unordered_map<const ir::Value*, bool> inside;
-    for (size_t m : region) inside[nodes[m]->output()] = true;
-    std::vector<ir::Value*> inputs;
-    std::unordered_map<const ir::Value*, bool> seen;
-    for (size_t m : region) {
-      for (ir::Value* v : nodes[m]->inputs()) {
-        if (!inside.count(v) && !seen[v]) {
-          seen[v] = true;
-          inputs.push_back(v);
-        }
-      }
-    }
-    // The fused executor reads its inputs as flat buffers: a strided view is read through a copy.
-    std::vector<ir::Value*> read = inputs;  // what the fused node reads
-    for (ir::Value*& v : read) {
-      if (!ir::maybe_strided(v)) continue;
-      Node* copy = graph.add_copy(
-          v, fmt::format("'{}' is a strided view read by a fused region", v->name()));
-      copy->attrs()["copy"] = "identity";
-      copy->set_loc(n->loc());
-      graph.rename(copy->output(), graph.fresh_name(v->name() + "_contiguous"));
-      order.push_back(copy);
-      v = copy->output();
-    }
-    auto body = std::make_unique<Graph>("fused", graph.world_size());
-    std::unordered_map<const ir::Value*, ir::Value*> inner;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      ir::Value* v = inputs[k];
-      auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
-      std::string name = read[k] != v                  ? read[k]->name()
-                         : pending == final_name.end() ? v->name()
-                                                       : pending->second;
-      inner[v] = body->add_input(name, v->type());
-    }
-    for (size_t m : region) {
-      const Node* src = nodes[m];
-      const FunctionSchema& s = src->op()->schema();
-      std::vector<ir::KwArg> kwargs;
-      for (size_t k = 0; k < src->args().size(); ++k) {
-        Arg a = src->args()[k];
-        if (a.defaulted) continue;
-        if (a.kind == Arg::Kind::value) a.value = inner.at(a.value);
-        kwargs.emplace_back(s.args[k].name, std::move(a));
-      }
-      Node* copy = body->add_op(*src->op(), {}, kwargs, src->output()->name());
-      copy->set_loc(src->loc());
-      inner[src->output()] = copy->output();
-    }
+    Node* fused = fuse_region(graph, nodes, region, n, order, final_name);
     ir::Value* out = n->output();
-    body->set_outputs({inner.at(out)});
-    Node* fused = graph.add_fused(read, std::move(body));
-    fused->set_loc(n->loc());
-    fused->output()->set_layout(out->layout());
     graph.replace_uses(out, fused->output());
     renames.emplace_back(fused->output(), out->name());
     final_name[fused->output()] = out->name();

@@ -29,6 +29,7 @@
 
 #include "e2e/plan_checks.hpp"
 #include "e2e/random_program.hpp"
+#include "support/tensors.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ir/text.hpp"
@@ -105,17 +106,8 @@ Tensor random_input(const ir::TensorType& type, uint64_t seed) {
   return t;
 }
 
-Tensor clone(const Tensor& t) {
-  Tensor c = Tensor::empty(t.shape(), t.dtype());
-  if (t.nbytes()) std::memcpy(c.raw_data(), t.contiguous().raw_data(), t.nbytes());
-  return c;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  return a.nbytes() == 0 ||
-         std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.nbytes()) == 0;
-}
+using testing::bitwise_equal;
+using testing::clone_tensor;
 
 struct RankResult {
   std::vector<std::string> comm;
@@ -152,8 +144,8 @@ std::vector<std::string> check_program(uint64_t seed, Totals& totals) {
           data.push_back(random_input(v->type(), seed * 1000 + uint64_t(rank) * 100 + data.size()));
         std::vector<Tensor> eager_in, run_in;
         for (const Tensor& t : data) {
-          eager_in.push_back(clone(t));
-          run_in.push_back(clone(t));
+          eager_in.push_back(clone_tensor(t));
+          run_in.push_back(clone_tensor(t));
         }
         std::vector<Tensor> want = exec::interpret(*source.graph, eager_in);
         exec::Executable exe(plan);

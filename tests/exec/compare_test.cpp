@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec_util.hpp"
+#include "support/graphs.hpp"
 #include "symmflow/exec/compare.hpp"
 #include "symmflow/passes/pipeline.hpp"
 

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "exec_util.hpp"
+#include "support/errors.hpp"
+#include "support/graphs.hpp"
+#include "support/tensors.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/passes/pipeline.hpp"
@@ -240,14 +242,7 @@ TEST_P(ExecTest, OutputViewFedBackAsInput) {
 INSTANTIATE_TEST_SUITE_P(Ranks, ExecTest, ::testing::Values(1, 2, 4),
                          [](const auto& p) { return "w" + std::to_string(p.param); });
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
 TEST(Exec, BadInputs) {
   auto plan = testing::plan_text(testing::tp_mlp_text(1, true), 1);

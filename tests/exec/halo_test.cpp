@@ -7,7 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "exec_util.hpp"
+#include "support/graphs.hpp"
+#include "support/tensors.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/exec/executable.hpp"

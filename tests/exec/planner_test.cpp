@@ -9,7 +9,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "exec_util.hpp"
+#include "support/graphs.hpp"
+#include "symmflow/passes/plan_memory.hpp"
 
 namespace symmflow {
 namespace {

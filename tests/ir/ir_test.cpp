@@ -1,6 +1,7 @@
 // The IR: builder, use lists, text format fixed point, parse errors and the verifier.
 #include <gtest/gtest.h>
 
+#include "support/errors.hpp"
 #include "symmflow/ir/text.hpp"
 #include "symmflow/ir/verify.hpp"
 
@@ -32,13 +33,9 @@ graph tp_mlp(x: f32[16, 64], w0: f32[64, 64] @ regular, w1: f32[64, 64]) {
 }
 )";
 
+// The diagnostics of parsing `text` (DiagnosticError's text), or "<no error>".
 std::string error_of(const std::string& text, int world = 4) {
-  try {
-    parse_graph(text, {"g.sf", world});
-  } catch (const DiagnosticError& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return testing::error_of([&] { parse_graph(text, {"g.sf", world}); });
 }
 
 TEST(Text, PrintParseIsAFixedPoint) {

@@ -9,18 +9,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "support/tensors.hpp"
 #include "symmflow/exec/fused.hpp"
 #include "symmflow/ir/graph.hpp"
 #include "symmflow/ops/call.hpp"
 
 namespace symmflow::testing {
-
-inline Tensor clone_tensor(const Tensor& t) {
-  Tensor c = Tensor::empty(t.shape(), t.dtype());
-  Tensor src = t.contiguous();
-  if (t.nbytes() > 0) std::memcpy(c.raw_data(), src.raw_data(), t.nbytes());
-  return c;
-}
 
 // Runs `g` on `inputs` (the caller's buffers: mutated in place, writebacks included) and returns
 // copies of the outputs.
@@ -79,12 +73,6 @@ inline std::vector<Tensor> interpret(const ir::Graph& g, std::vector<Tensor>& in
     if (src.raw_data() != dst.raw_data()) std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
   }
   return results;
-}
-
-inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return a.nbytes() == 0 || std::memcmp(x.raw_data(), y.raw_data(), a.nbytes()) == 0;
 }
 
 }  // namespace symmflow::testing

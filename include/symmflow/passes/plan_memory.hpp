@@ -7,7 +7,9 @@
 
 namespace symmflow::passes {
 
-// Buffer assignment for a scheduled graph (see src/passes/plan_memory.cpp for the contract).
+// Buffer assignment for a scheduled graph (see src/passes/plan_memory.cpp for the contract). It
+// runs the planner's three layers: compute_live_ranges (live_ranges.hpp), pack_heap per colour
+// (heap_packer.hpp, IR-free) and assign_buffers (buffer_assignment.hpp).
 struct MemoryPlan {
   std::vector<PoolPlan> pools;
   std::vector<BufferPlan> buffers;

@@ -1,8 +1,10 @@
-#include "exec_util.hpp"
+// Test support: graphs and plans from text (contract in graphs.hpp).
+#include "support/graphs.hpp"
 
 #include <fmt/format.h>
-#include <gtest/gtest.h>
 
+#include "symmflow/ir/text.hpp"
+#include "symmflow/passes/plan_memory.hpp"
 
 namespace symmflow::testing {
 
@@ -15,21 +17,6 @@ std::unique_ptr<ir::Graph> parse(const std::string& text, int world_size) {
 std::shared_ptr<const passes::Plan> plan_text(const std::string& text, int world_size) {
   std::shared_ptr<ir::Graph> g = parse(text, world_size);
   return passes::emit_plan(g, passes::plan_memory(*g));
-}
-
-Tensor make_input(const Shape& shape, DType dtype, int rank, int seed) {
-  Tensor t = Tensor::empty(shape, dtype);
-  TensorView v = t.view();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    store_double(v, i, double((i * 7 + rank * 13 + seed * 5) % 11 - 5) * 0.25);
-  return t;
-}
-
-void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
-  ASSERT_EQ(a.dtype(), b.dtype()) << what;
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  std::vector<double> x = a.to_doubles(), y = b.to_doubles();
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << what << " element " << i;
 }
 
 std::string tp_mlp_text(int layers, bool placed) {

@@ -1,0 +1,103 @@
+// The lexer of the text format; the contract is in lexer.hpp.
+#include "ir/lexer.hpp"
+
+#include <cctype>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace symmflow::ir::text_lexer {
+
+std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
+  std::vector<Token> out;
+  int line = 1, col = 1;
+  size_t i = 0;
+  auto advance = [&](size_t n) {
+    for (size_t k = 0; k < n; ++k, ++i) {
+      if (src[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+  };
+  while (i < src.size()) {
+    char c = src[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      advance(1);
+      continue;
+    }
+    if (c == '#') {
+      while (i < src.size() && src[i] != '\n') advance(1);
+      continue;
+    }
+    Token t;
+    t.loc = {line, col};
+    size_t start = i;
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      while (i < src.size() && (std::isalnum(static_cast<unsigned char>(src[i])) || src[i] == '_'))
+        advance(1);
+      t.kind = Tok::ident;
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               ((c == '-' || c == '.') && i + 1 < src.size() &&
+                std::isdigit(static_cast<unsigned char>(src[i + 1])))) {
+      advance(1);
+      bool is_float = c == '.';
+      while (i < src.size()) {
+        char d = src[i];
+        if (std::isdigit(static_cast<unsigned char>(d))) {
+          advance(1);
+        } else if (d == '.' || d == 'e' || d == 'E') {
+          is_float = true;
+          advance(1);
+          if ((d == 'e' || d == 'E') && i < src.size() && (src[i] == '-' || src[i] == '+'))
+            advance(1);
+        } else {
+          break;
+        }
+      }
+      t.kind = is_float ? Tok::floating : Tok::integer;
+    } else if (c == '"') {
+      advance(1);
+      std::string s;
+      bool closed = false;
+      while (i < src.size() && src[i] != '\n') {
+        if (src[i] == '\\' && i + 1 < src.size()) {
+          s += src[i + 1] == 'n' ? '\n' : src[i + 1];
+          advance(2);
+        } else if (src[i] == '"') {
+          advance(1);
+          closed = true;
+          break;
+        } else {
+          s += src[i];
+          advance(1);
+        }
+      }
+      if (!closed) diags.push_back({t.loc, "unterminated string"});
+      t.kind = Tok::string;
+      t.text = s;
+      out.push_back(t);
+      continue;
+    } else if (c == ':' && i + 1 < src.size() && src[i + 1] == ':') {
+      advance(2);
+      t.kind = Tok::punct;
+    } else if (std::string_view("(){}[],=:@<>.+").find(c) != std::string_view::npos) {
+      advance(1);
+      t.kind = Tok::punct;
+    } else {
+      diags.push_back({t.loc, fmt::format("unexpected character '{}'", c)});
+      advance(1);
+      continue;
+    }
+    t.text = src.substr(start, i - start);
+    out.push_back(t);
+  }
+  Token end;
+  end.loc = {line, col};
+  out.push_back(end);
+  return out;
+}
+
+}  // namespace symmflow::ir::text_lexer

@@ -1,0 +1,28 @@
+// The lexer of the text format (see symmflow/ir/text.hpp): source text to tokens for parser.cpp.
+//
+// Expects: any text. Guarantees: tokens in source order, each with its 1-based line and column,
+//   ending with one Tok::end token; `#` starts a comment to the end of the line; a string token's
+//   text is unquoted with `\n` and `\<c>` escapes resolved; `::` is one punct token; a number
+//   with '.', 'e' or 'E' is floating, else integer (a leading '-' or '.' before a digit belongs to
+//   it). Refuses (one diagnostic each, lexing goes on): an unterminated string (the token is kept)
+//   and a character outside the format (skipped).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "symmflow/ir/diagnostics.hpp"
+
+namespace symmflow::ir::text_lexer {
+
+enum class Tok { ident, integer, floating, string, punct, end };
+
+struct Token {
+  Tok kind = Tok::end;
+  std::string text;
+  SourceLoc loc;
+};
+
+std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags);
+
+}  // namespace symmflow::ir::text_lexer
