@@ -10,7 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "exec_util.hpp"
+#include "support/graphs.hpp"
+#include "support/tensors.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ops/library.hpp"
