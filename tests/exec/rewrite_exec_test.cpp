@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "support/graphs.hpp"
+#include "symmflow/ir/text.hpp"
 #include "support/tensors.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/exec/interpret.hpp"
