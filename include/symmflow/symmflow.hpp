@@ -15,7 +15,9 @@
 //       in.push_back(session.input_buffer(i));          // write inputs here: zero copies
 //       /* fill in.back() */
 //     }
-//     std::vector<symmflow::Tensor> out = session.run(in, {.outputs = sf::Outputs::views});
+//     sf::RunOptions views;
+//     views.outputs = sf::Outputs::views;               // outputs in the plan's memory
+//     std::vector<symmflow::Tensor> out = session.run(in, views);
 //     session.last_stats().copies;                      // what the plan had to copy
 //   });
 //
