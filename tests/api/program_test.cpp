@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "symmflow/ir/graph.hpp"
 #include "symmflow/symmflow.hpp"
 
 namespace sf = symmflow::api;
@@ -154,4 +155,22 @@ TEST(ApiExplain, MalformedJsonIsAnError) {
             0u);
   EXPECT_EQ(error_of([] { sf::explain_from_json("[1"); }).rfind("explain JSON does not parse: ", 0),
             0u);
+}
+
+// A program built with the IR builder (symmflow/ir/graph.hpp) compiles like a parsed one.
+TEST(ApiProgram, ProgramsBuiltInMemory) {
+  symmflow::ir::Graph g("built", 2);
+  g.add_group({"tp", 0, {}});
+  symmflow::ir::Value* x = g.add_input("x", {symmflow::DType::f32, {4, 8}});
+  symmflow::ir::Node* r = g.add_op("symm_mem::one_shot_all_reduce",
+                                   {symmflow::ir::Arg::of(x), symmflow::ir::Arg::of_literal("sum"),
+                                    symmflow::ir::Arg::of_literal("tp")});
+  g.set_outputs({r->output()});
+  sf::Program p = sf::Program::from_graph(g, 2);
+  EXPECT_EQ(p.name(), "built");
+  EXPECT_EQ(p.filename(), "<graph built>");
+  sf::CompiledProgram c = sf::compile(p);
+  ASSERT_EQ(c.explain().collectives.size(), 1u);
+  EXPECT_EQ(c.explain().collectives[0].bytes, 4 * 8 * 4);
+  EXPECT_EQ(c.explain().copies.size(), 1u);  // the input fed to a symm arg
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "symmflow/runtime/runtime.hpp"
 #include "symmflow/symmflow.hpp"
 
 namespace sf = symmflow::api;
@@ -184,4 +185,18 @@ TEST(ApiSession, RanksExchangeBytes) {
               if (r.rank() == 1) throw symmflow::Error(symmflow::ErrorCode::InvalidUsage, "boom");
             }); }),
             "rank 1: boom");
+}
+
+// A runtime started outside the api (here the runtime layer's run_threads; a store transport's
+// init_store the same way) joins through Rank(Runtime&).
+TEST(ApiSession, AnExistingRuntimeJoinsThroughRank) {
+  sf::CompiledProgram compiled = sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 2));
+  std::vector<double> first(2);
+  symmflow::run_threads(2, [&](symmflow::Runtime& rt) {
+    sf::Rank rank(rt);
+    sf::Session session(compiled, rank);
+    Tensor x = Tensor::full({32, 64}, DType::f32, double(rank.rank() + 1));
+    first[size_t(rank.rank())] = session.run({x})[0].to_doubles()[0];
+  });
+  EXPECT_EQ(first, (std::vector<double>{3.0, 3.0}));  // 1 + 2 on both ranks
 }
