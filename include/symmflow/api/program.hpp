@@ -133,6 +133,7 @@ class CompiledProgram {
 
  private:
   friend CompiledProgram compile(const Program&, const CompileOptions&);
+  CompiledProgram() = default;  // made by compile() only
   std::shared_ptr<const Program> source_;
   std::shared_ptr<const passes::Plan> plan_;
   std::shared_ptr<const ExplainData> explain_;
