@@ -6,15 +6,14 @@
 //
 // The threads transport is measured in this process. The MPI peers (and symmflow on the mpi
 // transport) are measured by a child: this same binary under `mpirun -np N ... --internal-mpi-peer`,
-// which prints JSON that is merged here. Output: a table (op, transport, ranks, bytes, median_us,
+// which prints JSON that is merged here (api::bench::measure_under_mpirun). Output: a table (op, transport, ranks, bytes, median_us,
 // busbw_gbps, peer, peer_median_us, ratio = peer time / ours, >1 means symmflow is faster), or
 // with --json a list of objects with those keys. Progress goes to stderr when it is a terminal.
-// Timing convention and busbw formulas: bench_collectives.hpp.
+// Timing convention and busbw formulas: symmflow/api/bench.hpp.
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -22,19 +21,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_collectives.hpp"
 #include "commands.hpp"
-#include "symmflow/core/error.hpp"
-#include "symmflow/ops/registry.hpp"
-
-#ifndef SYMMFLOW_MPIEXEC
-#define SYMMFLOW_MPIEXEC "mpirun"
-#endif
+#include "symmflow/symmflow.hpp"
 
 namespace symmflow::tool {
 
 namespace {
 
+namespace bench = api::bench;
 using bench::Measurement;
 using bench::Options;
 
@@ -66,48 +60,6 @@ class ProgressBar {
   int total_, done_ = 0;
   bool tty_;
 };
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string self_path() {
-  std::array<char, 4096> buf{};
-  ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  SF_CHECK(n > 0, "bench: cannot find this program's path (/proc/self/exe)");
-  return std::string(buf.data(), size_t(n));
-}
-
-// Runs the MPI child and returns its JSON object.
-nlohmann::json run_child(const Options& o) {
-  std::string cmd = fmt::format(
-      "{} --allow-run-as-root --oversubscribe -np {} {} bench collectives --internal-mpi-peer "
-      "--transport {} --ops {} --min-bytes {} --max-bytes {} --factor {} --iters {} --warmup {}",
-      SYMMFLOW_MPIEXEC, o.ranks, shell_quote(self_path()), o.transport, fmt::join(o.ops, ","),
-      o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup);
-  // MPI ranks poll; with more ranks than cores they must yield or they starve each other.
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  SF_CHECK(pipe, "bench: cannot start `{}`", cmd);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  size_t begin = out.find(bench::kJsonBegin), end = out.find(bench::kJsonEnd);
-  SF_CHECK(status == 0 && begin != std::string::npos && end != std::string::npos,
-           "bench: the MPI run failed (exit status {}): {}\noutput:\n{}", status, cmd, out);
-  begin += std::string(bench::kJsonBegin).size();
-  return nlohmann::json::parse(out.substr(begin, end - begin));
-}
-
-std::vector<Measurement> from_json(const nlohmann::json& list) {
-  std::vector<Measurement> out;
-  for (const auto& m : list) out.push_back({m.at("op"), m.at("bytes"), m.at("median_us")});
-  return out;
-}
 
 Options check(Options o, const Raw& raw) {
   SF_CHECK(o.ranks >= 1 && o.ranks <= 64, "bench: --ranks {} out of range [1, 64]", o.ranks);
@@ -141,27 +93,18 @@ int run_bench(Options o, const Raw& raw) {
   for (const std::string& op : o.ops) steps += int(bench::sizes_for(o, op, o.ranks).size());
   ProgressBar bar(o.transport == "mpi" ? 0 : steps);
   if (o.transport != "mpi") {
-    std::vector<Measurement> threads;
-    Registry::global();  // register the ops once, before the rank threads look them up
-    run_threads(o.ranks, [&](Runtime& rt) {
-      std::vector<std::string> errs;
-      bench::Progress progress = [&](const std::string& w) { bar.step(w); };
-      std::vector<Measurement> m = bench::measure_symmflow(rt, o, rt.rank() == 0 ? progress : nullptr, errs);
-      if (rt.rank() == 0) {
-        threads = std::move(m);
-        errors = std::move(errs);
-      }
-    });
-    ours.emplace_back("threads", std::move(threads));
+    bench::Progress progress = [&](const std::string& w) { bar.step(w); };
+    ours.emplace_back("threads", bench::measure_threads(o, progress, errors));
   }
   std::vector<Measurement> peers;
-  if (mpi_available()) {
+  if (api::mpi_available()) {
     bar.note(fmt::format("bench: measuring the MPI peers{} under mpirun -np {} ...",
                          o.transport == "threads" ? "" : " and the mpi transport", o.ranks));
-    nlohmann::json child = run_child(o);
-    peers = from_json(child.at("peers"));
-    if (o.transport != "threads") ours.emplace_back("mpi", from_json(child.at("symmflow")));
-    for (const auto& e : child.at("errors")) errors.push_back(e.get<std::string>());
+    bench::MpiMeasurements child = bench::measure_under_mpirun(
+        o, {bench::self_path(), "bench", "collectives", "--internal-mpi-peer"});
+    peers = std::move(child.peers);
+    if (o.transport != "threads") ours.emplace_back("mpi", std::move(child.symmflow));
+    for (std::string& e : child.errors) errors.push_back(std::move(e));
   } else {
     SF_CHECK(o.transport == "threads", "bench: the mpi transport needs a build with MPI");
     errors.push_back("no MPI in this build: no peer measured");

@@ -1,7 +1,7 @@
 // `symmflow compile file.sf [--ranks N] [--emit ir|plan] [--print-after PASS] [--verify-each]
 // [--plugin P]`:
-// runs the whole pipeline (passes::compile) and prints the plan (Plan::str(), the default) or the
-// optimised graph. --print-after PASS (repeatable, or "all") prints the IR after that pass, as
+// runs the whole pipeline (api::compile) and prints the plan (the default) or the optimised
+// graph. --print-after PASS (repeatable, or "all") prints the IR after that pass, as
 // "// after PASS" and the graph, before the final output. Unknown pass names are refused with the
 // list of names.
 #include <algorithm>
@@ -13,9 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.hpp"
-#include "graph_file.hpp"
-#include "symmflow/core/error.hpp"
-#include "symmflow/passes/pipeline.hpp"
+#include "symmflow/symmflow.hpp"
 
 namespace symmflow::tool {
 
@@ -30,30 +28,18 @@ struct CompileCmdOptions {
 };
 
 int run_compile(const CompileCmdOptions& o) {
-  std::vector<std::string> names;
-  for (const passes::PassInfo& p : passes::graph_passes()) names.push_back(p.name);
-  names.push_back("plan_memory");
+  std::vector<std::string> names = api::pass_names();
   for (const std::string& p : o.print_after) {
     SF_CHECK(p == "all" || std::find(names.begin(), names.end(), p) != names.end(),
              "--print-after: unknown pass '{}' (known: {}, all)", p, fmt::join(names, ", "));
   }
-  auto wanted = [&](const std::string& pass) {
-    return std::find(o.print_after.begin(), o.print_after.end(), pass) != o.print_after.end() ||
-           std::find(o.print_after.begin(), o.print_after.end(), "all") != o.print_after.end();
-  };
-  passes::CompileOptions options;
+  api::load_plugins(o.plugins);
+  api::CompileOptions options;
   if (o.verify_each) options.verify_each = true;
-  if (!o.print_after.empty()) {
-    options.after_pass = [&](const std::string& pass, const ir::Graph& g) {
-      if (wanted(pass)) fmt::print("// after {}\n{}\n", pass, ir::print_graph(g));
-    };
-  }
-  std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins, options);
-  if (o.emit == "ir") {
-    fmt::print("{}", ir::print_graph(*plan->graph));
-  } else {
-    fmt::print("{}", plan->str());
-  }
+  options.print_after = o.print_after;
+  api::CompiledProgram compiled = api::compile(api::Program::parse_file(o.file, o.ranks), options);
+  for (const auto& [pass, ir] : compiled.printed_after()) fmt::print("// after {}\n{}\n", pass, ir);
+  fmt::print("{}", o.emit == "ir" ? compiled.ir_text() : compiled.plan_text());
   return 0;
 }
 }  // namespace

@@ -1,43 +1,43 @@
-// `symmflow env`: the tunables table (tunables.hpp): environment variable, value in force,
+// `symmflow env`: the tunables table (api::tunables): environment variable, value in force,
 // default and doc, one row each; `--json` prints the same as a list of objects
-// {name, env, value, default, doc}. A variable that does not parse is an error naming it (exit 1).
+// {name, env, value, default, doc, set}. A variable that does not parse is an error naming it
+// (exit 1).
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "symmflow/runtime/tunables.hpp"
+#include "symmflow/symmflow.hpp"
 
 namespace symmflow::tool {
 
 namespace {
 
 int run_env(bool json) {
-  std::vector<TunableInfo> table = tunable_table();  // throws naming a bad variable
+  std::vector<api::Tunable> table = api::tunables();  // throws naming a bad variable
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const TunableInfo& t : table) {
+    for (const api::Tunable& t : table) {
       out.push_back({{"name", t.name}, {"env", t.env}, {"value", t.value},
-                     {"default", t.default_value}, {"doc", t.doc},
-                     {"set", std::getenv(t.env.c_str()) != nullptr}});
+                     {"default", t.default_value}, {"doc", t.doc}, {"set", t.set}});
     }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
   size_t w_env = 8, w_value = 5, w_default = 7;
-  for (const TunableInfo& t : table) {
+  for (const api::Tunable& t : table) {
     w_env = std::max(w_env, t.env.size());
     w_value = std::max(w_value, t.value.size() + 1);
     w_default = std::max(w_default, t.default_value.size());
   }
   fmt::print("{:<{}}  {:<{}}  {:<{}}  {}\n", "VARIABLE", w_env, "VALUE", w_value, "DEFAULT",
              w_default, "DESCRIPTION");
-  for (const TunableInfo& t : table) {
+  for (const api::Tunable& t : table) {
     // '*' marks a value set in the environment.
-    std::string value = t.value + (std::getenv(t.env.c_str()) ? "*" : "");
+    std::string value = t.value + (t.set ? "*" : "");
     fmt::print("{:<{}}  {:<{}}  {:<{}}  {}\n", t.env, w_env, value, w_value, t.default_value,
                w_default, t.doc);
   }

@@ -1,14 +1,13 @@
 // `symmflow opt --pass NAME [--pass NAME...] file.sf`: parses a graph, runs the named passes in
 // order (verifying after each) and prints the resulting IR. What the golden tests call.
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "graph_file.hpp"
-#include "symmflow/ir/verify.hpp"
-#include "symmflow/ops/library.hpp"
-#include "symmflow/passes/pipeline.hpp"
+#include "symmflow/symmflow.hpp"
 
 namespace symmflow::tool {
 
@@ -21,15 +20,8 @@ struct OptOptions {
 };
 
 int run_opt(const OptOptions& o) {
-  for (const std::string& p : o.plugins) load_plugin(p);
-  std::string source = read_file(o.file);
-  std::unique_ptr<ir::Graph> g = ir::parse_graph(source, {o.file, o.ranks});
-  ir::verify_or_throw(*g, o.file, source);
-  for (const std::string& p : o.passes) {
-    passes::run_pass(p, *g);
-    ir::verify_or_throw(*g, o.file + " (after " + p + ")", "");
-  }
-  fmt::print("{}", ir::print_graph(*g));
+  api::load_plugins(o.plugins);
+  fmt::print("{}", api::Program::parse_file(o.file, o.ranks).print_after_passes(o.passes));
   return 0;
 }
 }  // namespace

@@ -2,13 +2,13 @@
 // [--trace out.json] [--plugin P]`: compiles the graph once and runs it on N ranks: one thread
 // each (run_threads), or with --transport mpi one process each, started by `mpirun -np N` (every
 // process compiles, --ranks may be left out and must equal N if given; the ranks' results are
-// exchanged and rank 0 alone prints). Every rank builds its exec::Executable and random inputs
+// exchanged and rank 0 alone prints). Every rank binds an api::Session and draws random inputs
 // from seed + rank (so ranks differ), runs K iterations and rank 0's median time per iteration is
 // printed.
 // --check draws new random inputs for every iteration, runs the K iterations back to back (so
 // that a fast rank may run ahead, as in production), then compares every output element of every
-// iteration with exec::interpret of the source graph on that iteration's inputs, within the
-// tolerance of Note [check tolerance] (exec/compare.hpp: per dtype, growing with the square root
+// iteration with the interpreter on the source program (api::Program::interpret) on that
+// iteration's inputs, within the tolerance of Note [check tolerance] (api::compare_output: per dtype, growing with the square root
 // of the output's rounding depth). It prints "check: OK (N outputs, M elements, largest error F
 // of the tolerance)" (elements summed over ranks and iterations) or exits 1 naming the output,
 // its rounding depth, iteration, rank and first bad element. --trace writes Chrome/Perfetto JSON:
@@ -24,21 +24,15 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "graph_file.hpp"
 #include "run_report.hpp"
-#include "symmflow/core/error.hpp"
-#include "symmflow/exec/compare.hpp"
-#include "symmflow/exec/device_module.hpp"
-#include "symmflow/exec/executable.hpp"
-#include "symmflow/exec/interpret.hpp"
-#include "symmflow/ops/call.hpp"
-#include "symmflow/runtime/runtime.hpp"
+#include "symmflow/symmflow.hpp"
 
 namespace symmflow::tool {
 
@@ -68,7 +62,7 @@ uint64_t next_random(uint64_t& state) {
 
 // Floats uniform in [-1, 1) scaled by 1/sqrt(size(0)) for matrices (so that products of weights
 // stay O(1)); integers in [-4, 4] ([0, 4] unsigned, {0, 1} bool).
-Tensor random_input(const ir::TensorType& type, uint64_t& state) {
+Tensor random_input(const api::TensorSpec& type, uint64_t& state) {
   Tensor t = Tensor::empty(type.shape, type.dtype);
   TensorView v = t.view();
   double scale =
@@ -96,72 +90,55 @@ Tensor clone(const Tensor& t) {
   return c;
 }
 
-// A host copy of a run's output (a device tensor on --device cuda).
-Tensor on_host(const Tensor& t) {
-  if (t.device().type == DeviceType::cuda)
-    return exec::device_module(DeviceType::cuda, "--device cuda").to_host(t);
-  return t;
-}
-
 // Checks --device before any rank starts: a name we know, and a GPU when it is cuda.
 void check_device(const std::string& device) {
-  if (device == "cpu") return;
-  SF_CHECK(device == "cuda", "--device: 'cpu' or 'cuda' (got '{}')", device);
-  // Loads the cuda module (Note [device modules]); raises when it is missing.
-  SF_CHECK(exec::device_module(DeviceType::cuda, "--device cuda").device_count() > 0,
-           "--device cuda: no GPU is visible to this process");
-}
-
-// On the calling rank thread: the Executable's options (binds the rank's GPU for cuda).
-exec::ExecOptions exec_options(const std::string& device) {
-  exec::ExecOptions eo;
-  if (device == "cuda")
-    eo.device = Device::cuda(exec::device_module(DeviceType::cuda, "--device cuda").bind_device());
-  return eo;
+  SF_CHECK(device == "cpu" || device == "cuda", "--device: 'cpu' or 'cuda' (got '{}')", device);
+  api::check_device(device);
 }
 
 // --device cuda: --iters replays with the inputs bound into the plan (no copies), back to back.
-double time_replays(exec::Executable& exe, const std::vector<Tensor>& inputs, int iters) {
+double time_replays(api::Session& session, const std::vector<Tensor>& inputs, int iters) {
   std::vector<Tensor> bound;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    bound.push_back(exe.input_handle(i));
-    call("aten::copy_", {bound.back(), inputs[i]});
+    bound.push_back(session.input_buffer(i));
+    api::copy_tensor(bound.back(), inputs[i]);
   }
-  exec::RunOptions ro;
-  ro.output_mode = exec::OutputMode::view;
+  api::RunOptions ro;
+  ro.outputs = api::Outputs::views;
   ro.synchronize = false;
-  exe.run(bound, ro);
-  exe.synchronize();
+  session.run(bound, ro);
+  session.synchronize();
   Clock::time_point begin = Clock::now();
-  for (int i = 0; i < iters; ++i) exe.run(bound, ro);
-  exe.synchronize();
+  for (int i = 0; i < iters; ++i) session.run(bound, ro);
+  session.synchronize();
   return std::chrono::duration<double, std::micro>(Clock::now() - begin).count() / iters;
 }
 
 // One rank's run: its inputs, K iterations, the replays on a GPU, and the check.
-RankResult run_rank(Runtime& rt, const RunCmdOptions& o,
-                    const std::shared_ptr<const passes::Plan>& plan, const ir::Graph* source,
+RankResult run_rank(api::Rank& rank, const RunCmdOptions& o, const api::CompiledProgram& compiled,
                     Clock::time_point t0) {
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - t0).count();
   };
+  // on_step's times are microseconds of the steady clock.
+  const double t0_us = std::chrono::duration<double, std::micro>(t0.time_since_epoch()).count();
   RankResult res;
-  const ir::Graph& g = *plan->graph;
-  uint64_t state = o.seed + uint64_t(rt.rank());
+  const api::Program& source = compiled.source();
+  uint64_t state = o.seed + uint64_t(rank.rank());
   next_random(state);
   auto draw = [&] {
     std::vector<Tensor> inputs;
-    for (const ir::Value* v : g.inputs()) inputs.push_back(random_input(v->type(), state));
+    for (const api::TensorSpec& spec : source.inputs()) inputs.push_back(random_input(spec, state));
     return inputs;
   };
   std::vector<std::vector<Tensor>> inputs{draw()};  // per iteration with --check, else one
-  exec::Executable exe(plan, exec_options(o.device));
-  res.device = exe.device_description();
-  exec::RunOptions run_options;
+  api::Session session(compiled, rank, {o.device});
+  res.device = session.device_description();
+  api::RunOptions run_options;
   int iter = 0;
   if (!o.trace.empty()) {
-    run_options.on_step = [&](size_t step, Clock::time_point begin, Clock::time_point end) {
-      res.events.push_back({int(step), iter, us(begin), us(end) - us(begin)});
+    run_options.on_step = [&](size_t step, double begin_us, double end_us) {
+      res.events.push_back({int(step), iter, begin_us - t0_us, end_us - begin_us});
     };
   }
   std::vector<std::vector<Tensor>> got;  // per iteration with --check
@@ -170,27 +147,24 @@ RankResult run_rank(Runtime& rt, const RunCmdOptions& o,
     std::vector<Tensor> exe_inputs;  // writebacks may change them
     for (const Tensor& t : inputs.back()) exe_inputs.push_back(clone(t));
     Clock::time_point begin = Clock::now();
-    std::vector<Tensor> out = exe.run(exe_inputs, run_options);
+    std::vector<Tensor> out = session.run(exe_inputs, run_options);
     res.iter_us.push_back(us(Clock::now()) - us(begin));
     if (o.check) {
-      for (Tensor& t : out) t = on_host(t);
+      for (Tensor& t : out) t = api::to_host(t);
       got.push_back(std::move(out));
     }
   }
-  if (o.device != "cpu") res.replay_us = time_replays(exe, inputs.back(), o.iters);
+  if (o.device != "cpu") res.replay_us = time_replays(session, inputs.back(), o.iters);
   if (!o.check) return res;
-  std::vector<int> depth;
-  for (const ir::Value* v : source->outputs()) depth.push_back(exec::rounding_depth(*source, v));
   for (size_t it = 0; it < got.size(); ++it) {
     // Collective: every rank interprets every iteration, even after a mismatch.
-    std::vector<Tensor> want = exec::interpret(*source, inputs[it]);
+    std::vector<Tensor> want = source.interpret(inputs[it]);
     res.outputs = want.size();
     for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
       res.elements += size_t(want[i].numel());
-      exec::Comparison c = exec::compare(
-          got[it].at(i), want[i], exec::check_tolerance(want[i].dtype(), depth[i]),
-          fmt::format("output {} ('{}', {} rounding ops deep) of iteration {} on rank {}", i,
-                      g.outputs()[i]->name(), depth[i], it, rt.rank()));
+      api::OutputComparison c = api::compare_output(
+          source, i, got[it].at(i), want[i],
+          fmt::format("of iteration {} on rank {}", it, rank.rank()));
       res.mismatch = c.mismatch;
       res.worst = std::max(res.worst, c.worst);
     }
@@ -202,27 +176,25 @@ RankResult run_rank(Runtime& rt, const RunCmdOptions& o,
 // peers on the host fail fast naming it; the results go to every rank and rank 0 prints the
 // report.
 int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
-  Runtime& rt = init_mpi();
-  std::shared_ptr<const passes::Plan> plan;
+  api::Rank rank = api::join_mpi();
+  std::optional<api::CompiledProgram> compiled;
   std::vector<RankResult> results;
   try {
-    SF_CHECK(!o.ranks_given || o.ranks == rt.world_size(),
+    SF_CHECK(!o.ranks_given || o.ranks == rank.world_size(),
              "--ranks {}: mpirun started {} process{} (leave --ranks out under mpirun, or make "
              "them equal)",
-             o.ranks, rt.world_size(), rt.world_size() == 1 ? "" : "es");
-    plan = compile_file(o.file, rt.world_size(), o.plugins);
-    std::shared_ptr<const ir::Graph> source;
-    if (o.check) source = load_graph(o.file, rt.world_size());
-    Group& world = *rt.group("world");
-    world.barrier(0, "symmflow run");
-    RankResult mine = run_rank(rt, o, plan, source.get(), Clock::now());
-    for (const std::string& r : world.allgather(to_json(mine), "symmflow run"))
+             o.ranks, rank.world_size(), rank.world_size() == 1 ? "" : "es");
+    api::load_plugins(o.plugins);
+    compiled = api::compile(api::Program::parse_file(o.file, rank.world_size()));
+    rank.barrier("symmflow run");
+    RankResult mine = run_rank(rank, o, *compiled, Clock::now());
+    for (const std::string& r : rank.allgather(to_json(mine), "symmflow run"))
       results.push_back(rank_result_from_json(r));
   } catch (const std::exception& e) {
-    rt.bootstrap().poison(e.what());
+    rank.abort(e.what());
     throw;
   }
-  if (rt.rank() == 0) return report(*plan, results, ro);
+  if (rank.rank() == 0) return report(compiled->explain(), results, ro);
   for (const RankResult& r : results) {
     if (r.mismatch) return 1;
   }
@@ -238,15 +210,14 @@ int run_run(const RunCmdOptions& o) {
   check_device(o.device);
   const ReportOptions ro{o.transport, o.trace, o.iters, o.device != "cpu", o.check};
   if (o.transport == "mpi") return run_mpi(o, ro);
-  std::shared_ptr<const passes::Plan> plan = compile_file(o.file, o.ranks, o.plugins);
-  std::shared_ptr<const ir::Graph> source;
-  if (o.check) source = load_graph(o.file, o.ranks);
+  api::load_plugins(o.plugins);
+  api::CompiledProgram compiled = api::compile(api::Program::parse_file(o.file, o.ranks));
   std::vector<RankResult> results(size_t(o.ranks));
   const Clock::time_point t0 = Clock::now();
-  run_threads(o.ranks, [&](Runtime& rt) {
-    results[size_t(rt.rank())] = run_rank(rt, o, plan, source.get(), t0);
+  api::run_threads(o.ranks, [&](api::Rank& rank) {
+    results[size_t(rank.rank())] = run_rank(rank, o, compiled, t0);
   });
-  return report(*plan, results, ro);
+  return report(compiled.explain(), results, ro);
 }
 }  // namespace
 

@@ -1,11 +1,10 @@
-// `symmflow`: the command-line front door. Errors print as "error: ..." with exit code 1; usage
+// `symmflow`: the command line, on the front door (symmflow/symmflow.hpp) alone. Errors print as "error: ..." with exit code 1; usage
 // errors exit through CLI11 (code 106 and a usage line).
 #include <iostream>
 #include <vector>
 
 #include "commands.hpp"
-#include "symmflow/core/error.hpp"
-#include "symmflow/ir/diagnostics.hpp"
+#include "symmflow/symmflow.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"symmflow: compile and run distributed tensor programs over symmetric memory"};
@@ -30,7 +29,7 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : commands) {
       if (sub->parsed()) return run();
     }
-  } catch (const symmflow::ir::DiagnosticError& e) {
+  } catch (const symmflow::api::ProgramError& e) {
     std::cerr << e.what() << "\n";  // already "file:line:col: error: ..."
     return 1;
   } catch (const symmflow::Error& e) {

@@ -7,13 +7,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "symmflow/core/error.hpp"
 
 namespace symmflow::tool {
 
 namespace {
 
-void write_trace(const std::string& path, const passes::Plan& plan,
+void write_trace(const std::string& path, const api::ExplainData& program,
                  const std::vector<RankResult>& results) {
   nlohmann::json events = nlohmann::json::array();
   for (size_t r = 0; r < results.size(); ++r) {
@@ -23,13 +22,12 @@ void write_trace(const std::string& path, const passes::Plan& plan,
                       {"tid", r},
                       {"args", {{"name", fmt::format("rank {}", r)}}}});
     for (const TraceEvent& e : results[r].events) {
-      const ir::Node* n = plan.steps[size_t(e.step)];
-      bool comm = n->op() != nullptr && !n->op()->group_arg().empty();
+      const api::ExplainStep& step = program.steps[size_t(e.step)];
       events.push_back({{"ph", "X"},
                         {"pid", 0},
                         {"tid", r},
-                        {"name", n->display_name()},
-                        {"cat", comm ? "comm" : "compute"},
+                        {"name", step.name},
+                        {"cat", step.communicates ? "comm" : "compute"},
                         {"ts", e.ts_us},
                         {"dur", e.dur_us},
                         {"args", {{"step", e.step}, {"iter", e.iter}}}});
@@ -70,12 +68,12 @@ RankResult rank_result_from_json(const std::string& text) try {
   throw_error(ErrorCode::Internal, "symmflow run: a rank's result does not parse ({})", e.what());
 }
 
-int report(const passes::Plan& plan, const std::vector<RankResult>& results,
+int report(const api::ExplainData& program, const std::vector<RankResult>& results,
            const ReportOptions& o) {
   std::vector<double> t = results[0].iter_us;
   std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
   fmt::print("run: {} on {} ranks ({}, {}), {} iterations: median {:.1f} us/iter (rank 0)\n",
-             plan.graph->name(), results.size(), o.transport, results[0].device, o.iters,
+             program.program, results.size(), o.transport, results[0].device, o.iters,
              t[t.size() / 2]);
   if (o.device_replays) {
     double slowest = 0;
@@ -85,7 +83,7 @@ int report(const passes::Plan& plan, const std::vector<RankResult>& results,
                slowest, o.iters);
   }
   if (!o.trace.empty()) {
-    write_trace(o.trace, plan, results);
+    write_trace(o.trace, program, results);
     fmt::print("trace: {}\n", o.trace);
   }
   if (!o.check) return 0;

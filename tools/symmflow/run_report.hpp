@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "symmflow/passes/plan.hpp"
+#include "symmflow/symmflow.hpp"
 
 namespace symmflow::tool {
 
@@ -42,7 +42,8 @@ struct ReportOptions {
 
 // Prints the run line (rank 0's median), the replay line, the trace and the check result; returns
 // the exit code (1 when a rank's check failed).
-int report(const passes::Plan& plan, const std::vector<RankResult>& results,
+// `program` names the program and its steps (the trace's events).
+int report(const api::ExplainData& program, const std::vector<RankResult>& results,
            const ReportOptions& o);
 
 }  // namespace symmflow::tool

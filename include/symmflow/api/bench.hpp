@@ -1,6 +1,7 @@
-// `symmflow bench collectives`: shared pieces of the command (cmd_bench.cpp), the symmflow
-// measurement on any transport (bench_measure.cpp) and the MPI peer run under mpirun
-// (bench_mpi_peer.cpp).
+// The front door, part 5: the collective benchmark behind `symmflow bench collectives`
+// (tools/symmflow/cmd_bench.cpp prints it): symmflow's collectives measured on the threads or the
+// mpi transport (src/api/bench_measure.cpp) and the MPI peers measured under mpirun
+// (src/api/bench_mpi_peer.cpp).
 //
 // Timing convention: every rank times every iteration (a barrier before each sample, f32 data);
 // an iteration's time is the slowest rank's, and the reported latency is the median of those over
@@ -14,9 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "symmflow/runtime/runtime.hpp"
 
-namespace symmflow::tool::bench {
+namespace symmflow::api::bench {
 
 inline const std::vector<std::string> kOps = {"one_shot", "two_shot", "all_reduce",
                                               "reduce_scatter", "all_gather"};
@@ -55,11 +55,25 @@ std::string format_bytes(int64_t bytes);
 
 using Progress = std::function<void(const std::string& what)>;
 
-// Collective over the world group of the current runtime: every op of o.ops at every size, on
-// the transport of `rt`. Returns rank 0's list (others return an empty list). An op that fails
-// the same way on every rank (no kernel yet) is skipped and its error is added to `errors`.
-std::vector<Measurement> measure_symmflow(Runtime& rt, const Options& o, const Progress& progress,
-                                          std::vector<std::string>& errors);
+// Every op of o.ops at every size on o.ranks rank threads of this process (threads transport):
+// rank 0's list. An op that fails the same way on every rank (no kernel yet) is skipped and its
+// error is added to `errors`. `progress` (may be empty) is called before each measurement.
+std::vector<Measurement> measure_threads(const Options& o, const Progress& progress,
+                                         std::vector<std::string>& errors);
+
+// What the child under mpirun measured: the MPI peers, symmflow on the mpi transport (when
+// o.transport is mpi or both) and the ops it skipped.
+struct MpiMeasurements {
+  std::vector<Measurement> peers, symmflow;
+  std::vector<std::string> errors;
+};
+// Runs `mpirun -np o.ranks <child_command> --transport ... --ops ...` (child_command: the program
+// and the arguments that make it call run_mpi_peer_child, e.g. {"/path/symmflow", "bench",
+// "collectives", "--internal-mpi-peer"}) and reads what it printed. InvalidUsage with the
+// command and its output when it fails.
+MpiMeasurements measure_under_mpirun(const Options& o, const std::vector<std::string>& child_command);
+// This program's path (/proc/self/exe).
+std::string self_path();
 
 // The child under mpirun (`bench collectives --internal-mpi-peer`): measures the MPI peers of
 // o.ops (and symmflow on the mpi transport when o.transport is mpi or both) and prints, on rank
@@ -68,4 +82,4 @@ int run_mpi_peer_child(const Options& o);
 inline constexpr const char* kJsonBegin = "@@symmflow-bench-json-begin@@";
 inline constexpr const char* kJsonEnd = "@@symmflow-bench-json-end@@";
 
-}  // namespace symmflow::tool::bench
+}  // namespace symmflow::api::bench

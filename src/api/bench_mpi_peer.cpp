@@ -1,7 +1,7 @@
 // The MPI side of `symmflow bench collectives`, run as `mpirun -np N symmflow bench collectives
 // --internal-mpi-peer ...` by the command itself: measures the MPI peers (MPI_Allreduce,
 // MPI_Reduce_scatter_block, MPI_Allgather on f32, out of place, the same sizes and timing
-// convention as symmflow's side; bench_collectives.hpp), and symmflow's ops on the mpi transport
+// convention as symmflow's side; symmflow/api/bench.hpp), and symmflow's ops on the mpi transport
 // when asked. Rank 0 prints one JSON object between marker lines:
 //   {"peers": [{"op": "MPI_Allreduce", "bytes": 8, "median_us": 3.1}, ...],
 //    "symmflow": [{"op": "one_shot", "bytes": 8, "median_us": 2.0}, ...], "errors": [...]}
@@ -13,14 +13,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_collectives.hpp"
+#include "api/bench_internal.hpp"
+#include "symmflow/api/bench.hpp"
+#include "symmflow/runtime/runtime.hpp"
 #include "symmflow/core/error.hpp"
 
 #ifdef SYMMFLOW_HAVE_MPI
 #include "runtime/mpi_check.hpp"
 #endif
 
-namespace symmflow::tool::bench {
+namespace symmflow::api::bench {
 
 #ifdef SYMMFLOW_HAVE_MPI
 
@@ -64,7 +66,7 @@ std::vector<Measurement> measure_peers(const Options& o, int ranks) {
       samples.push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     }
-    // The slowest rank per iteration, then the median (bench_collectives.hpp).
+    // The slowest rank per iteration, then the median (symmflow/api/bench.hpp).
     SF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, samples.data(), int(samples.size()), MPI_DOUBLE,
                                MPI_MAX, MPI_COMM_WORLD));
     if (rank == 0) out.push_back({peer, bytes, median(samples)});
@@ -103,4 +105,4 @@ int run_mpi_peer_child(const Options&) {
 
 #endif
 
-}  // namespace symmflow::tool::bench
+}  // namespace symmflow::api::bench

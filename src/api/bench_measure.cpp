@@ -1,6 +1,6 @@
 // Measurement of symmflow's collectives on the current runtime (threads or mpi transport), and
 // the helpers of `symmflow bench collectives` (contract and timing convention in
-// bench_collectives.hpp). One symmetric heap, sized for the largest case, is allocated once and
+// symmflow/api/bench.hpp). One symmetric heap, sized for the largest case, is allocated once and
 // every size is a tensor at its offset 0, so that the mpi transport (whose windows live until
 // finalize) does not grow with the number of sizes.
 #include <algorithm>
@@ -10,13 +10,15 @@
 
 #include <fmt/format.h>
 
-#include "bench_collectives.hpp"
+#include "api/bench_internal.hpp"
+#include "symmflow/api/bench.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/kernels/collectives.hpp"
+#include "symmflow/runtime/runtime.hpp"
 
-namespace symmflow::tool::bench {
+namespace symmflow::api::bench {
 
 bool is_all_reduce(const std::string& op) {
   return op == "one_shot" || op == "two_shot" || op == "all_reduce";
@@ -121,7 +123,7 @@ std::function<void()> make_call(const std::string& op, const std::shared_ptr<Sym
   invalid_usage("bench: unknown op '{}'", op);
 }
 
-// Per-iteration maximum over the ranks' samples, then the median (bench_collectives.hpp).
+// Per-iteration maximum over the ranks' samples, then the median (bench.hpp).
 double slowest_rank_median(Group& g, const std::vector<double>& mine) {
   std::string blob(mine.size() * sizeof(double), '\0');
   std::memcpy(blob.data(), mine.data(), blob.size());
@@ -185,4 +187,19 @@ std::vector<Measurement> measure_symmflow(Runtime& rt, const Options& o, const P
   return out;
 }
 
-}  // namespace symmflow::tool::bench
+std::vector<Measurement> measure_threads(const Options& o, const Progress& progress,
+                                         std::vector<std::string>& errors) {
+  std::vector<Measurement> out;
+  Registry::global();  // register the ops once, before the rank threads look them up
+  run_threads(o.ranks, [&](Runtime& rt) {
+    std::vector<std::string> errs;
+    std::vector<Measurement> m = measure_symmflow(rt, o, rt.rank() == 0 ? progress : nullptr, errs);
+    if (rt.rank() == 0) {
+      out = std::move(m);
+      errors = std::move(errs);
+    }
+  });
+  return out;
+}
+
+}  // namespace symmflow::api::bench

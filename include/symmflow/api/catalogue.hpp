@@ -1,0 +1,55 @@
+// The front door, part 4: the op catalogue, schema checks, tunables and the eager demo block,
+// as data (what `symmflow ops`, `env` and `demo` print).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "symmflow/core/dtype.hpp"
+
+namespace symmflow::api {
+
+struct OpInfo {
+  std::string name;    // "symm_mem::one_shot_all_reduce"
+  std::string schema;  // the schema printed
+  std::vector<std::string> backends;   // "cpu", "cuda"
+  std::vector<std::string> symm_args;  // arguments that must live in symmetric memory
+  std::string group_arg;               // empty when the op does not communicate
+  std::string functional, inplace, out;  // variants; empty when none
+};
+
+// Registered ops, sorted by name, of namespace `ns` (every namespace when empty); InvalidUsage
+// "no ops in namespace 'x' (namespaces: ...)" for a namespace without ops.
+std::vector<OpInfo> list_ops(const std::string& ns = "");
+std::vector<std::string> op_namespaces();
+
+// One schema parsed and validated (InvalidUsage naming the problem), with its alias analysis.
+struct SchemaReport {
+  std::string schema;                // printed back
+  bool is_mutable = false;
+  std::vector<std::string> written;  // argument names annotated `!`
+  std::vector<std::string> out_args;
+  std::vector<std::string> returns;  // per return: "fresh" or "aliases <arg>"
+  bool is_view = false;
+};
+SchemaReport check_schema(const std::string& text);
+
+struct Tunable {
+  std::string name, env, value, default_value, doc;
+  bool set = false;  // the variable is set in the environment
+};
+// The tunables in force; InvalidUsage naming a variable that does not parse.
+std::vector<Tunable> tunables();
+
+// The demo's eager MLP block (mm -> gelu -> rms_norm -> softmax) on [m x k] @ [k x n] in `dtype`,
+// checked against a double reference: the per-op median times of 21 calls and the largest
+// relative error.
+struct EagerBlockResult {
+  int64_t m = 0, k = 0, n = 0;
+  std::vector<std::pair<std::string, double>> median_us;  // per op
+  double worst_rel_error = 0;
+};
+EagerBlockResult run_eager_mlp_block(DType dtype);
+
+}  // namespace symmflow::api

@@ -1,0 +1,134 @@
+// The front door, part 3: ranks, and a compiled program bound to the calling rank.
+//
+// Ranks start on threads (run_threads: N ranks in this process, one callback each) or under MPI
+// (join_mpi: this process is one rank). A runtime made some other way (a store transport's
+// init_store in symmflow/runtime/runtime.hpp) joins through Rank(Runtime&): the runtime must be
+// current on the calling thread (RuntimeScope) when a Session is made and run.
+//
+// A Session is a CompiledProgram bound to the calling rank on a device ("cpu", "cuda" for GPU
+// rank % GPUs, "cuda:i"): its memory pools are allocated once, collectively, and every run()
+// reuses them. Inputs are caller-owned tensors or views; writing input i into input_buffer(i)
+// and passing that buffer costs no copy where the plan stages the input (RunStats). Outputs are
+// owned tensors, views into the plan's memory (valid until the next run, zero copies), or
+// written into caller-owned views. Refuses: wrong input counts, shapes or dtypes (InvalidUsage
+// naming the input), a device this build cannot run on.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symmflow/api/program.hpp"
+#include "symmflow/core/tensor.hpp"
+
+namespace symmflow {
+class Runtime;  // symmflow/runtime/runtime.hpp
+namespace exec {
+class Executable;
+}
+}  // namespace symmflow
+
+namespace symmflow::api {
+
+// The calling rank of a world: a handle on its runtime (not owned).
+class Rank {
+ public:
+  explicit Rank(Runtime& runtime);
+  int rank() const;
+  int world_size() const;
+  std::string transport() const;  // "threads", "mpi", ...
+  // Collective over the world group: every rank calls, with `what` naming the call in errors.
+  void barrier(const std::string& what);
+  std::vector<std::string> allgather(const std::string& bytes, const std::string& what);
+  // Marks the world failed so that peers waiting on this rank fail fast naming it.
+  void abort(const std::string& why);
+  Runtime& runtime() const { return *runtime_; }
+
+ private:
+  Runtime* runtime_;
+};
+
+// Runs fn on `world_size` ranks, one thread each; rethrows the first rank's error (in rank
+// order) prefixed "rank N: ". A rank that throws fails its waiting peers fast.
+void run_threads(int world_size, const std::function<void(Rank&)>& fn);
+// MPI: this process becomes one rank of MPI_COMM_WORLD (finalized at exit); InvalidUsage when
+// symmflow was built without MPI.
+Rank join_mpi();
+bool mpi_available();
+
+// GPUs this process can use: 0 without the cuda backend, a driver or a GPU.
+int cuda_device_count();
+bool cuda_built();
+// A host copy of `t` (itself when on the host); waits for the rank's GPU stream.
+Tensor to_host(const Tensor& t);
+// Copies src into dst (same shape and dtype; host or device, either way), e.g. an input into
+// Session::input_buffer.
+void copy_tensor(const Tensor& dst, const Tensor& src);
+
+struct DeviceOptions {
+  std::string device = "cpu";  // "cpu", "cuda" (GPU rank % GPUs) or "cuda:i"
+  bool cuda_graph = true;      // capture the steps on the first run and replay them later
+};
+// Checks a device name before ranks start: known, and a GPU visible when it is cuda.
+void check_device(const std::string& device);
+
+enum class Outputs {
+  owned,  // fresh tensors the caller owns
+  views,  // views into the plan's memory, valid until the next run (zero copies)
+};
+
+struct RunOptions {
+  Outputs outputs = Outputs::owned;
+  // Called after each executed step with its index into explain().steps and its begin and end
+  // in microseconds of the steady clock. Empty: no clock is read.
+  std::function<void(size_t step, double begin_us, double end_us)> on_step;
+  bool synchronize = true;  // on a GPU: wait for the run before returning
+};
+
+// What one run did (exec::RunStats): data copies the plan needed, copy-ins skipped because the
+// input was its staging buffer, and the copies that made outputs.
+struct RunStats {
+  size_t copies = 0;
+  size_t bytes_copied = 0;
+  size_t input_copies_skipped = 0;
+  size_t output_copies = 0;
+  size_t output_bytes = 0;
+};
+
+class Session {
+ public:
+  // Collective: every rank of the program's groups binds the same program.
+  Session(const CompiledProgram& program, Rank& rank, const DeviceOptions& device = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  const std::vector<TensorSpec>& inputs() const { return inputs_; }
+  const std::vector<TensorSpec>& outputs() const { return outputs_; }
+  // Where to write input i so that run() copies nothing for it (the plan's staging buffer when
+  // it has one, else a tensor this session owns).
+  Tensor input_buffer(size_t i);
+
+  // Runs on `inputs` (one per program input).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
+  // Runs on caller-owned views and writes output i into outputs[i] (shape and dtype checked).
+  // A view of input_buffer(i) is bound without a copy.
+  const RunStats& run_into(const std::vector<TensorView>& inputs,
+                           const std::vector<TensorView>& outputs,
+                           const RunOptions& options = {});
+
+  const RunStats& last_stats() const { return stats_; }
+  void synchronize();                     // waits for earlier GPU runs, raising what failed
+  std::string device_description() const; // "cpu", or the GPU backend's description
+
+ private:
+  void check_inputs(const std::vector<TensorSpec>& specs, const std::vector<Shape>& shapes,
+                    const std::vector<DType>& dtypes, const char* what) const;
+  std::unique_ptr<exec::Executable> exe_;
+  std::vector<TensorSpec> inputs_, outputs_;
+  RunStats stats_;
+};
+
+}  // namespace symmflow::api

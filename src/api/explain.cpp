@@ -1,0 +1,124 @@
+// The explain data of a plan, and its JSON (symmflow/api/explain.hpp). make_explain is the one
+// place in the api that reads passes::Plan (Note [plan behind one file]).
+//
+// Note [plan behind one file]: the Plan's steps, buffers and copies are being retyped (issue 15,
+// item 2); the api reads them here only, into plain structs, so that the rest of the api and the
+// CLI never see an IR node.
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "api/explain_internal.hpp"
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/algorithm.hpp"
+
+namespace symmflow::api {
+
+namespace {
+
+std::string pool_name(const passes::Plan& plan, const passes::BufferPlan& b) {
+  if (b.pool >= 0) return plan.pools[size_t(b.pool)].name;
+  if (b.alias_of >= 0) return "alias of " + plan.buffers[size_t(b.alias_of)].name;
+  return "-";
+}
+
+// Every step with a group: its largest tensor argument and the algorithm table's choice.
+std::vector<ExplainCollective> collectives_of(const passes::Plan& plan) {
+  std::vector<ExplainCollective> out;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const ir::Node& n = *plan.steps[s];
+    if (!n.op() || n.group().empty()) continue;
+    ExplainCollective c{int(s), n.op()->name(), n.group(), plan.graph->group_size(n.group()), 0,
+                        {}, {}, {}};
+    for (const ir::Arg& a : n.args()) {
+      if (a.kind != ir::Arg::Kind::value) continue;
+      const ir::TensorType& t = a.value->type();
+      c.bytes = std::max(c.bytes, numel(t.shape) * int64_t(dtype_size(t.dtype)));
+    }
+    AlgorithmChoice choice = collective_algorithm(c.op, c.bytes, c.ranks);
+    c.cpu = choice.cpu;
+    c.cuda = choice.cuda;
+    c.why = choice.why;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+DType dtype_from(const std::string& name) {
+  std::optional<DType> d = parse_dtype(name);
+  SF_CHECK(d.has_value(), "explain JSON: unknown dtype '{}'", name);
+  return *d;
+}
+
+}  // namespace
+
+ExplainData make_explain(const passes::Plan& plan, int world_size) {
+  ExplainData d;
+  d.program = plan.graph->name();
+  d.world_size = world_size;
+  for (const ir::Node* n : plan.steps)
+    d.steps.push_back({n->display_name(), n->op() != nullptr && !n->op()->group_arg().empty()});
+  for (const passes::PoolPlan& p : plan.pools) d.pools.push_back({p.name, p.bytes, p.lower_bound, p.order});
+  for (const passes::BufferPlan& b : plan.buffers) {
+    d.buffers.push_back({b.name, pool_name(plan, b), b.pool, b.offset, b.bytes, b.type.dtype,
+                         b.type.shape, b.first_step, b.last_step, b.intermediate});
+  }
+  for (const passes::CopyInfo& c : plan.copies) d.copies.push_back({c.step, c.kind, c.reason, c.bytes});
+  d.collectives = collectives_of(plan);
+  return d;
+}
+
+std::string to_json(const ExplainData& d, int indent) {
+  nlohmann::json steps = nlohmann::json::array(), pools = nlohmann::json::array(),
+                 buffers = nlohmann::json::array(), copies = nlohmann::json::array(),
+                 collectives = nlohmann::json::array();
+  for (const ExplainStep& s : d.steps)
+    steps.push_back({{"name", s.name}, {"communicates", s.communicates}});
+  for (const ExplainPool& p : d.pools) {
+    pools.push_back({{"name", p.name}, {"peak_bytes", p.peak_bytes},
+                     {"lower_bound_bytes", p.lower_bound_bytes}, {"order", p.order}});
+  }
+  for (const ExplainBuffer& b : d.buffers) {
+    buffers.push_back({{"name", b.name}, {"pool", b.pool}, {"pool_index", b.pool_index},
+                       {"offset", b.offset}, {"bytes", b.bytes},
+                       {"dtype", std::string(dtype_name(b.dtype))}, {"shape", b.shape},
+                       {"first_step", b.first_step}, {"last_step", b.last_step},
+                       {"intermediate", b.intermediate}});
+  }
+  for (const ExplainCopy& c : d.copies)
+    copies.push_back({{"reason", c.reason}, {"bytes", c.bytes}, {"kind", c.kind}, {"step", c.step}});
+  for (const ExplainCollective& c : d.collectives) {
+    collectives.push_back({{"step", c.step}, {"op", c.op}, {"group", c.group}, {"ranks", c.ranks},
+                           {"bytes", c.bytes}, {"cpu", c.cpu}, {"cuda", c.cuda}, {"why", c.why}});
+  }
+  nlohmann::json out = {{"program", d.program}, {"world_size", d.world_size}, {"steps", steps},
+                        {"pools", pools},       {"buffers", buffers},         {"copies", copies},
+                        {"collectives", collectives}};
+  return out.dump(indent);
+}
+
+ExplainData explain_from_json(const std::string& text) try {
+  nlohmann::json j = nlohmann::json::parse(text);
+  ExplainData d;
+  d.program = j.at("program").get<std::string>();
+  d.world_size = j.at("world_size").get<int>();
+  for (const auto& s : j.at("steps")) d.steps.push_back({s.at("name"), s.at("communicates")});
+  for (const auto& p : j.at("pools"))
+    d.pools.push_back({p.at("name"), p.at("peak_bytes"), p.at("lower_bound_bytes"), p.at("order")});
+  for (const auto& b : j.at("buffers")) {
+    d.buffers.push_back({b.at("name"), b.at("pool"), b.at("pool_index"), b.at("offset"),
+                         b.at("bytes"), dtype_from(b.at("dtype")), b.at("shape").get<Shape>(),
+                         b.at("first_step"), b.at("last_step"), b.at("intermediate")});
+  }
+  for (const auto& c : j.at("copies"))
+    d.copies.push_back({c.at("step"), c.at("kind"), c.at("reason"), c.at("bytes")});
+  for (const auto& c : j.at("collectives")) {
+    d.collectives.push_back({c.at("step"), c.at("op"), c.at("group"), c.at("ranks"), c.at("bytes"),
+                             c.at("cpu"), c.at("cuda"), c.at("why")});
+  }
+  return d;
+} catch (const nlohmann::json::exception& e) {
+  invalid_usage("explain JSON does not parse: {}", e.what());
+}
+
+}  // namespace symmflow::api

@@ -1,0 +1,202 @@
+// The api's ranks and sessions (symmflow/api/session.hpp): runs on rank threads with caller-owned
+// views give the interpreter's results on every element; inputs bound through input_buffer cost
+// no copy; bad inputs are refused with text naming them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "symmflow/runtime/runtime.hpp"
+#include "symmflow/symmflow.hpp"
+
+namespace sf = symmflow::api;
+using symmflow::DType;
+using symmflow::Tensor;
+using symmflow::TensorView;
+
+namespace {
+
+std::string example(const std::string& name) { return std::string(SYMMFLOW_EXAMPLES_DIR) + "/" + name; }
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const symmflow::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Deterministic values that differ per rank and per input.
+std::vector<float> values(int64_t n, int rank, size_t input) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e) v[size_t(e)] = float((e * 5 + rank * 3 + int64_t(input)) % 13) / 64.0f - 0.09f;
+  return v;
+}
+
+TensorView view_of(std::vector<float>& data, const symmflow::Shape& shape) {
+  TensorView v;
+  v.data = data.data();
+  v.dtype = DType::f32;
+  v.shape = shape;
+  v.strides = symmflow::contiguous_strides(shape);
+  return v;
+}
+
+}  // namespace
+
+TEST(ApiSession, CallerOwnedViewsGiveTheInterpretersResults) {
+  for (const char* name : {"tp_mlp_small.sf", "halo_exchange.sf", "input_allreduce.sf",
+                           "pointwise_then_allreduce.sf"}) {
+    for (int ranks : {1, 2, 4}) {
+      sf::Program program = sf::Program::parse_file(example(name), ranks);
+      sf::CompiledProgram compiled = sf::compile(program);
+      std::mutex m;
+      std::vector<std::string> failures;
+      sf::run_threads(ranks, [&](sf::Rank& rank) {
+        sf::Session session(compiled, rank);
+        std::vector<std::vector<float>> in_data, out_data;
+        std::vector<TensorView> in, out;
+        std::vector<Tensor> reference_inputs;
+        for (size_t i = 0; i < session.inputs().size(); ++i) {
+          const sf::TensorSpec& s = session.inputs()[i];
+          in_data.push_back(values(symmflow::numel(s.shape), rank.rank(), i));
+          reference_inputs.push_back(Tensor::from_vector(in_data.back(), s.shape));
+        }
+        for (size_t i = 0; i < in_data.size(); ++i) in.push_back(view_of(in_data[i], session.inputs()[i].shape));
+        for (const sf::TensorSpec& s : session.outputs()) {
+          out_data.emplace_back(size_t(symmflow::numel(s.shape)), -1.0f);
+          out.push_back(view_of(out_data.back(), s.shape));
+        }
+        for (int iter = 0; iter < 2; ++iter) session.run_into(in, out);
+        EXPECT_EQ(session.last_stats().output_copies, out.size());
+        std::vector<Tensor> want = program.interpret(reference_inputs);
+        ASSERT_EQ(want.size(), out_data.size());
+        for (size_t o = 0; o < want.size(); ++o) {
+          std::vector<double> w = want[o].to_doubles();
+          for (size_t e = 0; e < w.size(); ++e) {
+            if (double(out_data[o][e]) != w[e]) {
+              std::lock_guard<std::mutex> lock(m);
+              failures.push_back(std::string(name) + " ranks " + std::to_string(ranks) + " rank " +
+                                 std::to_string(rank.rank()) + " output " + std::to_string(o) +
+                                 " element " + std::to_string(e));
+              return;
+            }
+          }
+        }
+      });
+      EXPECT_TRUE(failures.empty()) << failures.front();
+    }
+  }
+}
+
+TEST(ApiSession, InputsBoundThroughTheirBuffersCostNoCopy) {
+  // input_allreduce: x feeds a symm arg, so a caller's own tensor is copied into symm[tp] once
+  // per run, and the staging buffer from input_buffer is bound without a copy.
+  sf::CompiledProgram compiled = sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 2));
+  sf::run_threads(2, [&](sf::Rank& rank) {
+    sf::Session session(compiled, rank);
+    const symmflow::Shape shape = session.inputs()[0].shape;
+    std::vector<float> data = values(symmflow::numel(shape), rank.rank(), 0);
+    std::vector<float> result(data.size());
+    session.run({Tensor::from_vector(data, shape)});
+    EXPECT_EQ(session.last_stats().copies, 1u);
+    EXPECT_EQ(session.last_stats().input_copies_skipped, 0u);
+
+    Tensor buffer = session.input_buffer(0);
+    EXPECT_TRUE(buffer.is_symmetric());
+    std::memcpy(buffer.raw_data(), data.data(), buffer.nbytes());
+    sf::RunOptions views;
+    views.outputs = sf::Outputs::views;
+    std::vector<Tensor> out = session.run({buffer}, views);
+    EXPECT_EQ(session.last_stats().copies, 0u);
+    EXPECT_EQ(session.last_stats().input_copies_skipped, 1u);
+    EXPECT_EQ(session.last_stats().output_copies, 0u);
+    std::vector<double> sums = out[0].to_doubles();
+
+    // The same through caller-owned views: a view of the buffer is bound, not copied.
+    std::memcpy(buffer.raw_data(), data.data(), buffer.nbytes());
+    TensorView in = buffer.view();
+    std::vector<float> out_data(data.size());
+    const sf::RunStats& stats = session.run_into({in}, {view_of(out_data, shape)});
+    EXPECT_EQ(stats.copies, 0u);
+    EXPECT_EQ(stats.input_copies_skipped, 1u);
+    EXPECT_EQ(stats.output_copies, 1u);
+    for (size_t e = 0; e < out_data.size(); ++e) ASSERT_EQ(double(out_data[e]), sums[e]) << e;
+  });
+}
+
+TEST(ApiSession, BadInputsAreRefusedNamingThem) {
+  sf::CompiledProgram compiled = sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 1));
+  sf::run_threads(1, [&](sf::Rank& rank) {
+    sf::Session session(compiled, rank);
+    Tensor good = Tensor::empty({32, 64}, DType::f32);
+    EXPECT_EQ(error_of([&] { session.run({good, good}); }),
+              "run: program 'input_allreduce' takes 1 inputs, got 2");
+    EXPECT_EQ(error_of([&] { session.run({}); }),
+              "run: program 'input_allreduce' takes 1 inputs, got 0");
+    EXPECT_EQ(error_of([&] { session.run({Tensor::empty({32, 32}, DType::f32)}); }),
+              "run: input 0 ('x') of program 'input_allreduce' is f32[32, 64], got f32[32, 32]");
+    EXPECT_EQ(error_of([&] { session.run({Tensor::empty({32, 64}, DType::bf16)}); }),
+              "run: input 0 ('x') of program 'input_allreduce' is f32[32, 64], got bf16[32, 64]");
+    std::vector<float> in(32 * 64), small(8);
+    EXPECT_EQ(error_of([&] { session.run_into({view_of(in, {32, 64})}, {view_of(small, {8})}); }),
+              "run: output 0 ('r') of program 'input_allreduce' is f32[32, 64], got f32[8]");
+    EXPECT_EQ(error_of([&] { session.run_into({view_of(in, {32, 64})}, {}); }),
+              "run: program 'input_allreduce' takes 1 outputs, got 0");
+    EXPECT_EQ(error_of([&] { session.input_buffer(3); }),
+              "input_buffer: the program takes 1 inputs, not 4");
+  });
+}
+
+TEST(ApiSession, RefusesUnknownDevicesAndForeignThreads) {
+  EXPECT_EQ(error_of([] { sf::check_device("tpu"); }), "--device: 'cpu' or 'cuda' (got 'tpu')");
+  if (!sf::cuda_built()) {
+    EXPECT_EQ(error_of([] { sf::check_device("cuda:0"); }),
+              "--device cuda: this symmflow was built without the cuda backend");
+  }
+  sf::CompiledProgram compiled = sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 1));
+  sf::Rank* other = nullptr;
+  sf::run_threads(1, [&](sf::Rank& rank) {
+    // A Rank whose runtime is not current on the calling thread (this test's main thread).
+    other = &rank;
+    std::string text;
+    std::thread t([&] { text = error_of([&] { sf::Session s(compiled, *other); }); });
+    t.join();
+    EXPECT_EQ(text, "Session: rank 0's runtime is not the current one of this thread (bind on the "
+                    "rank's own thread, or make it current with a RuntimeScope)");
+  });
+}
+
+TEST(ApiSession, RanksExchangeBytes) {
+  std::vector<std::vector<std::string>> got(3);
+  sf::run_threads(3, [&](sf::Rank& rank) {
+    EXPECT_EQ(rank.world_size(), 3);
+    EXPECT_EQ(rank.transport(), "threads");
+    rank.barrier("api test");
+    got[size_t(rank.rank())] = rank.allgather(std::string(1, char('a' + rank.rank())), "api test");
+  });
+  for (const auto& g : got) EXPECT_EQ(g, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(error_of([] { sf::run_threads(2, [](sf::Rank& r) {
+              if (r.rank() == 1) throw symmflow::Error(symmflow::ErrorCode::InvalidUsage, "boom");
+            }); }),
+            "rank 1: boom");
+}
+
+// A runtime started outside the api (here the runtime layer's run_threads; a store transport's
+// init_store the same way) joins through Rank(Runtime&).
+TEST(ApiSession, AnExistingRuntimeJoinsThroughRank) {
+  sf::CompiledProgram compiled = sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 2));
+  std::vector<double> first(2);
+  symmflow::run_threads(2, [&](symmflow::Runtime& rt) {
+    sf::Rank rank(rt);
+    sf::Session session(compiled, rank);
+    Tensor x = Tensor::full({32, 64}, DType::f32, double(rank.rank() + 1));
+    first[size_t(rank.rank())] = session.run({x})[0].to_doubles()[0];
+  });
+  EXPECT_EQ(first, (std::vector<double>{3.0, 3.0}));  // 1 + 2 on both ranks
+}
