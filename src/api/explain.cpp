@@ -10,7 +10,7 @@
 
 #include "api/explain_internal.hpp"
 #include "symmflow/core/error.hpp"
-#include "symmflow/runtime/algorithm.hpp"
+#include "symmflow/kernels/algorithm.hpp"
 
 namespace symmflow::api {
 
@@ -35,7 +35,7 @@ std::vector<ExplainCollective> collectives_of(const passes::Plan& plan) {
       const ir::TensorType& t = a.value->type();
       c.bytes = std::max(c.bytes, numel(t.shape) * int64_t(dtype_size(t.dtype)));
     }
-    AlgorithmChoice choice = collective_algorithm(c.op, c.bytes, c.ranks);
+    kernels::AlgorithmChoice choice = kernels::collective_algorithm(c.op, c.bytes, c.ranks);
     c.cpu = choice.cpu;
     c.cuda = choice.cuda;
     c.why = choice.why;

@@ -7,7 +7,7 @@
 // pool (a view or in-place result has pool_index -1 and pool "alias of <base>"), offset, bytes,
 // dtype, shape and lifetime in steps. Copies: every compiler-added copy with its kind and reason.
 // Collectives: every step with a group, its largest tensor's bytes and the algorithm each
-// backend runs for it (runtime/algorithm.hpp). Steps: the schedule, with display names.
+// backend runs for it (kernels/algorithm.hpp). Steps: the schedule, with display names.
 #pragma once
 
 #include <cstddef>
