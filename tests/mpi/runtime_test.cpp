@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "mpi_test_util.hpp"
+#include "support/rank_helpers.hpp"
 #include "symmflow/runtime/heap.hpp"
 
 namespace symmflow::testing {
