@@ -178,7 +178,8 @@ TEST(StoreCallback, RefusesMissingCallbacks) {
 
 TEST(StoreSpec, OpensFileAndTcpStoresAndRefusesOthers) {
   TempDir dir;
-  EXPECT_EQ(open_store("file:" + dir.path(), 3, Millis(100))->describe(), "file store " + dir.path());
+  EXPECT_EQ(open_store("file:" + dir.path(), 3, Millis(100))->describe(),
+            "file store " + dir.path());
   int port = free_port();
   auto served = open_store("tcp:127.0.0.1:" + std::to_string(port), 0, Millis(1000));
   EXPECT_EQ(served->describe(), "tcp store 127.0.0.1:" + std::to_string(port));

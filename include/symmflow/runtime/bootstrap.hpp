@@ -61,6 +61,10 @@ class Bootstrap {
   virtual std::vector<std::string> allgather(const std::vector<int>& members,
                                              const std::string& key, std::string data,
                                              std::string_view op) = 0;
+  // Returns once every member called it with the same `key` (an allgather of nothing).
+  void barrier(const std::vector<int>& members, const std::string& key, std::string_view op) {
+    allgather(members, "barrier:" + key, std::string(), op);
+  }
   // Collective: every member allocates `bytes` (zeroed) and learns the others' addresses.
   virtual std::shared_ptr<SharedRegion> allocate_shared(const std::vector<int>& members,
                                                         const std::string& key, size_t bytes,

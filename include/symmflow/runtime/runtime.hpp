@@ -9,8 +9,9 @@
 // Under mpirun, `Runtime& rt = symmflow::init_mpi();` makes this process one rank (finalized at
 // exit). Processes started otherwise (torchrun, a test) meet through a key-value store:
 // `symmflow::init_store({store, rank, world_size})`, or `init_store_from_env()` with
-// SYMMFLOW_STORE=file:<dir> | tcp:<host>:<port> and RANK / WORLD_SIZE as torchrun sets them. Ops find the current rank's runtime through Runtime::current() (thread-local on
-// threads). Group names are resolved once per call to a Group handle.
+// SYMMFLOW_STORE=file:<dir> | tcp:<host>:<port> and RANK / WORLD_SIZE as torchrun sets them
+// (docs/runtime.md). Ops find the current rank's runtime through Runtime::current() (thread-local
+// on threads). Group names are resolved once per call to a Group handle.
 #pragma once
 
 #include <exception>

@@ -140,7 +140,8 @@ void StoreBootstrap::join() {
   std::vector<std::string> masks(static_cast<size_t>(size_));
   bool same_size = true;
   for (int r = 0; r < size_; ++r) {
-    std::vector<std::string> f = split_lines(store_->get_value(keys[size_t(r)], Millis(0), "init_store"));
+    std::vector<std::string> f =
+        split_lines(store_->get_value(keys[size_t(r)], Millis(0), "init_store"));
     SF_CHECK(f.size() == 5, "init_store: rank {} published a malformed hello in {}", r,
              store_->describe());
     sizes[size_t(r)] = f[0];
@@ -152,8 +153,10 @@ void StoreBootstrap::join() {
   }
   if (!same_size) {
     std::string all;
-    for (int r = 0; r < size_; ++r) all += fmt::format("\n  rank {}: world size {}", r, sizes[size_t(r)]);
-    invalid_usage("init_store: the ranks of world '{}' disagree on the world size:{}", prefix_, all);
+    for (int r = 0; r < size_; ++r)
+      all += fmt::format("\n  rank {}: world size {}", r, sizes[size_t(r)]);
+    invalid_usage("init_store: the ranks of world '{}' disagree on the world size:{}", prefix_,
+                  all);
   }
   std::vector<uint64_t> cpus(16, 0);
   local_ranks_ = 0;
@@ -250,12 +253,14 @@ void StoreBootstrap::await(const std::vector<std::string>& keys, const std::vect
   auto limit = std::chrono::duration<double>(timeout_s_);
   auto peer_failure = [&](size_t i) {
     if (std::optional<RankFailure> f = failure(); f && f->rank != rank_)
-      throw_error(ErrorCode::PeerFailure, "{}: rank {} failed ({}) while rank {} waited for rank {}",
-                  op, f->rank, f->what, rank_, ranks[i]);
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} failed ({}) while rank {} waited for rank {}", op, f->rank,
+                  f->what, rank_, ranks[i]);
   };
   size_t i = 0;
   while (i < keys.size()) {
-    auto left = std::chrono::duration_cast<Millis>(limit - (std::chrono::steady_clock::now() - start));
+    auto left =
+        std::chrono::duration_cast<Millis>(limit - (std::chrono::steady_clock::now() - start));
     bool got = false;
     try {
       got = store_->wait({keys[i]}, std::clamp(left, Millis(0), kSlice));
@@ -337,7 +342,8 @@ std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<
   size_t index = size_t(std::find(members.begin(), members.end(), rank_) - members.begin());
   std::vector<HostBlock> blocks(members.size());
   blocks[index] = HostBlock::create(bytes);
-  std::vector<std::string> names = allgather(members, "names:" + key_text, blocks[index].name(), op);
+  std::vector<std::string> names =
+      allgather(members, "names:" + key_text, blocks[index].name(), op);
   std::string status;
   for (size_t i = 0; i < members.size() && status.empty(); ++i) {
     if (i == index) continue;
@@ -353,8 +359,9 @@ std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<
   for (size_t i = 0; i < members.size(); ++i)
     if (!statuses[i].empty()) failed += fmt::format("\n  rank {}: {}", members[i], statuses[i]);
   if (!failed.empty())
-    throw_error(ErrorCode::System, "{}: host shared memory '{}' could not be mapped by every rank:{}",
-                op, key_text, failed);
+    throw_error(ErrorCode::System,
+                "{}: host shared memory '{}' could not be mapped by every rank:{}", op, key_text,
+                failed);
   return std::make_shared<HostRegion>(std::move(blocks), index, bytes);
 }
 

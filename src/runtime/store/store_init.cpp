@@ -107,7 +107,8 @@ Runtime& init_store_from_env() {
   StoreOptions o;
   o.rank = env_int("RANK");
   o.world_size = env_int("WORLD_SIZE");
-  if (const char* prefix = std::getenv("SYMMFLOW_STORE_PREFIX"); prefix && *prefix) o.prefix = prefix;
+  const char* prefix = std::getenv("SYMMFLOW_STORE_PREFIX");
+  if (prefix && *prefix) o.prefix = prefix;
   auto connect = std::chrono::milliseconds(int64_t(tunables().timeout_s * 1000));
   o.store = open_store(spec, o.rank, connect);
   return init_store(o);

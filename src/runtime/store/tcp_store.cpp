@@ -81,7 +81,8 @@ addrinfo* resolve(const std::string& host, int port, bool passive, const std::st
   addrinfo* res = nullptr;
   std::string port_text = std::to_string(port);
   int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &res);
-  if (rc != 0) throw_error(ErrorCode::System, "{}: cannot resolve '{}': {}", who, host, gai_strerror(rc));
+  if (rc != 0)
+    throw_error(ErrorCode::System, "{}: cannot resolve '{}': {}", who, host, gai_strerror(rc));
   return res;
 }
 
@@ -164,12 +165,13 @@ class Server {
       uint32_t len = 0;
       std::memcpy(&len, buf.data(), 4);
       Fields req;
-      if (len > kMaxMessage || (buf.size() >= 4 + size_t(len) && !decode(buf.data() + 4, len, req))) {
+      bool whole = buf.size() >= 4 + size_t(len);
+      if (len > kMaxMessage || (whole && !decode(buf.data() + 4, len, req))) {
         ::close(fd);
         clients_.erase(fd);
         return;
       }
-      if (buf.size() < 4 + size_t(len)) return;
+      if (!whole) return;
       buf.erase(0, 4 + size_t(len));
       std::string reply = encode(answer(req));
       size_t done = 0;
