@@ -4,6 +4,8 @@
 //   matrix    every symm_mem collective case of tests/collectives/cases.hpp on a reduced matrix
 //   kill      the last rank prints "ready" and sleeps (the parent SIGKILLs it); the others enter
 //             an all-reduce and print how long it took to fail and the error
+//   throw     the last rank dies of an uncaught exception (std::terminate); the others wait for it
+//             in an all-reduce and print the error
 //   mismatch  rank 1 allocates another size than the others, through the heap and through the
 //             bootstrap directly; every rank prints both errors
 #include <chrono>
@@ -82,6 +84,21 @@ int kill_victim(Runtime& r) {
   }
 }
 
+int throw_uncaught(Runtime& r) {
+  int thrower = r.world_size() - 1;
+  Tensor x = empty_symmetric({16}, DType::f32, "world");
+  if (r.rank() == thrower) throw std::runtime_error("boom");  // not caught: std::terminate
+  try {
+    call("symm_mem::one_shot_all_reduce", {x, "sum", "world"});
+    say("no error");
+    return 1;
+  } catch (const Error& e) {
+    say(fmt::format("code: {}", error_code_name(e.code())));
+    say(fmt::format("message: {}", e.what()));
+    return 0;
+  }
+}
+
 int mismatch(Runtime& r) {
   int status = 0;
   try {
@@ -107,6 +124,7 @@ int mismatch(Runtime& r) {
 }  // namespace
 
 int run_child(const std::string& scenario) {
+  if (scenario == "throw") return throw_uncaught(init_store_from_env());  // nothing catches
   try {
     Runtime& r = init_store_from_env();
     if (scenario == "matrix") return matrix(r);

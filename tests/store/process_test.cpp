@@ -78,6 +78,23 @@ void check_killed_peer(const std::string& kind, int w) {
 TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutFile) { check_killed_peer("file", 3); }
 TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutTcp) { check_killed_peer("tcp", 2); }
 
+TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 3);
+  world.start({"throw", store_spec("file", dir), "u", 10});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
+  EXPECT_EQ(world.exit_code(2), 128 + SIGABRT) << world.all_output();
+  for (int r = 0; r < 2; ++r) {
+    std::string out = world.output(r);
+    EXPECT_EQ(world.exit_code(r), 0) << out;
+    EXPECT_NE(out.find("code: PeerFailure\nmessage: symm_mem::one_shot_all_reduce: rank 2 failed "
+                       "(uncaught exception: boom) while rank " + std::to_string(r) +
+                       " waited for rank 2 in group 'world'"),
+              std::string::npos)
+        << out;
+  }
+}
+
 TEST(StoreFailure, AllocationMismatchNamesBothRanks) {
   TempDir dir;
   ChildWorld world(dir.path(), 3);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "symmflow/core/error.hpp"
+#include "symmflow/runtime/runtime.hpp"
 #include "symmflow/runtime/store.hpp"
 #include "temp_dir.hpp"
 
@@ -191,6 +192,24 @@ TEST(StoreSpec, OpensFileAndTcpStoresAndRefusesOthers) {
               std::string("store '") + bad +
                   "': expected file:<directory> or tcp:<host>:<port> (port 1-65535)")
         << bad;
+}
+
+TEST(StoreEnv, MissingVariablesAreNamed) {
+  ::unsetenv("SYMMFLOW_STORE");
+  EXPECT_EQ(error_of([] { init_store_from_env(); }),
+            "init_store_from_env: SYMMFLOW_STORE is not set (file:<directory> or "
+            "tcp:<host>:<port>)");
+  TempDir dir;
+  ::setenv("SYMMFLOW_STORE", ("file:" + dir.path()).c_str(), 1);
+  ::unsetenv("RANK");
+  EXPECT_EQ(error_of([] { init_store_from_env(); }),
+            "init_store_from_env: RANK is not set (launchers such as torchrun set RANK and "
+            "WORLD_SIZE)");
+  ::setenv("RANK", "x1", 1);
+  EXPECT_EQ(error_of([] { init_store_from_env(); }),
+            "init_store_from_env: RANK=x1: expected an integer in [0, 65536]");
+  ::unsetenv("SYMMFLOW_STORE");
+  ::unsetenv("RANK");
 }
 
 }  // namespace

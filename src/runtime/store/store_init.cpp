@@ -61,12 +61,14 @@ void on_terminate() {
 
 int env_int(const char* name) {
   const char* v = std::getenv(name);
-  SF_CHECK(v && *v, "init_store_from_env: {} is not set (launchers such as torchrun set RANK and "
-           "WORLD_SIZE)", name);
+  SF_CHECK(v && *v,
+           "init_store_from_env: {} is not set (launchers such as torchrun set RANK and "
+           "WORLD_SIZE)",
+           name);
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
-  SF_CHECK(*end == '\0' && x >= 0 && x <= 65536, "init_store_from_env: {}={} is not a rank count",
-           name, v);
+  SF_CHECK(*end == '\0' && x >= 0 && x <= 65536,
+           "init_store_from_env: {}={}: expected an integer in [0, 65536]", name, v);
   return int(x);
 }
 
