@@ -20,8 +20,9 @@
 namespace symmflow {
 
 // Memory allocated collectively by the members of a group: this rank's block and every member's
-// block as this rank can address it. Freed when the last reference goes (see Note [freeing
-// shared memory] in bootstrap.cpp).
+// block as this rank can address it. When the memory goes back is the transport's: Note [freeing
+// shared memory] in threads/threads_bootstrap.cpp and mpi/mpi_bootstrap.cpp, Note [store shared
+// memory] in store/host_memory.hpp (all under src/runtime).
 class SharedRegion {
  public:
   virtual ~SharedRegion() = default;
