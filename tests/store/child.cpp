@@ -2,7 +2,7 @@
 // world named by the environment (init_store_from_env) and runs one scenario, printing what the
 // parent asserts on. Exit code 0 when the scenario went as the rank expected.
 //   matrix    every symm_mem collective case of tests/collectives/cases.hpp on a reduced matrix
-//   kill      the last rank prints "ready" and sleeps (the parent SIGKILLs it); the others enter
+//   kill      rank STORE_TEST_VICTIM (-1: the last) prints "ready" and sleeps (the parent SIGKILLs it); the others enter
 //             an all-reduce and print how long it took to fail and the error
 //   throw     the last rank dies of an uncaught exception (std::terminate); the others wait for it
 //             in an all-reduce and print the error
@@ -10,6 +10,7 @@
 //             bootstrap directly; every rank prints both errors
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
@@ -63,7 +64,9 @@ int matrix(Runtime& r) {
 }
 
 int kill_victim(Runtime& r) {
-  int victim = r.world_size() - 1;
+  const char* chosen = std::getenv("STORE_TEST_VICTIM");
+  int victim = chosen ? std::atoi(chosen) : -1;
+  if (victim < 0) victim = r.world_size() - 1;
   Tensor x = empty_symmetric({1024}, DType::f32, "world");
   say("ready");
   if (r.rank() == victim) {

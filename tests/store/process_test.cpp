@@ -45,20 +45,20 @@ INSTANTIATE_TEST_SUITE_P(Worlds, StoreProcesses,
                            return p.param.store + std::to_string(p.param.world);
                          });
 
-void check_killed_peer(const std::string& kind, int w) {
+void check_killed_peer(const std::string& kind, int w, int victim) {
   TempDir dir;
   ChildWorld world(dir.path(), w);
   constexpr double kTimeout = 5;
-  world.start({"kill", store_spec(kind, dir), "k", kTimeout});
+  world.start({"kill", store_spec(kind, dir), "k", kTimeout, victim});
   std::vector<int> all;
   for (int r = 0; r < w; ++r) all.push_back(r);
   ASSERT_TRUE(world.wait_for_line(all, "ready", std::chrono::seconds(30))) << world.all_output();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are waiting now
-  int victim = w - 1;
   world.kill_rank(victim);
   ASSERT_TRUE(world.wait_all(std::chrono::duration<double>(kTimeout + 10))) << world.all_output();
   EXPECT_EQ(world.exit_code(victim), 128 + SIGKILL);
-  for (int r = 0; r < victim; ++r) {
+  for (int r = 0; r < w; ++r) {
+    if (r == victim) continue;
     std::string out = world.output(r);
     EXPECT_EQ(world.exit_code(r), 0) << out;
     EXPECT_NE(out.find("code: PeerFailure"), std::string::npos) << out;
@@ -75,8 +75,10 @@ void check_killed_peer(const std::string& kind, int w) {
   }
 }
 
-TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutFile) { check_killed_peer("file", 3); }
-TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutTcp) { check_killed_peer("tcp", 2); }
+TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutFile) { check_killed_peer("file", 3, 2); }
+TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutTcp) { check_killed_peer("tcp", 2, 1); }
+// Rank 0 serves the TcpStore: its peers lose the store too, and still name it.
+TEST(StoreFailure, KilledServingRankIsNamedWithinTheTimeout) { check_killed_peer("tcp", 3, 0); }
 
 TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
   TempDir dir;

@@ -30,6 +30,7 @@ struct ChildSpec {
   std::string store;  // SYMMFLOW_STORE
   std::string prefix = "t";
   double timeout_s = 20;
+  int victim = -1;  // STORE_TEST_VICTIM for the kill scenario (-1: the last rank)
 };
 
 class ChildWorld {
@@ -53,6 +54,7 @@ class ChildWorld {
         ::setenv("SYMMFLOW_STORE", spec.store.c_str(), 1);
         ::setenv("SYMMFLOW_STORE_PREFIX", spec.prefix.c_str(), 1);
         ::setenv("SYMMFLOW_TIMEOUT_S", std::to_string(spec.timeout_s).c_str(), 1);
+        ::setenv("STORE_TEST_VICTIM", std::to_string(spec.victim).c_str(), 1);
         const char* argv[] = {"test_store", "--child", spec.scenario.c_str(), nullptr};
         ::execv("/proc/self/exe", const_cast<char* const*>(argv));
         ::_exit(127);
