@@ -24,7 +24,7 @@ size_t host_block_bytes(size_t bytes) {
 
 HostBlock& HostBlock::operator=(HostBlock&& o) noexcept {
   if (this != &o) {
-    this->~HostBlock();
+    release();
     data_ = o.data_;
     mapped_ = o.mapped_;
     name_ = std::move(o.name_);
@@ -37,9 +37,14 @@ HostBlock& HostBlock::operator=(HostBlock&& o) noexcept {
 }
 
 HostBlock::~HostBlock() {
+  release();
+}
+
+void HostBlock::release() {
   unlink();
   if (data_) ::munmap(data_, mapped_);
   data_ = nullptr;
+  mapped_ = 0;
 }
 
 void HostBlock::unlink() {

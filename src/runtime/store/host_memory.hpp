@@ -44,6 +44,7 @@ class HostBlock {
   void unlink();
 
  private:
+  void release();  // unlink (if owned) and unmap
   void* data_ = nullptr;
   size_t mapped_ = 0;
   std::string name_;
