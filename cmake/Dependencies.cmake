@@ -12,8 +12,8 @@ set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread
           /usr/include/openblas /usr/include/x86_64-linux-gnu REQUIRED)
-# MPI is optional: the `mpi` transport builds when it is found (src/runtime/mpi_bootstrap.cpp),
-# otherwise src/runtime/mpi_unavailable.cpp reports it missing.
+# MPI is optional: the `mpi` transport builds when it is found (src/runtime/mpi/),
+# otherwise src/runtime/no_mpi/ reports it missing.
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
   message(STATUS "MPI found (${MPI_C_LIBRARY_VERSION_STRING}): building the mpi transport")

@@ -157,7 +157,7 @@ std::vector<Measurement> measure_symmflow(Runtime& rt, const Options& o, const P
   std::vector<Measurement> out;
   for (const std::string& op : o.ops) {
     for (int64_t bytes : sizes_for(o, op, g.size())) {
-      if (progress) progress(fmt::format("{} {} {}", op, rt.bootstrap().transport(), format_bytes(bytes)));
+      if (progress) progress(fmt::format("{} {} {}", op, rt.bootstrap().transport_name(), format_bytes(bytes)));
       std::vector<double> samples;
       try {
         std::function<void()> run = make_call(op, heap, bytes, g.size());
@@ -176,7 +176,7 @@ std::vector<Measurement> measure_symmflow(Runtime& rt, const Options& o, const P
         // Errors raised before any communication (no kernel, bad arguments) are the same on every
         // rank; anything else (timeouts) is not recoverable.
         if (e.code() != ErrorCode::InvalidUsage) throw;
-        if (g.rank() == 0) errors.push_back(fmt::format("{} on {}: {}", op, rt.bootstrap().transport(), e.what()));
+        if (g.rank() == 0) errors.push_back(fmt::format("{} on {}: {}", op, rt.bootstrap().transport_name(), e.what()));
         break;
       }
       double med = slowest_rank_median(g, samples);

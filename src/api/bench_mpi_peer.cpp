@@ -19,7 +19,7 @@
 #include "symmflow/core/error.hpp"
 
 #ifdef SYMMFLOW_HAVE_MPI
-#include "runtime/mpi_check.hpp"
+#include "runtime/mpi/mpi_check.hpp"
 #endif
 
 namespace symmflow::api::bench {

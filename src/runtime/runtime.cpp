@@ -17,6 +17,15 @@ namespace {
 thread_local Runtime* current_runtime = nullptr;
 }
 
+const char* transport_name(Transport t) {
+  switch (t) {
+    case Transport::threads: return "threads";
+    case Transport::mpi: return "mpi";
+    case Transport::store: return "store";
+  }
+  return "unknown";
+}
+
 Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
   std::vector<int> all(size_t(bootstrap_->world_size()));
   for (int r = 0; r < world_size(); ++r) all[size_t(r)] = r;

@@ -77,6 +77,9 @@ const std::vector<Row>& rows() {
       BOOL_ROW(pin_threads,
                "1: on the threads transport, rank r runs on the r-th usable CPU when there are at "
                "least as many CPUs as ranks"),
+      INT_ROW(store_check_ms, 1, 60000,
+              "store transport: milliseconds between a rank's checks of the world's poison key "
+              "and of its same-host peers' processes (a killed peer is named within about this)"),
       INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),

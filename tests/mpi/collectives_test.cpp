@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/cases.hpp"
-#include "mpi_test_util.hpp"
+#include "support/rank_helpers.hpp"
 #include "symmflow/ops/registry.hpp"
 
 namespace symmflow::testing {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "mpi_test_util.hpp"
+#include "support/rank_helpers.hpp"
 #include "symmflow/runtime/heap.hpp"
 
 namespace symmflow::testing {
@@ -16,7 +16,8 @@ namespace {
 TEST(MpiRuntime, WorldRanksAndGroups) {
   Runtime& r = rt();
   ASSERT_GE(r.world_size(), 2);
-  EXPECT_STREQ(r.bootstrap().transport(), "mpi");
+  EXPECT_EQ(r.bootstrap().transport(), Transport::mpi);
+  EXPECT_STREQ(r.bootstrap().transport_name(), "mpi");
   EXPECT_EQ(&init_mpi(), &r);  // a second call returns the same runtime
   EXPECT_TRUE(mpi_available());
   EXPECT_EQ(r.group("world")->size(), r.world_size());

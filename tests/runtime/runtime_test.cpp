@@ -210,6 +210,15 @@ TEST(Runtime, SubgroupsAndOverlappingGroups) {
   });
 }
 
+TEST(Runtime, ThreadsTransportIsAType) {
+  run_threads(1, [&](Runtime& rt) {
+    EXPECT_EQ(rt.bootstrap().transport(), Transport::threads);
+    EXPECT_STREQ(rt.bootstrap().transport_name(), "threads");
+  });
+  EXPECT_STREQ(transport_name(Transport::mpi), "mpi");
+  EXPECT_STREQ(transport_name(Transport::store), "store");
+}
+
 TEST(Runtime, SymmetricTensorsSeePeersCopies) {
   run_threads(3, [&](Runtime& rt) {
     Tensor t = empty_symmetric({7}, DType::f32, "world");

@@ -1,10 +1,13 @@
 // Bootstrap: how the ranks of one world find each other. One object per rank.
 //
 // `threads` runs N ranks as threads of one process (the default, no set-up); `mpi` runs them as
-// MPI processes started by mpirun. Both offer the same three things to the layers above: an
+// MPI processes started by mpirun; `store` runs them as processes started by anything (torchrun, a
+// test, a serving engine) that meet through a key-value store (store.hpp). Each lives in a folder
+// of its own (src/runtime/threads, mpi, store). All offer the same things to the layers above: an
 // all-gather of small byte strings among a set of ranks, collective allocation of memory that every
-// member can load and store (process memory on threads, an MPI shared-memory window on mpi), and a
-// failure flag that poisons the world when a rank dies so that peers fail fast.
+// member can load and store (process memory on threads, an MPI shared-memory window on mpi, host
+// shared memory on store), and a failure flag that poisons the world when a rank dies so that
+// peers fail fast.
 // Every wait is bounded by tunables().timeout_s and checks the failure flag.
 #pragma once
 
@@ -17,8 +20,9 @@
 namespace symmflow {
 
 // Memory allocated collectively by the members of a group: this rank's block and every member's
-// block as this rank can address it. Freed when the last reference goes (see Note [freeing
-// shared memory] in bootstrap.cpp).
+// block as this rank can address it. When the memory goes back is the transport's: Note [freeing
+// shared memory] in threads/threads_bootstrap.cpp and mpi/mpi_bootstrap.cpp, Note [store shared
+// memory] in store/host_memory.hpp (all under src/runtime).
 class SharedRegion {
  public:
   virtual ~SharedRegion() = default;
@@ -26,6 +30,11 @@ class SharedRegion {
   virtual void* peer(int member_index) const = 0;  // index into the member list
   virtual size_t bytes() const = 0;
 };
+
+// Which transport a Bootstrap is. Callers compare this, never the printed name.
+enum class Transport { threads, mpi, store };
+// "threads", "mpi", "store": for messages only.
+const char* transport_name(Transport t);
 
 struct RankFailure {
   int rank = -1;
@@ -37,7 +46,8 @@ class Bootstrap {
   virtual ~Bootstrap() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  virtual const char* transport() const = 0;  // "threads" or "mpi"
+  virtual Transport transport() const = 0;
+  const char* transport_name() const { return symmflow::transport_name(transport()); }
   // Ranks of this world on this rank's host (all of them on threads): waits compare it with the
   // usable CPUs to tell whether spinning can help.
   virtual int local_ranks() const = 0;
@@ -52,6 +62,10 @@ class Bootstrap {
   virtual std::vector<std::string> allgather(const std::vector<int>& members,
                                              const std::string& key, std::string data,
                                              std::string_view op) = 0;
+  // Returns once every member called it with the same `key` (an allgather of nothing).
+  void barrier(const std::vector<int>& members, const std::string& key, std::string_view op) {
+    allgather(members, "barrier:" + key, std::string(), op);
+  }
   // Collective: every member allocates `bytes` (zeroed) and learns the others' addresses.
   virtual std::shared_ptr<SharedRegion> allocate_shared(const std::vector<int>& members,
                                                         const std::string& key, size_t bytes,

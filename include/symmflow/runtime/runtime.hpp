@@ -7,8 +7,11 @@
 //   });
 //
 // Under mpirun, `Runtime& rt = symmflow::init_mpi();` makes this process one rank (finalized at
-// exit). Ops find the current rank's runtime through Runtime::current() (thread-local on
-// threads). Group names are resolved once per call to a Group handle.
+// exit). Processes started otherwise (torchrun, a test) meet through a key-value store:
+// `symmflow::init_store({store, rank, world_size})`, or `init_store_from_env()` with
+// SYMMFLOW_STORE=file:<dir> | tcp:<host>:<port> and RANK / WORLD_SIZE as torchrun sets them
+// (docs/runtime.md). Ops find the current rank's runtime through Runtime::current() (thread-local
+// on threads). Group names are resolved once per call to a Group handle.
 #pragma once
 
 #include <exception>
@@ -22,6 +25,7 @@
 #include "symmflow/ops/group_size.hpp"
 #include "symmflow/runtime/bootstrap.hpp"
 #include "symmflow/runtime/group.hpp"
+#include "symmflow/runtime/store.hpp"
 
 namespace symmflow {
 
@@ -83,5 +87,17 @@ void run_threads(int world_size, const std::function<void(Runtime&)>& fn,
 // Throws InvalidUsage when symmflow was built without MPI.
 Runtime& init_mpi(int* argc = nullptr, char*** argv = nullptr);
 bool mpi_available();
+
+// Store: this process becomes rank `options.rank` of a world that meets through
+// `options.store` (collective: returns once every rank joined). Like init_mpi: one world per
+// process, current on the calling thread (later calls return it and make it current there), torn
+// down at exit (a rank that serves a TcpStore waits, bounded, for its peers to finish first); an
+// uncaught exception poisons the world before the process dies. Throws InvalidUsage for bad
+// options or a second call with other options.
+Runtime& init_store(const StoreOptions& options);
+// The same from the environment, for launchers: SYMMFLOW_STORE (file:<directory> or
+// tcp:<host>:<port>, served by rank 0), RANK and WORLD_SIZE (as torchrun sets them), and
+// SYMMFLOW_STORE_PREFIX (default "symmflow"). Throws InvalidUsage naming a missing or bad variable.
+Runtime& init_store_from_env();
 
 }  // namespace symmflow

@@ -16,6 +16,7 @@ struct Tunables {
   int64_t yield_count = 10000;            // yields before a wait parks or sleeps
   int64_t sleep_us = 50;                  // sleep between polls once backed off
   bool pin_threads = true;                // threads transport: rank r on the r-th CPU (if enough)
+  int64_t store_check_ms = 20;            // store transport: poison / dead-peer checks
   int64_t signal_channels = 16;           // channels per signal pad
   int64_t one_shot_max_bytes = 16384;     // all-reduce: one-shot up to here, two-shot above
   int64_t cuda_one_shot_max_bytes = 4 << 20;  // the same choice on GPUs (cuda.hpp)

@@ -232,7 +232,7 @@ int bind_device() {
 std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
                                                  std::string_view op) {
   uint64_t seq = validate_symmetric_request(*group, bytes, op);
-  if (std::string_view(group->bootstrap().transport()) != "threads") {
+  if (group->bootstrap().transport() != Transport::threads) {
     auto heap = std::shared_ptr<DeviceHeap>(new DeviceHeap());
     heap->blocks_ = std::make_shared<Blocks>();
     heap->blocks_->mine = size_t(group->member_index(group->rank()));

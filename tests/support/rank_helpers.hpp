@@ -1,7 +1,8 @@
-// Helpers of the MPI tests: each test makes its own groups (so a test that leaves a group's
-// allocation sequence out of step does not disturb the next), and run_rank() is the MPI
-// counterpart of run_threads_collect for this rank: it returns the rank's error and poisons the
-// world with it, as the threads transport does for a rank that throws.
+// Helpers of the tests whose ranks are processes (tests/mpi under mpirun, tests/store started by
+// fork/exec): each test makes its own groups (so a test that leaves a group's allocation sequence
+// out of step does not disturb the next), and run_rank() is the process counterpart of
+// run_threads_collect for this rank: it returns the rank's error and poisons the world with it,
+// as the threads transport does for a rank that throws.
 #pragma once
 
 #include <exception>

@@ -28,7 +28,7 @@
 // a timeout waiting only for them says "waiting for peers".
 #include "mpi_bootstrap.hpp"
 
-#include "futex.hpp"
+#include "runtime/futex.hpp"
 #include "runtime/rendezvous.hpp"
 
 #include <algorithm>

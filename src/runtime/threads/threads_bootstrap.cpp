@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "futex.hpp"
+#include "runtime/futex.hpp"
 #include "runtime/rendezvous.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
@@ -85,7 +85,7 @@ class ThreadsBootstrap : public Bootstrap {
       : world_(std::move(world)), rank_(rank) {}
   int rank() const override { return rank_; }
   int world_size() const override { return world_->size(); }
-  const char* transport() const override { return "threads"; }
+  Transport transport() const override { return Transport::threads; }
   int local_ranks() const override { return world_->size(); }
   int local_cpus() const override { return usable_cpus(); }
   double timeout_s() const override { return world_->timeout_s(); }

@@ -43,7 +43,7 @@ class MpiBootstrap : public Bootstrap {
 
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
-  const char* transport() const override { return "mpi"; }
+  Transport transport() const override { return Transport::mpi; }
   int local_ranks() const override { return local_ranks_; }
   int local_cpus() const override { return local_cpus_; }
   double timeout_s() const override;

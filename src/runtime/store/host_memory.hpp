@@ -1,0 +1,71 @@
+// Host shared memory of the `store` transport (private header): one POSIX shared-memory object per
+// rank and allocation, mapped by every member of the allocation on one host.
+//
+// Note [store shared memory]: each member creates its own block with shm_open under a name unique
+// on the host (/symmflow.<pid>.<n>, O_EXCL), sized with ftruncate (so it reads as zeros), maps it,
+// and publishes the name through the store; every member then maps every peer's block by name and
+// reports success or what failed; once every member has mapped every block, each unlinks its own
+// name. From then on the memory has no name, and the kernel frees it when the last mapping goes,
+// in whatever process that is: a SharedRegion unmaps its blocks when its last reference goes, and
+// a peer that still maps this rank's block (a late put_signal) keeps it alive. So nothing leaks in
+// /dev/shm unless a rank dies between creating and unlinking (a window of one exchange), and no
+// file descriptor ever crosses a process boundary (no Unix socket, no SCM_RIGHTS): names are
+// enough because the members share a host, which the bootstrap checks first. The price is that
+// the ranks must see the same /dev/shm (the same container, or one that shares the IPC
+// namespace); a rank that cannot open a peer's name says so, and every member raises.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "symmflow/runtime/bootstrap.hpp"
+
+namespace symmflow {
+
+// One mapping of a block; unmapped (and, while `owned_name` is set, unlinked) on destruction.
+class HostBlock {
+ public:
+  HostBlock() = default;
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  HostBlock(HostBlock&& o) noexcept { *this = std::move(o); }
+  HostBlock& operator=(HostBlock&& o) noexcept;
+  ~HostBlock();
+
+  // A new zeroed block of at least `bytes` (rounded up to pages), named uniquely on this host.
+  static HostBlock create(size_t bytes);
+  // Maps the block another process created under `name`; throws System saying what failed.
+  static HostBlock open(const std::string& name, size_t bytes);
+
+  void* data() const { return data_; }
+  const std::string& name() const { return name_; }
+  // Removes the name (the memory stays while mapped anywhere). Idempotent.
+  void unlink();
+
+ private:
+  void release();  // unlink (if owned) and unmap
+  void* data_ = nullptr;
+  size_t mapped_ = 0;
+  std::string name_;
+  bool owned_name_ = false;  // this process created the name and has not unlinked it yet
+};
+
+// Rounds `bytes` up to whole pages (at least one).
+size_t host_block_bytes(size_t bytes);
+
+class HostRegion : public SharedRegion {
+ public:
+  HostRegion(std::vector<HostBlock> blocks, size_t mine, size_t bytes)
+      : blocks_(std::move(blocks)), mine_(mine), bytes_(bytes) {}
+  void* local() const override { return blocks_[mine_].data(); }
+  void* peer(int i) const override { return blocks_.at(size_t(i)).data(); }
+  size_t bytes() const override { return bytes_; }
+
+ private:
+  std::vector<HostBlock> blocks_;
+  size_t mine_;
+  size_t bytes_;
+};
+
+}  // namespace symmflow

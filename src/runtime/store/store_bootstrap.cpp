@@ -1,0 +1,393 @@
+// The `store` transport's Bootstrap (contract in store_bootstrap.hpp).
+//
+// Note [dead peers]: a peer killed with SIGKILL cannot poison the world, and its peers would wait
+// for it until the timeout. So every rank opens a pidfd (pidfd_open) on the process of each peer
+// of its host as soon as the peer said hello (it is alive then, and the pidfd pins that very
+// process: no pid reuse); the pidfd polls readable once the process has ended, zombie or reaped.
+// A peer whose process ended is dead unless it set its exit key first (it finished cleanly and
+// may leave before its peers do). Where pidfd_open is missing (Linux < 5.3) kill(pid, 0) and the
+// state in /proc/<pid>/stat stand in, with the small risk of a reused pid. "Same host" means the
+// same host name and pid namespace; ranks elsewhere are covered by the timeout, or by the poison
+// key that a rank of their host writes on the dead rank's behalf.
+#include "store_bootstrap.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "host_memory.hpp"
+#include "runtime/futex.hpp"
+#include "runtime/rendezvous.hpp"
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/tunables.hpp"
+
+namespace symmflow {
+
+namespace {
+
+using Millis = std::chrono::milliseconds;
+constexpr Millis kSlice{20};
+
+std::string host_name() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name) != 0) return "unknown-host";
+  return name;
+}
+
+// Host name + pid namespace: processes with the same key can see each other's pids.
+std::string host_key() {
+  char ns[128] = {};
+  ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  return host_name() + "|" + (n > 0 ? std::string(ns, size_t(n)) : std::string("?"));
+}
+
+int open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return int(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+// Whether `pid` has ended (fallback without a pidfd): gone, or a zombie.
+bool pid_gone(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+uint64_t member_hash(const std::vector<int>& members) {
+  uint64_t h = 1469598103934665603ull;
+  for (int m : members)
+    for (int i = 0; i < 4; ++i) h = (h ^ ((uint32_t(m) >> (8 * i)) & 0xff)) * 1099511628211ull;
+  return h;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+StoreBootstrap::StoreBootstrap(const StoreOptions& o)
+    : store_(o.store),
+      prefix_(o.prefix),
+      rank_(o.rank),
+      size_(o.world_size),
+      timeout_s_(o.timeout_s > 0 ? o.timeout_s : tunables().timeout_s) {
+  SF_CHECK(store_, "init_store: no store given");
+  SF_CHECK(size_ >= 1 && size_ <= 65536, "init_store: world size {} out of range [1, 65536]",
+           size_);
+  SF_CHECK(rank_ >= 0 && rank_ < size_, "init_store: rank {} out of range for world size {}",
+           rank_, size_);
+  SF_CHECK(!prefix_.empty(), "init_store: empty key prefix");
+  join();
+}
+
+StoreBootstrap::~StoreBootstrap() {
+  try {
+    store_->set(key(fmt::format("exit/{}", rank_)), "1");
+    auto* tcp = dynamic_cast<TcpStore*>(store_.get());
+    if (tcp && tcp->serving()) wait_for_exits();
+  } catch (...) {
+    // Leaving anyway: a peer that still needs the store learns it from the lost connection.
+  }
+  for (Peer& p : peers_)
+    if (p.pidfd >= 0) ::close(p.pidfd);
+}
+
+void StoreBootstrap::join() {
+  int64_t joins = store_->add(key(fmt::format("join/{}", rank_)), 1);
+  SF_CHECK(joins == 1,
+           "init_store: rank {} joined the world '{}' in {} {} times: two processes were given "
+           "the same rank, or the store still holds an earlier world (use a fresh directory or "
+           "port, or another prefix)",
+           rank_, prefix_, store_->describe(), joins);
+  std::string mask;
+  for (uint64_t w : cpu_mask()) mask += fmt::format("{:x},", w);
+  store_->set(key(fmt::format("hello/{}", rank_)),
+              fmt::format("{}\n{}\n{}\n{}\n{}", size_, ::getpid(), host_name(), host_key(), mask));
+  std::vector<std::string> keys;
+  std::vector<int> ranks;
+  for (int r = 0; r < size_; ++r) {
+    keys.push_back(key(fmt::format("hello/{}", r)));
+    ranks.push_back(r);
+  }
+  await(keys, ranks, "init_store");
+  std::vector<Peer> peers(static_cast<size_t>(size_));
+  std::vector<std::string> sizes(static_cast<size_t>(size_));
+  std::vector<std::string> masks(static_cast<size_t>(size_));
+  bool same_size = true;
+  for (int r = 0; r < size_; ++r) {
+    std::vector<std::string> f =
+        split_lines(store_->get_value(keys[size_t(r)], Millis(0), "init_store"));
+    SF_CHECK(f.size() == 5, "init_store: rank {} published a malformed hello in {}", r,
+             store_->describe());
+    sizes[size_t(r)] = f[0];
+    same_size = same_size && f[0] == std::to_string(size_);
+    peers[size_t(r)].pid = std::atoi(f[1].c_str());
+    peers[size_t(r)].host = f[2];
+    peers[size_t(r)].host_key = f[3];
+    masks[size_t(r)] = f[4];
+  }
+  if (!same_size) {
+    std::string all;
+    for (int r = 0; r < size_; ++r)
+      all += fmt::format("\n  rank {}: world size {}", r, sizes[size_t(r)]);
+    invalid_usage("init_store: the ranks of world '{}' disagree on the world size:{}", prefix_,
+                  all);
+  }
+  std::vector<uint64_t> cpus(16, 0);
+  local_ranks_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    Peer& p = peers[size_t(r)];
+    if (p.host_key != peers[size_t(rank_)].host_key) continue;
+    ++local_ranks_;
+    std::istringstream words(masks[size_t(r)]);
+    size_t i = 0;
+    for (std::string w; std::getline(words, w, ',') && i < cpus.size(); ++i)
+      cpus[i] |= std::strtoull(w.c_str(), nullptr, 16);
+    if (r != rank_ && p.pid != ::getpid()) p.pidfd = open_pidfd(p.pid);
+  }
+  local_cpus_ = std::max(1, cpu_count(cpus));
+  std::lock_guard lock(failure_mutex_);
+  peers_ = std::move(peers);
+}
+
+bool StoreBootstrap::peer_died(int r) const {
+  if (size_t(r) >= peers_.size() || r == rank_) return false;
+  Peer& p = peers_[size_t(r)];
+  if (p.exited || p.host_key != peers_[size_t(rank_)].host_key || p.pid == ::getpid()) return false;
+  bool ended = false;
+  if (p.pidfd >= 0) {
+    pollfd pfd{p.pidfd, POLLIN, 0};
+    ended = ::poll(&pfd, 1, 0) > 0;
+  } else {
+    ended = pid_gone(p.pid);
+  }
+  if (!ended) return false;
+  try {
+    if (store_->get(key(fmt::format("exit/{}", r)), Millis(0))) {
+      p.exited = true;
+      return false;
+    }
+  } catch (const Error&) {
+    // The store is unreachable (perhaps that process served it): it did not exit cleanly.
+  }
+  return true;
+}
+
+void StoreBootstrap::publish_poison(int rank, const std::string& why) const {
+  try {
+    if (store_->add(key("poison_claim"), 1) == 1)
+      store_->set(key("poison"), fmt::format("{}\n{}", rank, why));
+  } catch (const Error&) {
+    // The store is gone: ranks of this host still see dead peers through their pidfds.
+  }
+}
+
+void StoreBootstrap::poison(const std::string& why) {
+  publish_poison(rank_, why);
+  std::lock_guard lock(failure_mutex_);
+  next_check_ = {};
+}
+
+std::optional<RankFailure> StoreBootstrap::failure() const {
+  std::lock_guard lock(failure_mutex_);
+  if (failure_) return failure_;
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_check_) return std::nullopt;
+  next_check_ = now + Millis(tunables().store_check_ms);
+  auto poisoned = [&]() -> bool {
+    try {
+      std::optional<std::string> v = store_->get(key("poison"), Millis(0));
+      if (!v) return false;
+      size_t nl = v->find('\n');
+      failure_ = RankFailure{std::atoi(v->substr(0, nl).c_str()),
+                             nl == std::string::npos ? "" : v->substr(nl + 1)};
+      return true;
+    } catch (const Error&) {
+      return false;  // waits on the store raise its error themselves
+    }
+  };
+  if (poisoned()) return failure_;
+  for (int r = 0; r < int(peers_.size()); ++r) {
+    if (!peer_died(r)) continue;
+    // It may have poisoned just before it ended: its own words win.
+    if (poisoned()) return failure_;
+    const Peer& p = peers_[size_t(r)];
+    std::string why = fmt::format(
+        "its process {} on {} ended without reporting an error: killed by a signal or crashed",
+        p.pid, p.host);
+    failure_ = RankFailure{r, why};
+    publish_poison(r, why);
+    return failure_;
+  }
+  return std::nullopt;
+}
+
+void StoreBootstrap::await(const std::vector<std::string>& keys, const std::vector<int>& ranks,
+                           std::string_view op) {
+  auto start = std::chrono::steady_clock::now();
+  auto limit = std::chrono::duration<double>(timeout_s_);
+  auto peer_failure = [&](size_t i) {
+    if (std::optional<RankFailure> f = failure(); f && f->rank != rank_)
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} failed ({}) while rank {} waited for rank {}", op, f->rank,
+                  f->what, rank_, ranks[i]);
+  };
+  size_t i = 0;
+  while (i < keys.size()) {
+    auto left =
+        std::chrono::duration_cast<Millis>(limit - (std::chrono::steady_clock::now() - start));
+    bool got = false;
+    try {
+      got = store_->wait({keys[i]}, std::clamp(left, Millis(0), kSlice));
+    } catch (const Error&) {
+      // A lost store is often a dead peer that served it: name the peer if so.
+      {
+        std::lock_guard lock(failure_mutex_);
+        next_check_ = {};
+      }
+      peer_failure(i);
+      throw;
+    }
+    if (got) {
+      ++i;
+      continue;
+    }
+    peer_failure(i);
+    if (std::chrono::steady_clock::now() - start > limit)
+      throw_error(ErrorCode::Timeout, "{}: timed out after {} s on rank {} waiting for rank {}", op,
+                  timeout_s_, rank_, ranks[i]);
+  }
+}
+
+std::vector<std::string> StoreBootstrap::allgather(const std::vector<int>& members,
+                                                   const std::string& key_text, std::string data,
+                                                   std::string_view op) {
+  std::lock_guard lock(mutex_);
+  auto me = std::find(members.begin(), members.end(), rank_);
+  SF_CHECK(me != members.end(), "{}: rank {} is not among the members {}", op, rank_,
+           fmt::join(members, ", "));
+  uint64_t seq = seq_[members]++;
+  std::string slot = fmt::format("ag/{:016x}-{}/{}", member_hash(members), members.size(), seq);
+  std::string value;
+  uint32_t key_len = uint32_t(key_text.size());
+  value.append(reinterpret_cast<const char*>(&key_len), 4).append(key_text).append(data);
+  store_->set(key(fmt::format("{}/{}", slot, rank_)), value);
+  std::vector<std::string> keys;
+  for (int m : members) keys.push_back(key(fmt::format("{}/{}", slot, m)));
+  await(keys, members, op);
+  std::vector<std::string> out(members.size()), theirs(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::string v = store_->get_value(keys[i], Millis(0), op);
+    uint32_t n = 0;
+    SF_CHECK(v.size() >= 4, "{}: malformed exchange from rank {}", op, members[i]);
+    std::memcpy(&n, v.data(), 4);
+    SF_CHECK(v.size() >= 4 + size_t(n), "{}: malformed exchange from rank {}", op, members[i]);
+    theirs[i] = v.substr(4, n);
+    out[i] = v.substr(4 + n);
+  }
+  check_same_collective(theirs, key_text, members, op);
+  return out;
+}
+
+std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<int>& members,
+                                                              const std::string& key_text,
+                                                              size_t bytes, std::string_view op) {
+  std::lock_guard lock(mutex_);
+  // Every member decides this from the same data, so all raise together (no hang).
+  for (int m : members) {
+    if (peers_[size_t(m)].host_key == peers_[size_t(members[0])].host_key) continue;
+    std::string where;
+    for (int r : members)
+      where += fmt::format("{}rank {} on {}", where.empty() ? "" : ", ", r, peers_[size_t(r)].host);
+    invalid_usage(
+        "{}: the ranks of this allocation span several hosts ({}); the store transport "
+        "allocates symmetric memory only among ranks of one host",
+        op, where);
+  }
+  std::vector<std::string> sizes =
+      allgather(members, "allocate:" + key_text, fmt::format("{}", bytes), op);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == sizes[0]) continue;
+    std::string all;
+    for (size_t j = 0; j < sizes.size(); ++j)
+      all += fmt::format("\n  rank {}: {} bytes", members[j], sizes[j]);
+    invalid_usage("{}: shared allocation '{}' differs in size across ranks:{}", op, key_text, all);
+  }
+  // Note [store shared memory] (host_memory.hpp): create, publish names, map, agree, unlink.
+  size_t index = size_t(std::find(members.begin(), members.end(), rank_) - members.begin());
+  std::vector<HostBlock> blocks(members.size());
+  blocks[index] = HostBlock::create(bytes);
+  std::vector<std::string> names =
+      allgather(members, "names:" + key_text, blocks[index].name(), op);
+  std::string status;
+  for (size_t i = 0; i < members.size() && status.empty(); ++i) {
+    if (i == index) continue;
+    try {
+      blocks[i] = HostBlock::open(names[i], bytes);
+    } catch (const Error& e) {
+      status = fmt::format("cannot map rank {}'s block: {}", members[i], e.what());
+    }
+  }
+  std::vector<std::string> statuses = allgather(members, "mapped:" + key_text, status, op);
+  blocks[index].unlink();  // every member mapped it, or gave up: the name is not needed
+  std::string failed;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (!statuses[i].empty()) failed += fmt::format("\n  rank {}: {}", members[i], statuses[i]);
+  if (!failed.empty())
+    throw_error(ErrorCode::System,
+                "{}: host shared memory '{}' could not be mapped by every rank:{}", op, key_text,
+                failed);
+  return std::make_shared<HostRegion>(std::move(blocks), index, bytes);
+}
+
+void StoreBootstrap::wait_for_exits() noexcept {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  std::vector<bool> done(static_cast<size_t>(size_), false);
+  done[size_t(rank_)] = true;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all = true;
+    for (int r = 0; r < size_; ++r) {
+      if (done[size_t(r)]) continue;
+      try {
+        std::lock_guard lock(failure_mutex_);
+        done[size_t(r)] = store_->get(key(fmt::format("exit/{}", r)), Millis(0)) || peer_died(r);
+      } catch (...) {
+        done[size_t(r)] = true;
+      }
+      all = all && done[size_t(r)];
+    }
+    if (all) return;
+    std::this_thread::sleep_for(Millis(5));
+  }
+}
+
+std::unique_ptr<Bootstrap> make_store_bootstrap(const StoreOptions& options) {
+  return std::make_unique<StoreBootstrap>(options);
+}
+
+}  // namespace symmflow

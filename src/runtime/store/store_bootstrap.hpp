@@ -1,0 +1,96 @@
+// The `store` transport's Bootstrap: processes started by anything (a launcher, a test with
+// fork/exec) meet through a KeyValueStore (private header; options in store.hpp).
+//
+// Contract:
+// - Joining: every rank adds 1 to <prefix>/join/<rank> (a second process with the same rank, or a
+//   store left over from an earlier run with the same prefix, raises InvalidUsage saying so), then
+//   publishes <prefix>/hello/<rank>: world size, pid, host (host name + pid namespace) and CPU set.
+//   It waits for every rank's hello (bounded; a Timeout names the first rank missing); a rank
+//   that disagrees on the world size makes every rank raise InvalidUsage listing each rank's.
+// - allgather: per member set a sequence number, like the threads transport; member i sets
+//   <prefix>/ag/<hash of the member set>-<n>/<seq>/<rank> to (key, data) and waits for the others'
+//   keys. Keys compare as on the other transports (check_same_collective). Keys are never
+//   deleted: a world writes a few per new group or allocation, not per step.
+// - allocate_shared: members must share a host; host shared memory (Note [store shared memory] in
+//   host_memory.hpp), sizes compared first (every member raises the same InvalidUsage listing
+//   each rank's bytes), zeroed, every peer's block mapped here, freed when the last mapping goes.
+// - poison / failure: poison() claims <prefix>/poison_claim (the first claim wins) and writes
+//   <prefix>/poison = "<rank>\n<what>". failure() reads it, and also watches the processes of
+//   this host's peers (a pidfd each; Note [dead peers]), so a peer that was SIGKILLed, which cannot
+//   poison, is named within tunables().store_check_ms; the observer then poisons on its behalf,
+//   so ranks on other hosts learn it too. Peers on other hosts that die silently are covered by
+//   the timeout. Checks are rate-limited to one per store_check_ms (failure() is called from
+//   every wait of the collectives).
+// - Exit: the destructor sets <prefix>/exit/<rank>; a rank that serves the store (TcpStore) first
+//   waits, bounded, until every rank has set it or died, so that peers never lose the server
+//   while they finish.
+// - Thread-safe: bootstrap operations are serialized by a mutex; failure() by its own.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "symmflow/runtime/store.hpp"
+
+namespace symmflow {
+
+class StoreBootstrap : public Bootstrap {
+ public:
+  explicit StoreBootstrap(const StoreOptions& options);
+  ~StoreBootstrap() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  Transport transport() const override { return Transport::store; }
+  int local_ranks() const override { return local_ranks_; }
+  int local_cpus() const override { return local_cpus_; }
+  double timeout_s() const override { return timeout_s_; }
+
+  std::vector<std::string> allgather(const std::vector<int>& members, const std::string& key,
+                                     std::string data, std::string_view op) override;
+  std::shared_ptr<SharedRegion> allocate_shared(const std::vector<int>& members,
+                                                const std::string& key, size_t bytes,
+                                                std::string_view op) override;
+  void poison(const std::string& why) override;
+  std::optional<RankFailure> failure() const override;
+
+ private:
+  struct Peer {
+    int pid = 0;
+    std::string host;      // host name, for messages
+    std::string host_key;  // host name + pid namespace: same key = pidfd works
+    int pidfd = -1;        // same-host peers only
+    bool exited = false;   // left cleanly (exit key seen)
+  };
+  std::string key(const std::string& suffix) const { return prefix_ + "/" + suffix; }
+  void join();
+  // Waits until every key is set, naming ranks[i] while keys[i] is missing; raises Timeout or
+  // PeerFailure as the waits of the other transports do.
+  void await(const std::vector<std::string>& keys, const std::vector<int>& ranks,
+             std::string_view op);
+  // Whether a same-host peer's process is gone (without the exit key). Caller holds failure_mutex_.
+  bool peer_died(int r) const;
+  void publish_poison(int rank, const std::string& why) const;
+  void wait_for_exits() noexcept;
+
+  std::shared_ptr<KeyValueStore> store_;
+  std::string prefix_;
+  int rank_ = 0;
+  int size_ = 0;
+  double timeout_s_ = 30;
+  int local_ranks_ = 1;
+  int local_cpus_ = 1;
+  mutable std::vector<Peer> peers_;  // by world rank
+  std::recursive_mutex mutex_;
+  std::map<std::vector<int>, uint64_t> seq_;  // per member set
+
+  mutable std::mutex failure_mutex_;
+  mutable std::optional<RankFailure> failure_;
+  mutable std::chrono::steady_clock::time_point next_check_{};
+};
+
+}  // namespace symmflow

@@ -1,0 +1,119 @@
+// init_store / init_store_from_env: this process becomes one rank of a world that meets through a
+// key-value store (contract in runtime.hpp). The process-wide runtime mirrors init_mpi's: created
+// once, current on the calling thread, torn down by an atexit handler (so the StoreBootstrap's exit
+// protocol runs while the process still works), and a std::terminate handler poisons the world so
+// peers fail fast with PeerFailure naming this rank.
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
+
+namespace symmflow {
+
+namespace {
+
+struct StoreProcess {
+  StoreOptions options;
+  Bootstrap* bootstrap = nullptr;  // owned by runtime
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<RuntimeScope> scope;  // on the thread that called init_store first
+};
+
+std::mutex& process_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+StoreProcess* process = nullptr;  // never destroyed: outlives static destructors
+thread_local std::unique_ptr<RuntimeScope> other_thread_scope;
+std::terminate_handler previous_terminate = nullptr;
+
+void tear_down_at_exit() {
+  std::lock_guard lock(process_mutex());
+  if (!process) return;
+  process->scope.reset();
+  process->runtime.reset();  // StoreBootstrap's exit protocol
+  process->bootstrap = nullptr;
+}
+
+void on_terminate() {
+  if (process && process->bootstrap) {
+    std::string what = "terminated";
+    if (std::exception_ptr e = std::current_exception()) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        what = fmt::format("uncaught exception: {}", x.what());
+      } catch (...) {
+        what = "uncaught exception";
+      }
+    }
+    process->bootstrap->poison(what);
+  }
+  if (previous_terminate) previous_terminate();
+  std::abort();
+}
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  SF_CHECK(v && *v,
+           "init_store_from_env: {} is not set (launchers such as torchrun set RANK and "
+           "WORLD_SIZE)",
+           name);
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  SF_CHECK(*end == '\0' && x >= 0 && x <= 65536,
+           "init_store_from_env: {}={}: expected an integer in [0, 65536]", name, v);
+  return int(x);
+}
+
+}  // namespace
+
+Runtime& init_store(const StoreOptions& options) {
+  std::lock_guard lock(process_mutex());
+  if (process) {
+    SF_CHECK(process->runtime, "init_store: the store world of this process was already torn down");
+    SF_CHECK(options.rank == process->options.rank &&
+                 options.world_size == process->options.world_size &&
+                 options.prefix == process->options.prefix,
+             "init_store: this process already is rank {} of {} in world '{}'; one world per "
+             "process",
+             process->options.rank, process->options.world_size, process->options.prefix);
+    if (Runtime::current_or_null() != process->runtime.get())
+      other_thread_scope = std::make_unique<RuntimeScope>(*process->runtime);
+    return *process->runtime;
+  }
+  auto p = std::make_unique<StoreProcess>();
+  p->options = options;
+  std::unique_ptr<Bootstrap> bootstrap = make_store_bootstrap(options);
+  p->bootstrap = bootstrap.get();
+  p->runtime = std::make_unique<Runtime>(std::move(bootstrap));
+  p->scope = std::make_unique<RuntimeScope>(*p->runtime);
+  tunables();  // constructed before the handler is registered, so destroyed after it runs
+  std::atexit(tear_down_at_exit);
+  previous_terminate = std::set_terminate(on_terminate);
+  process = p.release();
+  return *process->runtime;
+}
+
+Runtime& init_store_from_env() {
+  const char* spec = std::getenv("SYMMFLOW_STORE");
+  SF_CHECK(spec && *spec,
+           "init_store_from_env: SYMMFLOW_STORE is not set (file:<directory> or "
+           "tcp:<host>:<port>)");
+  StoreOptions o;
+  o.rank = env_int("RANK");
+  o.world_size = env_int("WORLD_SIZE");
+  const char* prefix = std::getenv("SYMMFLOW_STORE_PREFIX");
+  if (prefix && *prefix) o.prefix = prefix;
+  auto connect = std::chrono::milliseconds(int64_t(tunables().timeout_s * 1000));
+  o.store = open_store(spec, o.rank, connect);
+  return init_store(o);
+}
+
+}  // namespace symmflow

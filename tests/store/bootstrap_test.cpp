@@ -1,0 +1,171 @@
+// The store transport in one process: each rank a thread with its own StoreBootstrap (and its own
+// store client) over one FileStore or TcpStore, so joining, exchanges, host shared memory, the
+// validated rendezvous, timeouts and poison are tested without starting processes. (The process
+// tests, process_test.cpp, cover what threads cannot: pids, SIGKILL, env start-up.)
+#include <functional>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/registry.hpp"
+#include "symmflow/runtime/heap.hpp"
+#include "symmflow/runtime/runtime.hpp"
+#include "temp_dir.hpp"
+
+namespace symmflow::testing {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+using OpenStore = std::function<std::shared_ptr<KeyValueStore>(int rank)>;
+
+// Runs fn(rank) on `world` threads; returns each one's error text ("" when none).
+std::vector<std::string> on_threads(int world, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+StoreOptions options(std::shared_ptr<KeyValueStore> store, int rank, int world, double timeout) {
+  StoreOptions o;
+  o.store = std::move(store);
+  o.rank = rank;
+  o.world_size = world;
+  o.prefix = "w";
+  o.timeout_s = timeout;
+  return o;
+}
+
+void check_symmetric_world(const OpenStore& open) {
+  Registry::global();
+  constexpr int kWorld = 3;
+  std::vector<std::string> errors = on_threads(kWorld, [&](int r) {
+    Runtime rt(make_store_bootstrap(options(open(r), r, kWorld, 10)));
+    RuntimeScope scope(rt);
+    EXPECT_EQ(rt.bootstrap().transport(), Transport::store);
+    EXPECT_STREQ(rt.bootstrap().transport_name(), "store");
+    EXPECT_EQ(rt.bootstrap().local_ranks(), kWorld);
+    Tensor t = empty_symmetric({7}, DType::f32, "world");
+    float* mine = t.data<float>();
+    for (int i = 0; i < 7; ++i) EXPECT_EQ(mine[i], 0.0f);  // zeroed
+    for (int i = 0; i < 7; ++i) mine[i] = float(r * 100 + i);
+    rt.group("world")->barrier(0, "test");
+    for (int p = 0; p < kWorld; ++p) {
+      const float* theirs = static_cast<const float*>(peer_data(t.view(), p));
+      for (int i = 0; i < 7; ++i) EXPECT_EQ(theirs[i], float(p * 100 + i));
+    }
+    rt.group("world")->barrier(0, "test");
+    Tensor sum = call("symm_mem::one_shot_all_reduce", {t, "sum", "world"}).to_tensor();
+    for (int i = 0; i < 7; ++i) EXPECT_EQ(sum.data<float>()[i], float(300 + 3 * i));
+    if (r != 1) {  // non-members need not call
+      rt.new_group("pair", {0, 2});
+      std::vector<std::string> all = rt.group("pair")->allgather(std::to_string(r), "test");
+      EXPECT_EQ(all, (std::vector<std::string>{"0", "2"}));
+    }
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+TEST(StoreBootstrap, FileStoreWorldSharesMemory) {
+  TempDir dir;
+  check_symmetric_world([&](int) { return std::make_shared<FileStore>(dir.path()); });
+}
+
+TEST(StoreBootstrap, TcpStoreWorldSharesMemory) {
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true);
+  check_symmetric_world([&](int r) -> std::shared_ptr<KeyValueStore> {
+    if (r == 0) return server;
+    return std::make_shared<TcpStore>("127.0.0.1", server->port(), false);
+  });
+}
+
+TEST(StoreBootstrap, AllocationSizeMismatchNamesEveryRank) {
+  TempDir dir;
+  std::vector<std::string> errors = on_threads(3, [&](int r) {
+    Runtime rt(make_store_bootstrap(options(std::make_shared<FileStore>(dir.path()), r, 3, 10)));
+    rt.bootstrap().allocate_shared({0, 1, 2}, "k", r == 1 ? 128 : 64, "test_alloc");
+  });
+  for (const std::string& e : errors)
+    EXPECT_EQ(e,
+              "test_alloc: shared allocation 'k' differs in size across ranks:\n"
+              "  rank 0: 64 bytes\n  rank 1: 128 bytes\n  rank 2: 64 bytes");
+}
+
+TEST(StoreBootstrap, SameRankTwiceIsRefused) {
+  TempDir dir;
+  auto store = std::make_shared<FileStore>(dir.path());
+  std::vector<std::string> errors = on_threads(2, [&](int t) {
+    if (t == 1) std::this_thread::sleep_for(Millis(100));
+    Runtime rt(make_store_bootstrap(options(store, 0, 2, 1)));
+  });
+  EXPECT_EQ(errors[0], "init_store: timed out after 1 s on rank 0 waiting for rank 1");
+  EXPECT_EQ(errors[1],
+            "init_store: rank 0 joined the world 'w' in file store " + dir.path() +
+                " 2 times: two processes were given the same rank, or the store still holds an "
+                "earlier world (use a fresh directory or port, or another prefix)");
+}
+
+TEST(StoreBootstrap, WorldSizeDisagreementNamesEveryRank) {
+  TempDir dir;
+  std::vector<std::string> errors = on_threads(3, [&](int r) {
+    Runtime rt(make_store_bootstrap(
+        options(std::make_shared<FileStore>(dir.path()), r, r == 0 ? 2 : 3, 5)));
+  });
+  EXPECT_EQ(errors[0],
+            "init_store: the ranks of world 'w' disagree on the world size:\n"
+            "  rank 0: world size 2\n  rank 1: world size 3");
+  for (int r = 1; r < 3; ++r)
+    EXPECT_EQ(errors[size_t(r)],
+              "init_store: the ranks of world 'w' disagree on the world size:\n"
+              "  rank 0: world size 2\n  rank 1: world size 3\n  rank 2: world size 3");
+}
+
+TEST(StoreBootstrap, ExchangeTimesOutNamingTheAbsentRankAndPoisonNamesTheFailedOne) {
+  TempDir dir;
+  std::vector<std::string> errors = on_threads(3, [&](int r) {
+    Runtime rt(make_store_bootstrap(options(std::make_shared<FileStore>(dir.path()), r, 3, 0.5)));
+    if (r == 0) rt.bootstrap().allgather({0, 1}, "k", "", "test_absent");  // 1 never comes
+    if (r == 1) {
+      rt.bootstrap().allgather({1, 2}, "k", "", "test_pair");
+      rt.bootstrap().poison("boom");
+    }
+    if (r == 2) {
+      rt.bootstrap().allgather({1, 2}, "k", "", "test_pair");
+      rt.bootstrap().allgather({1, 2}, "k2", "", "test_poison");  // 1 poisons instead
+    }
+  });
+  EXPECT_TRUE(errors[0] == "test_absent: timed out after 0.5 s on rank 0 waiting for rank 1" ||
+              errors[0] == "test_absent: rank 1 failed (boom) while rank 0 waited for rank 1")
+      << errors[0];
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(errors[2], "test_poison: rank 1 failed (boom) while rank 2 waited for rank 1");
+}
+
+TEST(StoreBootstrap, BadOptionsAreRefused) {
+  TempDir dir;
+  auto store = std::make_shared<FileStore>(dir.path());
+  auto what = [&](StoreOptions o) {
+    try {
+      make_store_bootstrap(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(what(options(nullptr, 0, 1, 1)), "init_store: no store given");
+  EXPECT_EQ(what(options(store, 2, 2, 1)), "init_store: rank 2 out of range for world size 2");
+  EXPECT_EQ(what(options(store, 0, 0, 1)), "init_store: world size 0 out of range [1, 65536]");
+}
+
+}  // namespace
+}  // namespace symmflow::testing

@@ -1,0 +1,144 @@
+// The rank side of the process tests (process_test.cpp): `test_store --child <scenario>` joins the
+// world named by the environment (init_store_from_env) and runs one scenario, printing what the
+// parent asserts on. Exit code 0 when the scenario went as the rank expected.
+//   matrix    every symm_mem collective case of tests/collectives/cases.hpp on a reduced matrix
+//   kill      rank STORE_TEST_VICTIM (-1: the last) prints "ready" and sleeps (the parent SIGKILLs it); the others enter
+//             an all-reduce and print how long it took to fail and the error
+//   throw     the last rank dies of an uncaught exception (std::terminate); the others wait for it
+//             in an all-reduce and print the error
+//   mismatch  rank 1 allocates another size than the others, through the heap and through the
+//             bootstrap directly; every rank prints both errors
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "child.hpp"
+#include "collectives/cases.hpp"
+#include "support/rank_helpers.hpp"
+#include "symmflow/ops/registry.hpp"
+
+namespace symmflow::testing {
+
+namespace {
+
+void say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::vector<Case> reduced_matrix(Op op, int world) {
+  std::vector<Case> out;
+  for (const Case& c : case_matrix(op, world)) {
+    bool dtype = c.dtype == DType::f32 || c.dtype == DType::bf16 || c.dtype == DType::i64;
+    bool rop = c.reduce_op == "sum" || c.reduce_op == "max";
+    if (dtype && rop) out.push_back(c);  // sizes 0, 1, 7, 1023, 4099 and 1 MiB per rank
+  }
+  return out;
+}
+
+int matrix(Runtime& r) {
+  ScopedTunables quick(oversubscribed_tunables());
+  Registry::global();
+  std::vector<int> reversed = all_ranks();
+  std::reverse(reversed.begin(), reversed.end());
+  size_t cases = 0;
+  std::exception_ptr err = run_rank([&] {
+    for (Op op : kAllOps) {
+      std::string name = fresh_group(std::string("coll_") + op_name(op) + "_", reversed);
+      Workspace ws(r, name);
+      for (const Case& c : reduced_matrix(op, r.world_size())) {
+        run_case(ws, c);
+        ++cases;
+      }
+    }
+  });
+  if (err) {
+    say("rank " + std::to_string(r.rank()) + ": " + message_of(err));
+    return 1;
+  }
+  say(fmt::format("matrix ok: {} cases", cases));
+  return 0;
+}
+
+int kill_victim(Runtime& r) {
+  const char* chosen = std::getenv("STORE_TEST_VICTIM");
+  int victim = chosen ? std::atoi(chosen) : -1;
+  if (victim < 0) victim = r.world_size() - 1;
+  Tensor x = empty_symmetric({1024}, DType::f32, "world");
+  say("ready");
+  if (r.rank() == victim) {
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+    return 3;  // never reached: the parent kills it
+  }
+  auto start = std::chrono::steady_clock::now();
+  try {
+    call("symm_mem::one_shot_all_reduce", {x, "sum", "world"});
+    say("no error");
+    return 1;
+  } catch (const Error& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    say(fmt::format("code: {}", error_code_name(e.code())));
+    say(fmt::format("elapsed: {:.3f}", s));
+    say(fmt::format("message: {}", e.what()));
+    return 0;
+  }
+}
+
+int throw_uncaught(Runtime& r) {
+  int thrower = r.world_size() - 1;
+  Tensor x = empty_symmetric({16}, DType::f32, "world");
+  if (r.rank() == thrower) throw std::runtime_error("boom");  // not caught: std::terminate
+  try {
+    call("symm_mem::one_shot_all_reduce", {x, "sum", "world"});
+    say("no error");
+    return 1;
+  } catch (const Error& e) {
+    say(fmt::format("code: {}", error_code_name(e.code())));
+    say(fmt::format("message: {}", e.what()));
+    return 0;
+  }
+}
+
+int mismatch(Runtime& r) {
+  int status = 0;
+  try {
+    empty_symmetric({r.rank() == 1 ? 8 : 4}, DType::f32, "world");
+    say("heap: no error");
+    status = 1;
+  } catch (const Error& e) {
+    say(fmt::format("heap: {}", e.what()));
+  }
+  try {
+    r.bootstrap().allocate_shared(all_ranks(), "direct", r.rank() == 1 ? 128 : 64, "test_alloc");
+    say("bootstrap: no error");
+    status = 1;
+  } catch (const Error& e) {
+    say(fmt::format("bootstrap: {}", e.what()));
+  }
+  // The world is still usable after a refused allocation.
+  r.bootstrap().barrier(all_ranks(), "after", "test_after");
+  say("after: ok");
+  return status;
+}
+
+}  // namespace
+
+int run_child(const std::string& scenario) {
+  if (scenario == "throw") return throw_uncaught(init_store_from_env());  // nothing catches
+  try {
+    Runtime& r = init_store_from_env();
+    if (scenario == "matrix") return matrix(r);
+    if (scenario == "kill") return kill_victim(r);
+    if (scenario == "mismatch") return mismatch(r);
+    say("unknown scenario " + scenario);
+    return 2;
+  } catch (const std::exception& e) {
+    say(std::string("child error: ") + e.what());
+    return 1;
+  }
+}
+
+}  // namespace symmflow::testing

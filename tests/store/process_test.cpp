@@ -1,0 +1,124 @@
+// The store transport with real processes: the test starts W children of this binary (spawn.hpp;
+// fork + exec, no mpirun) that join one world through a FileStore or a TcpStore served by rank 0,
+// from the environment as a launcher would set it, and run a scenario of child.cpp:
+// - the collective matrix (tests/collectives/cases.hpp, every element checked on every rank) for
+//   W = 2, 3, 4 over both stores;
+// - a peer SIGKILLed while the others wait for it in an all-reduce: every other rank raises
+//   PeerFailure naming it, well within the 5 s timeout;
+// - an allocation whose size differs on rank 1: every rank's error lists each rank's size.
+#include <gtest/gtest.h>
+
+#include "spawn.hpp"
+#include "temp_dir.hpp"
+
+namespace symmflow::testing {
+namespace {
+
+std::string store_spec(const std::string& kind, const TempDir& dir) {
+  if (kind == "file") return "file:" + dir.path() + "/store";
+  return "tcp:127.0.0.1:" + std::to_string(free_port());
+}
+
+struct MatrixParam {
+  std::string store;
+  int world;
+};
+
+class StoreProcesses : public ::testing::TestWithParam<MatrixParam> {};
+
+TEST_P(StoreProcesses, CollectiveMatrix) {
+  TempDir dir;
+  ChildWorld world(dir.path(), GetParam().world);
+  world.start({"matrix", store_spec(GetParam().store, dir), "m", 60});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(200))) << "timed out\n" << world.all_output();
+  for (int r = 0; r < GetParam().world; ++r) {
+    EXPECT_EQ(world.exit_code(r), 0) << world.all_output();
+    EXPECT_NE(world.output(r).find("matrix ok: "), std::string::npos) << world.output(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, StoreProcesses,
+                         ::testing::Values(MatrixParam{"file", 2}, MatrixParam{"tcp", 2},
+                                           MatrixParam{"file", 3}, MatrixParam{"tcp", 3},
+                                           MatrixParam{"file", 4}, MatrixParam{"tcp", 4}),
+                         [](const ::testing::TestParamInfo<MatrixParam>& p) {
+                           return p.param.store + std::to_string(p.param.world);
+                         });
+
+void check_killed_peer(const std::string& kind, int w, int victim) {
+  TempDir dir;
+  ChildWorld world(dir.path(), w);
+  constexpr double kTimeout = 5;
+  world.start({"kill", store_spec(kind, dir), "k", kTimeout, victim});
+  std::vector<int> all;
+  for (int r = 0; r < w; ++r) all.push_back(r);
+  ASSERT_TRUE(world.wait_for_line(all, "ready", std::chrono::seconds(30))) << world.all_output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are waiting now
+  world.kill_rank(victim);
+  ASSERT_TRUE(world.wait_all(std::chrono::duration<double>(kTimeout + 10))) << world.all_output();
+  EXPECT_EQ(world.exit_code(victim), 128 + SIGKILL);
+  for (int r = 0; r < w; ++r) {
+    if (r == victim) continue;
+    std::string out = world.output(r);
+    EXPECT_EQ(world.exit_code(r), 0) << out;
+    EXPECT_NE(out.find("code: PeerFailure"), std::string::npos) << out;
+    std::string expected = "message: symm_mem::one_shot_all_reduce: rank " +
+                           std::to_string(victim) + " failed (its process ";
+    EXPECT_NE(out.find(expected), std::string::npos) << out;
+    EXPECT_NE(out.find("ended without reporting an error: killed by a signal or crashed) while "
+                       "rank " + std::to_string(r) + " waited"),
+              std::string::npos)
+        << out;
+    size_t at = out.find("elapsed: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    EXPECT_LT(std::stod(out.substr(at + 9)), kTimeout) << out;
+  }
+}
+
+TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutFile) { check_killed_peer("file", 3, 2); }
+TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutTcp) { check_killed_peer("tcp", 2, 1); }
+// Rank 0 serves the TcpStore: its peers lose the store too, and still name it.
+TEST(StoreFailure, KilledServingRankIsNamedWithinTheTimeout) { check_killed_peer("tcp", 3, 0); }
+
+TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 3);
+  world.start({"throw", store_spec("file", dir), "u", 10});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
+  EXPECT_EQ(world.exit_code(2), 128 + SIGABRT) << world.all_output();
+  for (int r = 0; r < 2; ++r) {
+    std::string out = world.output(r);
+    EXPECT_EQ(world.exit_code(r), 0) << out;
+    // The rank waited for is whichever peer had not signalled yet (2, or a rank that left).
+    EXPECT_NE(out.find("code: PeerFailure\nmessage: symm_mem::one_shot_all_reduce: rank 2 failed "
+                       "(uncaught exception: boom) while rank " + std::to_string(r) +
+                       " waited for rank "),
+              std::string::npos)
+        << out;
+  }
+}
+
+TEST(StoreFailure, AllocationMismatchNamesBothRanks) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 3);
+  world.start({"mismatch", store_spec("tcp", dir), "x", 10});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(60))) << world.all_output();
+  for (int r = 0; r < 3; ++r) {
+    std::string out = world.output(r);
+    EXPECT_EQ(world.exit_code(r), 0) << out;
+    EXPECT_NE(out.find("heap: empty_symmetric: symmetric allocation in group 'world' differs "
+                       "across ranks (every rank must allocate the same sizes in the same "
+                       "order):\n  rank 0: allocation #0 of 16 bytes\n  rank 1: allocation #0 "
+                       "of 32 bytes\n  rank 2: allocation #0 of 16 bytes"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("bootstrap: test_alloc: shared allocation 'direct' differs in size across "
+                       "ranks:\n  rank 0: 64 bytes\n  rank 1: 128 bytes\n  rank 2: 64 bytes"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("after: ok"), std::string::npos) << out;
+  }
+}
+
+}  // namespace
+}  // namespace symmflow::testing
