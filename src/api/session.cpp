@@ -73,7 +73,7 @@ Tensor wrap(const TensorView& v) {
 Rank::Rank(Runtime& runtime) : runtime_(&runtime) {}
 int Rank::rank() const { return runtime_->rank(); }
 int Rank::world_size() const { return runtime_->world_size(); }
-std::string Rank::transport() const { return runtime_->bootstrap().transport(); }
+std::string Rank::transport() const { return transport_name(runtime_->bootstrap().transport()); }
 void Rank::barrier(const std::string& what) { runtime_->group("world")->barrier(0, what); }
 std::vector<std::string> Rank::allgather(const std::string& bytes, const std::string& what) {
   return runtime_->group("world")->allgather(bytes, what);
