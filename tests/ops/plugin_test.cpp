@@ -22,6 +22,14 @@ TEST(Plugin, ExampleRegistersFusedAllReduceRmsNorm) {
   load_plugin(kLibDir + "libmyops.so");  // loading twice is a no-op
 }
 
+TEST(Plugin, TagsItsOpsThroughDefAndTag) {
+  load_plugin(kLibDir + "libtagged_plugin.so");
+  EXPECT_EQ(Registry::global().get("taggedops::square").tags(), TagSet{Tag::pointwise});
+  EXPECT_EQ(Registry::global().get("taggedops::push_").tags(),
+            (TagSet{Tag::collective, Tag::peer_written, Tag::one_sided, Tag::signal,
+                    Tag::in_place}));
+}
+
 TEST(Plugin, MissingFileNamesThePath) {
   try {
     load_plugin("/nonexistent/libnothing.so");

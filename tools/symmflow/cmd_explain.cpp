@@ -45,20 +45,14 @@ struct CollectiveStep {
   AlgorithmChoice algorithm;
 };
 
-// Every step with a group: its largest tensor argument and the algorithm table's choice.
+// Every step with a group: its largest tensor argument and the algorithm the plan chose for it.
 std::vector<CollectiveStep> collective_steps(const passes::Plan& plan) {
   std::vector<CollectiveStep> out;
   for (size_t s = 0; s < plan.steps.size(); ++s) {
-    const ir::Node& n = *plan.steps[s];
-    if (!n.op() || n.group().empty()) continue;
-    CollectiveStep c{int(s), n.op()->name(), n.group(), plan.graph->group_size(n.group()), 0, {}};
-    for (const ir::Arg& a : n.args()) {
-      if (a.kind != ir::Arg::Kind::value) continue;
-      const ir::TensorType& t = a.value->type();
-      c.bytes = std::max(c.bytes, numel(t.shape) * int64_t(dtype_size(t.dtype)));
-    }
-    c.algorithm = collective_algorithm(c.op, c.bytes, c.ranks);
-    out.push_back(std::move(c));
+    const passes::PlanStep& step = plan.steps[s];
+    if (!step.op.op || step.group.empty()) continue;
+    out.push_back({int(s), step.op.op->name(), step.group, step.group_size, step.bytes,
+                   step.algorithm});
   }
   return out;
 }
@@ -93,7 +87,8 @@ int explain_json(const passes::Plan& plan) {
   }
   for (const passes::CopyInfo& c : plan.copies) {
     copies.push_back(
-        {{"reason", c.reason}, {"bytes", c.bytes}, {"kind", c.kind}, {"step", c.step}});
+        {{"reason", c.reason}, {"bytes", c.bytes}, {"kind", passes::copy_kind_name(c.kind)},
+         {"step", c.step}});
   }
   nlohmann::json out = {{"pools", pools}, {"buffers", buffers}, {"copies", copies}, {"collectives", collectives}};
   fmt::print("{}\n", out.dump(2));
@@ -117,7 +112,7 @@ void print_chart(const passes::Plan& plan, size_t p) {
       size_t hi = ((b.offset + b.bytes) * kBarWidth + pool.bytes - 1) / pool.bytes;
       for (size_t c = lo; c < std::min<size_t>(hi, kBarWidth); ++c) bar[c] = '#';
     }
-    fmt::print("  {:>4} {:<32} |{}| {} B\n", s, plan.steps[size_t(s)]->display_name(), bar, live);
+    fmt::print("  {:>4} {:<32} |{}| {} B\n", s, plan.steps[size_t(s)].node->display_name(), bar, live);
   }
 }
 
@@ -146,7 +141,8 @@ int explain_text(const passes::Plan& plan, const std::string& file, int ranks) {
   fmt::print("intermediate buffers: {} ({})\n", places.size(), fmt::join(where, ", "));
   fmt::print("\ncompiler-added copies: {}\n", plan.copies.size());
   for (const passes::CopyInfo& c : plan.copies) {
-    fmt::print("  step {} copy-{} {} B: {}\n", c.step, c.kind, c.bytes, c.reason);
+    fmt::print("  step {} copy-{} {} B: {}\n", c.step, passes::copy_kind_name(c.kind), c.bytes,
+               c.reason);
   }
   std::vector<CollectiveStep> collectives = collective_steps(plan);
   fmt::print("\ncollectives: {} (algorithm per op, bytes and group size; tunables "

@@ -23,8 +23,9 @@ void write_trace(const std::string& path, const passes::Plan& plan,
                       {"tid", r},
                       {"args", {{"name", fmt::format("rank {}", r)}}}});
     for (const TraceEvent& e : results[r].events) {
-      const ir::Node* n = plan.steps[size_t(e.step)];
-      bool comm = n->op() != nullptr && !n->op()->group_arg().empty();
+      const passes::PlanStep& step = plan.steps[size_t(e.step)];
+      const ir::Node* n = step.node;
+      bool comm = step.op.op != nullptr && step.op.op->has(Tag::collective);
       events.push_back({{"ph", "X"},
                         {"pid", 0},
                         {"tid", r},
