@@ -1,6 +1,9 @@
 // Op tags (Note [op tags] in ops/registry.hpp): the tags of representative built-in ops, tags
 // declared through Library::def and Library::tag, the refusals with their exact messages, and a
 // pass (fuse_pointwise) that follows a tag rather than a list of names.
+#include <functional>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "symmflow/ir/text.hpp"
@@ -47,7 +50,8 @@ TEST(Tags, SymmMemOps) {
             (TagSet{T::collective, T::peer_written, T::one_sided, T::signal, T::in_place}));
   EXPECT_EQ(tags_of("symm_mem::wait_signal"),
             (TagSet{T::collective, T::peer_written, T::one_sided, T::signal, T::in_place}));
-  EXPECT_EQ(tags_of("symm_mem::get"), (TagSet{T::collective, T::one_sided, T::peer_read, T::out}));
+  EXPECT_EQ(tags_of("symm_mem::get"),
+            (TagSet{T::collective, T::one_sided, T::peer_read, T::in_place}));
   EXPECT_EQ(tags_of("symm_mem::barrier"), (TagSet{T::collective, T::barrier}));
   EXPECT_EQ(tags_of("symm_mem::collective_permute_out"),
             (TagSet{T::collective, T::peer_written, T::out}));

@@ -11,7 +11,7 @@
 //                 store into it or load it while this rank may already be in a later step or run
 //                 (put_signal's dst, collective_permute_out's out, two_shot_all_reduce_'s input),
 //                 so its buffer is owned for the whole run and each run starts with a barrier
-//   in_place      mutates an argument and has no out arguments (add_.Tensor)
+//   in_place      mutates an argument and is not an out variant (add_.Tensor, put_signal, get)
 //   out           writes out arguments (`Tensor(a!) out`, add.out)
 //   view          a return aliases an argument without writing it (view, slice.Tensor)
 // The others are declared where the op is defined (Library::def's `tags`, or Library::tag):
