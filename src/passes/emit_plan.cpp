@@ -76,6 +76,11 @@ class Builder {
   Builder(Plan& plan, const ir::Graph& graph) : plan_(plan), graph_(graph) {}
 
   void build() {
+    size_t values = graph_.inputs().size();
+    for (const ir::Node* n : graph_.nodes()) values += n->outputs().size();
+    plan_.values.reserve(values);
+    id_.reserve(values);
+    plan_.steps.reserve(graph_.nodes().size());
     for (const ir::Value* v : graph_.inputs()) plan_.inputs.push_back(add_value(v));
     for (const ir::Node* n : graph_.nodes()) plan_.steps.push_back(step_of(*n));
     for (const ir::Value* v : graph_.outputs()) plan_.outputs.push_back(id_.at(v));
@@ -89,9 +94,10 @@ class Builder {
   int add_value(const ir::Value* v) {
     PlanValue pv{v->name(), v->type(), -1, v->is_input() ? v->index() : -1};
     if (auto b = plan_.buffer_of.find(v); b != plan_.buffer_of.end()) pv.buffer = b->second;
-    id_[v] = int(plan_.values.size());
+    const int id = int(plan_.values.size());
+    id_.emplace(v, id);
     plan_.values.push_back(std::move(pv));
-    return id_[v];
+    return id;
   }
 
   Operand operand(const ir::Arg& a) const {
@@ -119,6 +125,7 @@ class Builder {
   PlanStep step_of(const ir::Node& n) {
     PlanStep step;
     step.node = &n;
+    step.args.reserve(n.args().size());
     for (const ir::Arg& a : n.args()) step.args.push_back(operand(a));
     for (const ir::Value* v : n.outputs()) step.results.push_back(add_value(v));
     switch (n.kind()) {
