@@ -3,8 +3,8 @@
 // arguments resolved), so run() only moves tensors between slots and calls kernels.
 //
 // Note [zero-copy input binding]: a copy-in of a graph input (a copy step of kind
-// CopyKind::input) writes a staging buffer that plan_memory keeps live from step 0, so no other buffer
-// shares its bytes before the copy. input_handle() hands that buffer to the caller; when run()
+// CopyKind::input) writes a staging buffer that plan_memory keeps live from step 0, so no other
+// buffer shares its bytes before the copy. input_handle() hands that buffer to the caller; when run()
 // receives it back (same memory), the copy is skipped. This is only offered when no step writes
 // the staging buffer, or when what it holds at the end is written back into that very input and
 // the copy-in is the input's only reader (other steps read the caller's tensor, which would then
@@ -13,8 +13,8 @@
 //
 // Note [barrier before each run]: a buffer that peers write (the written symm arg of a
 // communicating op: put_signal's dst, collective_permute_out's out, ...) is kept for the whole run
-// by plan_memory (Note [peer-written buffers]) and its op is tagged peer_written, but nothing in the steps stops a fast rank from
-// finishing run i and issuing run i+1's puts into a slow peer that is still reading run i's data
+// by plan_memory (Note [peer-written buffers]) and its op is tagged peer_written, but nothing in
+// the steps stops a fast rank from finishing run i and issuing run i+1's puts into a slow peer that is still reading run i's data
 // from the same buffer (or has not consumed run i's signal yet). So run() starts with one barrier
 // in each group that has such a buffer: no rank writes into a peer's memory before every peer
 // has finished the previous run. emit_plan lists these groups (Plan::entry_barriers). Plans
@@ -155,7 +155,8 @@ void Executable::find_staging_inputs() {
     if (s.kind != StepKind::call || s.op.out_variant) continue;
     for (int w : s.written) {
       each_value(s.args[size_t(w)], [&](int v) {
-        if (p.values[size_t(v)].buffer >= 0) written[size_t(root(p.values[size_t(v)].buffer))] = true;
+        const int b = p.values[size_t(v)].buffer;
+        if (b >= 0) written[size_t(root(b))] = true;
       });
     }
   }

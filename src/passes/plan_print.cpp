@@ -118,7 +118,8 @@ std::string step_line(const Plan& plan, size_t s) {
 std::string Plan::str() const {
   std::string out;
   std::vector<std::string> ins;
-  for (int id : inputs) ins.push_back(values[size_t(id)].name + ": " + values[size_t(id)].type.str());
+  for (int id : inputs)
+    ins.push_back(values[size_t(id)].name + ": " + values[size_t(id)].type.str());
   out += fmt::format("plan {}({}) {{\n", graph->name(), fmt::join(ins, ", "));
   for (const PoolPlan& p : pools) {
     out += fmt::format("  pool {}: {} bytes (lower bound {}, order {})\n", p.name, p.bytes,
@@ -129,9 +130,11 @@ std::string Plan::str() const {
     const std::string& input = values[size_t(inputs[size_t(w.input)])].name;
     const std::string& value = values[size_t(w.value)].name;
     out += fmt::format("  writeback {} = {}", input, value);
-    if (w.value != inputs[size_t(w.input)])
-      out += fmt::format(" # copy: graph input '{}' is mutated: its final value '{}' is written back",
+    if (w.value != inputs[size_t(w.input)]) {
+      out += fmt::format(" # copy: graph input '{}' is mutated: its final value '{}' is written "
+                         "back",
                          input, value);
+    }
     out += "\n";
   }
   std::vector<std::string> outs;

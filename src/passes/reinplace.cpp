@@ -107,8 +107,7 @@ class Reinplacer {
       for (size_t i = order.size(); i-- > 0;) {
         const Node* m = order[i];
         if (m == w->producer()) break;
-        if (m->op() && !m->op()->group_arg().empty() && m->group() == n->group() &&
-            m->inputs().empty()) {
+        if (m->op() && m->op()->has(Tag::barrier) && m->group() == n->group()) {
           at = i;
           break;
         }

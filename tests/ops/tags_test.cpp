@@ -120,7 +120,8 @@ TEST(Tags, Refusals) {
   EXPECT_EQ(error_of([&] { m.tag("f_", {Tag::one_sided}); }),
             "op 't_tagbad::f_': tag one_sided needs a group argument, but the schema has no 'str "
             "group_name' (name another one with register_group_arg first)");
-  EXPECT_EQ(error_of([&] { m.tag("nope", {Tag::pointwise}); }), "op 't_tagbad::nope' is not defined");
+  EXPECT_EQ(error_of([&] { m.tag("nope", {Tag::pointwise}); }),
+            "op 't_tagbad::nope' is not defined");
   // A def whose tags are refused leaves the registry unchanged.
   EXPECT_EQ(error_of([&] { m.def("g(Tensor x) -> Tensor", same_as_first(), {Tag::collective}); }),
             "op 't_tagbad::g': tag collective is inferred (from the schema's alias annotations, "

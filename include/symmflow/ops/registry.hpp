@@ -1,6 +1,6 @@
-// The op registry: every op's schema, symm args, group argument, variant links, tags, shape function
-// and kernels per backend. Libraries add to it (see library.hpp); lookups are by qualified name
-// ("aten::add.Tensor").
+// The op registry: every op's schema, symm args, group argument, variant links, tags, shape
+// function and kernels per backend. Libraries add to it (see library.hpp); lookups are by
+// qualified name ("aten::add.Tensor").
 //
 // Note [op tags]: every property a pass or exec asks of an op is a tag (in the spirit of torch.Tag
 // and MLIR traits), never a list of op names. Some tags are inferred from what the registry
@@ -22,7 +22,7 @@
 //                 the op (get's src): plan_memory keeps it live until the group next synchronises
 //   signal        peers put into its written symm arg as soon as they pass the group's barrier
 //                 before it (put_signal, wait_signal): a copy of that arg goes before the barrier
-//   barrier       synchronises every rank of its group and moves no data (symm_mem::barrier)
+//   barrier       synchronises its group, moves no data (symm_mem::barrier); copies go before it
 // one_sided, peer_read, signal and barrier need a group argument; declaring an inferred tag is
 // refused. Plugins tag their ops the same way.
 #pragma once
