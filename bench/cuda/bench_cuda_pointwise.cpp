@@ -78,7 +78,8 @@ int main() {
       text.replace(text.find("N]"), 1, std::to_string(n));
       auto plan = passes::compile(ir::parse_graph(text));
       const ir::Graph* body = nullptr;
-      for (const ir::Node* node : plan->steps) {
+      for (const passes::PlanStep& step : plan->steps) {
+        const ir::Node* node = step.node;
         if (node->kind() == ir::NodeKind::fused) body = node->body();
       }
       SF_CHECK(body, "bench_cuda_pointwise: fuse_pointwise made no fused region");

@@ -30,6 +30,7 @@ OpInfo info_of(const OpDef& op) {
   info.functional = op.functional_variant();
   info.inplace = op.inplace_variant();
   info.out = op.out_variant();
+  info.tags = op.tags().str();
   return info;
 }
 

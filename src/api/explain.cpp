@@ -22,24 +22,14 @@ std::string pool_name(const passes::Plan& plan, const passes::BufferPlan& b) {
   return "-";
 }
 
-// Every step with a group: its largest tensor argument and the algorithm table's choice.
+// Every communication step: the group, bytes and algorithm the plan chose (Note [typed plan]).
 std::vector<ExplainCollective> collectives_of(const passes::Plan& plan) {
   std::vector<ExplainCollective> out;
   for (size_t s = 0; s < plan.steps.size(); ++s) {
-    const ir::Node& n = *plan.steps[s];
-    if (!n.op() || n.group().empty()) continue;
-    ExplainCollective c{int(s), n.op()->name(), n.group(), plan.graph->group_size(n.group()), 0,
-                        {}, {}, {}};
-    for (const ir::Arg& a : n.args()) {
-      if (a.kind != ir::Arg::Kind::value) continue;
-      const ir::TensorType& t = a.value->type();
-      c.bytes = std::max(c.bytes, numel(t.shape) * int64_t(dtype_size(t.dtype)));
-    }
-    kernels::AlgorithmChoice choice = kernels::collective_algorithm(c.op, c.bytes, c.ranks);
-    c.cpu = choice.cpu;
-    c.cuda = choice.cuda;
-    c.why = choice.why;
-    out.push_back(std::move(c));
+    const passes::PlanStep& step = plan.steps[s];
+    if (!step.op.op || step.group.empty()) continue;
+    out.push_back({int(s), step.op.op->name(), step.group, step.group_size, step.bytes,
+                   step.algorithm.cpu, step.algorithm.cuda, step.algorithm.why});
   }
   return out;
 }
@@ -56,14 +46,14 @@ ExplainData make_explain(const passes::Plan& plan, int world_size) {
   ExplainData d;
   d.program = plan.graph->name();
   d.world_size = world_size;
-  for (const ir::Node* n : plan.steps)
-    d.steps.push_back({n->display_name(), n->op() != nullptr && !n->op()->group_arg().empty()});
+  for (const passes::PlanStep& step : plan.steps)
+    d.steps.push_back({step.node->display_name(), step.op.op != nullptr && step.op.op->has(Tag::collective)});
   for (const passes::PoolPlan& p : plan.pools) d.pools.push_back({p.name, p.bytes, p.lower_bound, p.order});
   for (const passes::BufferPlan& b : plan.buffers) {
     d.buffers.push_back({b.name, pool_name(plan, b), b.pool, b.offset, b.bytes, b.type.dtype,
                          b.type.shape, b.first_step, b.last_step, b.intermediate});
   }
-  for (const passes::CopyInfo& c : plan.copies) d.copies.push_back({c.step, c.kind, c.reason, c.bytes});
+  for (const passes::CopyInfo& c : plan.copies) d.copies.push_back({c.step, passes::copy_kind_name(c.kind), c.reason, c.bytes});
   d.collectives = collectives_of(plan);
   return d;
 }

@@ -61,67 +61,59 @@ std::unique_ptr<DeviceBackend> make_device_backend(const ExecOptions& options) {
 }
 
 void Executable::prepare_device() {
-  const ir::Graph& g = *plan_->graph;
+  const passes::Plan& p = *plan_;
   // Every step needs a kernel on the device's backend (checked now, not mid-capture).
   for (const auto& step : steps_) {
-    const ir::Node& n = *step->node;
-    if (n.kind() != ir::NodeKind::op && n.kind() != ir::NodeKind::functional) continue;
-    SF_CHECK(step->op->kernel(Backend::cuda),
-             "Executable: {} ({}) has no cuda kernel yet; run this graph on the cpu", 
-             n.display_name(), step->op->name());
+    const passes::PlanStep& ps = *step->plan;
+    if (ps.kind != passes::StepKind::call && ps.kind != passes::StepKind::functional) continue;
+    SF_CHECK(ps.op.called()->kernel(Backend::cuda),
+             "Executable: {} ({}) has no cuda kernel yet; run this graph on the cpu",
+             ps.node->display_name(), ps.op.called()->name());
   }
   // Note [device inputs]
   skip_always_.assign(steps_.size(), false);
-  for (size_t i = 0; i < g.inputs().size(); ++i) {
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
     if (staging_step_[i] >= 0) {
-      handles_[i] = slots_[size_t(steps_[size_t(staging_step_[i])]->out_slots[0])];
+      handles_[i] = slots_[size_t(p.steps[size_t(staging_step_[i])].results[0])];
       skip_always_[size_t(staging_step_[i])] = true;
     } else {
-      const ir::TensorType& t = g.inputs()[i]->type();
+      const ir::TensorType& t = p.values[size_t(p.inputs[i])].type;
       handles_[i] = Tensor::empty(t.shape, t.dtype, options_.device);
       ++allocations_;
     }
-    slots_[size_t(input_slot_[i])] = handles_[i];
+    slots_[size_t(p.inputs[i])] = handles_[i];
   }
   // Note [streams of a plan]
   auto range_of_slot = [&](int slot) -> ByteRange {
     if (slots_[size_t(slot)].defined()) return range_of(slots_[size_t(slot)]);
-    auto it = plan_->buffer_of.find(slot_value_[size_t(slot)]);
-    if (it != plan_->buffer_of.end()) {
-      int b = it->second;
-      while (plan_->buffers[size_t(b)].alias_of >= 0) b = plan_->buffers[size_t(b)].alias_of;
+    int b = p.values[size_t(slot)].buffer;
+    if (b >= 0) {
+      while (p.buffers[size_t(b)].alias_of >= 0) b = p.buffers[size_t(b)].alias_of;
       if (buffer_views_[size_t(b)].defined()) return range_of(buffer_views_[size_t(b)]);
     }
     return {nullptr, nullptr, true};
+  };
+  auto add_ranges = [&](const passes::Operand& r, std::vector<ByteRange>& to) {
+    if (r.kind == passes::Operand::Kind::value) to.push_back(range_of_slot(r.value));
+    for (int slot : r.values) to.push_back(range_of_slot(slot));
   };
   std::vector<StepAccess> access(steps_.size());
   std::map<std::shared_ptr<Group>, size_t> collective_bytes;
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& step = *steps_[s];
-    const ir::Node& n = *step.node;
+    const passes::PlanStep& ps = *step.plan;
     StepAccess& a = access[s];
     a.runs = !skip_always_[s];
-    for (const ArgRef& r : step.args) {
-      if (r.kind == ir::Arg::Kind::value) a.reads.push_back(range_of_slot(r.slot));
-      for (int slot : r.slots) a.reads.push_back(range_of_slot(slot));
+    for (const passes::Operand& r : step.args) add_ranges(r, a.reads);
+    for (int slot : ps.results) a.writes.push_back(range_of_slot(slot));
+    if (ps.kind == passes::StepKind::call) {
+      for (int w : ps.written) add_ranges(step.args[size_t(w)], a.writes);
     }
-    for (int slot : step.out_slots) a.writes.push_back(range_of_slot(slot));
-    if (n.kind() == ir::NodeKind::op) {
-      for (int w : step.op->aliases().written_args) {
-        const ArgRef& r = step.args[size_t(w)];
-        if (r.kind == ir::Arg::Kind::value) a.writes.push_back(range_of_slot(r.slot));
-        for (int slot : r.slots) a.writes.push_back(range_of_slot(slot));
-      }
-    }
-    if (n.group().empty()) continue;
-    const std::shared_ptr<Group> group = runtime_->group(n.group());
+    if (ps.group.empty()) continue;
+    const std::shared_ptr<Group> group = runtime_->group(ps.group);
     a.communicates = group->size() > 1;
     size_t& bytes = collective_bytes[group];
-    for (const ir::Arg& r : n.args()) {
-      if (r.kind != ir::Arg::Kind::value) continue;
-      const ir::TensorType& t = r.value->type();
-      bytes = std::max(bytes, size_t(numel(t.shape)) * dtype_size(t.dtype));
-    }
+    bytes = std::max(bytes, size_t(ps.bytes));
   }
   const std::vector<StepStream> streams = plan_streams(access, tunables().cuda_early_launch);
   device_->prepare(streams, collective_bytes);
@@ -139,7 +131,8 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
   auto before = [&] {
     // Note [barrier before each run], as a kernel on the compute stream that the whole run (its
     // graph included) follows; outside the graph, so it runs every time.
-    for (Group* group : entry_barriers_) call("symm_mem::barrier", {group->name(), int64_t(0)});
+    for (const auto& [group, op] : entry_barriers_)
+      call_bound(*op, {Value(group->name()), Value(int64_t(0))});
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (detail::same_memory(inputs[i], handles_[i])) {
         if (staging_step_[i] >= 0) ++stats_.input_copies_skipped;
@@ -163,10 +156,7 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
   };
   std::vector<Tensor> results;
   auto after = [&] {
-    for (auto [input, slot] : writebacks_) {
-      if (!detail::same_memory(inputs[size_t(input)], slots_[size_t(slot)]))
-        copy(inputs[size_t(input)], slots_[size_t(slot)]);
-    }
+    write_back(inputs);
     results = collect_outputs(options);
   };
   device_->run(before, steps, after);

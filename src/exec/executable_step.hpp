@@ -11,21 +11,12 @@
 
 namespace symmflow::exec {
 
-struct ArgRef {
-  ir::Arg::Kind kind = ir::Arg::Kind::literal;
-  int slot = -1;
-  std::vector<int> slots;
-  Value literal;
-};
-
+// A plan step bound to this rank: `args` are the plan step's operands with rank-relative ints
+// resolved (Note [rank-relative arguments] in ir/graph.hpp), so every operand is a value id (the
+// slot of that value), a list of them, or a literal.
 struct Executable::Step {
-  const ir::Node* node = nullptr;
-  const OpDef* op = nullptr;  // the op called (the out variant when lowered)
-  bool out_variant = false;
-  std::vector<ArgRef> args;                        // in `op`'s schema order
-  std::vector<int> out_slots;                      // the node's outputs
-  std::vector<bool> alias_return;                  // op nodes: return r aliases an argument
-  std::vector<std::pair<size_t, int>> new_values;  // functional: (written arg, output slot)
+  const passes::PlanStep* plan = nullptr;
+  std::vector<passes::Operand> args;
 };
 
 // The registered backend for options.device (executable_device.cpp); InvalidUsage when none is.

@@ -52,6 +52,163 @@ std::unordered_map<const ir::Value*, std::string> symm_uses(const ir::Graph& gra
   return out;
 }
 
+// One run of interpret() over a graph (the steps of interpret, named).
+class Interpreter {
+ public:
+  Interpreter(const ir::Graph& graph, std::vector<Tensor> inputs)
+      : graph_(graph), inputs_(std::move(inputs)), symm_group_(symm_uses(graph)) {
+    for (size_t i = 0; i < inputs_.size(); ++i) env_[graph.inputs()[i]] = inputs_[i];
+  }
+
+  std::vector<Tensor> run() {
+    for (const ir::Node* n : graph_.nodes()) {
+      switch (n->kind()) {
+        case ir::NodeKind::copy:
+          env_[n->output()] = clone_for(n->output(), tensor_of(n->args()[0].value));
+          break;
+        case ir::NodeKind::fused: {
+          std::vector<Tensor> ins;
+          for (const ir::Arg& a : n->args()) ins.push_back(tensor_of(a.value));
+          std::vector<Tensor> outs = interpret(*n->body(), std::move(ins));
+          for (size_t r = 0; r < outs.size(); ++r) env_[n->output(r)] = outs[r];
+          break;
+        }
+        case ir::NodeKind::op:
+        case ir::NodeKind::functional:
+          run_op(*n);
+          break;
+      }
+    }
+    for (auto it = write_back_.rbegin(); it != write_back_.rend(); ++it)
+      detail::copy_tensor(it->first, it->second);
+    for (const auto& w : graph_.writebacks()) {
+      const Tensor& value = tensor_of(w.value);
+      const Tensor& input = inputs_[size_t(w.input->index())];
+      if (!detail::same_memory(value, input)) detail::copy_tensor(input, value);
+    }
+    std::vector<Tensor> results;
+    for (const ir::Value* v : graph_.outputs()) results.push_back(tensor_of(v));
+    return results;
+  }
+
+ private:
+  const Tensor& tensor_of(const ir::Value* v) const {
+    auto it = env_.find(v);
+    SF_CHECK(it != env_.end(), "interpret: value '{}' is used before it is defined", v->name());
+    return it->second;
+  }
+
+  // Note [eager symm results]: a value used as a symm arg of group g is made in symm[g] by its
+  // producer (op results that do not alias an argument, functional new values, copies), as the
+  // compiler places it; values made otherwise (views, graph inputs) are copied per call.
+  Tensor fresh(const ir::Value* v) const {
+    auto it = symm_group_.find(v);
+    if (it == symm_group_.end()) return Tensor();
+    return empty_symmetric(v->type().shape, v->type().dtype, it->second);
+  }
+
+  Tensor clone_for(const ir::Value* v, const Tensor& t) const {
+    Tensor c = fresh(v);
+    if (!c.defined()) return detail::clone_tensor(t);
+    detail::copy_tensor(c, t);
+    return c;
+  }
+
+  Value bind(const ir::Node& n, const ir::Arg& a) const {
+    switch (a.kind) {
+      case ir::Arg::Kind::literal:
+        return a.literal;
+      case ir::Arg::Kind::rank_relative: {  // Note [rank-relative arguments]
+        SF_CHECK(!n.group().empty(), "interpret: {} has a rank-relative argument but no group",
+                 n.display_name());
+        const Group& g = *Runtime::current().group(n.group());
+        return ir::resolve_rank_relative(a.rank_offset, g.rank(), g.size());
+      }
+      case ir::Arg::Kind::value:
+        return tensor_of(a.value);
+      case ir::Arg::Kind::value_list:
+        break;
+    }
+    std::vector<Tensor> ts;
+    for (const ir::Value* v : a.values) ts.push_back(tensor_of(v));
+    return ts;
+  }
+
+  // Symm args (Note [eager staging of symm args]); returns whether any was staged.
+  bool stage_symm_args(const ir::Node& n, std::vector<Value>& bound,
+                       std::vector<Tensor>& new_values) {
+    const OpDef& op = *n.op();
+    const bool functional = n.kind() == ir::NodeKind::functional;
+    const std::string& group = n.group();
+    bool staged = false;
+    for (const std::string& name : op.symm_args()) {
+      int i = op.schema().arg_index(name);
+      const ir::Arg& arg = n.args()[size_t(i)];
+      const bool written = op.schema().args[size_t(i)].is_written();
+      auto symm_copy = [&](const Tensor& t, const ir::Value* v) {
+        if (symmetric_in(t, group) && t.is_contiguous()) return t;
+        Tensor s = empty_symmetric(t.shape(), t.dtype(), group);
+        detail::copy_tensor(s, t);
+        staged = true;
+        keep_alive_.push_back(s);
+        if (written && functional) {
+          for (Tensor& nv : new_values) nv = nv.raw_data() == t.raw_data() ? s : nv;
+        } else if (written && v) {
+          write_back_.push_back({t, s});
+          env_[v] = s;
+        }
+        return s;
+      };
+      Value& b = bound[size_t(i)];
+      if (b.is_tensor()) {
+        b = symm_copy(b.to_tensor(), arg.kind == ir::Arg::Kind::value ? arg.value : nullptr);
+      } else if (b.is_tensor_list()) {
+        std::vector<Tensor> ts = b.to_tensor_list();
+        for (size_t k = 0; k < ts.size(); ++k) ts[k] = symm_copy(ts[k], arg.values[k]);
+        b = std::move(ts);
+      }
+    }
+    return staged;
+  }
+
+  void run_op(const ir::Node& n) {
+    const OpDef& op = *n.op();
+    std::vector<Value> bound;
+    bound.reserve(n.args().size());
+    for (const ir::Arg& a : n.args()) bound.push_back(bind(n, a));
+    // functional<op>: the op writes copies; the copies are the new values.
+    std::vector<Tensor> new_values;
+    size_t new_index = op.schema().returns.size();
+    if (n.kind() == ir::NodeKind::functional) {
+      for (int w : op.aliases().written_args) {
+        SF_CHECK(bound[size_t(w)].is_tensor(), "interpret: {} writes a tensor list (unsupported)",
+                 n.display_name());
+        Tensor c = clone_for(n.output(new_index++), bound[size_t(w)].to_tensor());
+        bound[size_t(w)] = c;
+        new_values.push_back(c);
+      }
+    }
+    if (stage_symm_args(n, bound, new_values))
+      Runtime::current().group(n.group())->barrier(0, "interpret: staged symm args");
+    std::vector<Value> outs(op.schema().returns.size());
+    for (size_t r = 0; r < outs.size(); ++r) {
+      if (op.aliases().returns_alias[r] >= 0) continue;
+      if (Tensor t = fresh(n.output(r)); t.defined()) outs[r] = t;
+    }
+    call_bound_into(op, bound, outs);
+    size_t r = 0;
+    for (; r < outs.size(); ++r) env_[n.output(r)] = outs[r].to_tensor();
+    for (const Tensor& t : new_values) env_[n.output(r++)] = t;
+  }
+
+  const ir::Graph& graph_;
+  std::vector<Tensor> inputs_;
+  const std::unordered_map<const ir::Value*, std::string> symm_group_;
+  std::unordered_map<const ir::Value*, Tensor> env_;
+  std::vector<Tensor> keep_alive_;                     // staged symm args: peers may read them
+  std::vector<std::pair<Tensor, Tensor>> write_back_;  // (original, its staged symm copy)
+};
+
 }  // namespace
 
 std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs) {
@@ -65,128 +222,7 @@ std::vector<Tensor> interpret(const ir::Graph& graph, std::vector<Tensor> inputs
     detail::check_world(graph, rt.world_size(), "interpret");
     ensure_groups(graph, rt);
   }
-  std::unordered_map<const ir::Value*, Tensor> env;
-  std::vector<Tensor> keep_alive;                     // staged symm args: peers may read them
-  std::vector<std::pair<Tensor, Tensor>> write_back;  // (original, its staged symm copy)
-  for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs()[i]] = inputs[i];
-  auto tensor_of = [&](const ir::Value* v) -> const Tensor& {
-    auto it = env.find(v);
-    SF_CHECK(it != env.end(), "interpret: value '{}' is used before it is defined", v->name());
-    return it->second;
-  };
-  // Note [eager symm results]: a value used as a symm arg of group g is made in symm[g] by its
-  // producer (op results that do not alias an argument, functional new values, copies), as the
-  // compiler places it; values made otherwise (views, graph inputs) are copied per call below.
-  const std::unordered_map<const ir::Value*, std::string> symm_group = symm_uses(graph);
-  auto fresh = [&](const ir::Value* v) -> Tensor {
-    auto it = symm_group.find(v);
-    if (it == symm_group.end()) return Tensor();
-    return empty_symmetric(v->type().shape, v->type().dtype, it->second);
-  };
-  auto clone_for = [&](const ir::Value* v, const Tensor& t) {
-    Tensor c = fresh(v);
-    if (!c.defined()) return detail::clone_tensor(t);
-    detail::copy_tensor(c, t);
-    return c;
-  };
-  for (const ir::Node* n : graph.nodes()) {
-    switch (n->kind()) {
-      case ir::NodeKind::copy:
-        env[n->output()] = clone_for(n->output(), tensor_of(n->args()[0].value));
-        break;
-      case ir::NodeKind::fused: {
-        std::vector<Tensor> ins;
-        for (const ir::Arg& a : n->args()) ins.push_back(tensor_of(a.value));
-        std::vector<Tensor> outs = interpret(*n->body(), std::move(ins));
-        for (size_t r = 0; r < outs.size(); ++r) env[n->output(r)] = outs[r];
-        break;
-      }
-      case ir::NodeKind::op:
-      case ir::NodeKind::functional: {
-        const OpDef& op = *n->op();
-        std::vector<Value> bound;
-        for (const ir::Arg& a : n->args()) {
-          if (a.kind == ir::Arg::Kind::literal) {
-            bound.push_back(a.literal);
-          } else if (a.kind == ir::Arg::Kind::rank_relative) {  // Note [rank-relative arguments]
-            SF_CHECK(!n->group().empty(), "interpret: {} has a rank-relative argument but no group",
-                     n->display_name());
-            const Group& g = *Runtime::current().group(n->group());
-            bound.push_back(ir::resolve_rank_relative(a.rank_offset, g.rank(), g.size()));
-          } else if (a.kind == ir::Arg::Kind::value) {
-            bound.push_back(tensor_of(a.value));
-          } else {
-            std::vector<Tensor> ts;
-            for (const ir::Value* v : a.values) ts.push_back(tensor_of(v));
-            bound.push_back(std::move(ts));
-          }
-        }
-        // functional<op>: the op writes copies; the copies are the new values.
-        const bool functional = n->kind() == ir::NodeKind::functional;
-        std::vector<Tensor> new_values;
-        size_t new_index = op.schema().returns.size();
-        for (int w : op.aliases().written_args) {
-          if (!functional) break;
-          SF_CHECK(bound[size_t(w)].is_tensor(), "interpret: {} writes a tensor list (unsupported)",
-                   n->display_name());
-          Tensor c = clone_for(n->output(new_index++), bound[size_t(w)].to_tensor());
-          bound[size_t(w)] = c;
-          new_values.push_back(c);
-        }
-        // Symm args (Note [eager staging of symm args]).
-        std::string group = n->group();
-        bool staged = false;
-        for (const std::string& name : op.symm_args()) {
-          int i = op.schema().arg_index(name);
-          const ir::Arg& arg = n->args()[size_t(i)];
-          const bool written = op.schema().args[size_t(i)].is_written();
-          auto symm_copy = [&](const Tensor& t, const ir::Value* v) {
-            if (symmetric_in(t, group) && t.is_contiguous()) return t;
-            Tensor s = empty_symmetric(t.shape(), t.dtype(), group);
-            detail::copy_tensor(s, t);
-            staged = true;
-            keep_alive.push_back(s);
-            if (written && functional) {
-              for (Tensor& nv : new_values) nv = nv.raw_data() == t.raw_data() ? s : nv;
-            } else if (written && v) {
-              write_back.push_back({t, s});
-              env[v] = s;
-            }
-            return s;
-          };
-          Value& b = bound[size_t(i)];
-          if (b.is_tensor()) {
-            b = symm_copy(b.to_tensor(), arg.kind == ir::Arg::Kind::value ? arg.value : nullptr);
-          } else if (b.is_tensor_list()) {
-            std::vector<Tensor> ts = b.to_tensor_list();
-            for (size_t k = 0; k < ts.size(); ++k) ts[k] = symm_copy(ts[k], arg.values[k]);
-            b = std::move(ts);
-          }
-        }
-        if (staged) Runtime::current().group(group)->barrier(0, "interpret: staged symm args");
-        std::vector<Value> outs(op.schema().returns.size());
-        for (size_t r = 0; r < outs.size(); ++r) {
-          if (op.aliases().returns_alias[r] >= 0) continue;
-          if (Tensor t = fresh(n->output(r)); t.defined()) outs[r] = t;
-        }
-        call_bound_into(op, bound, outs);
-        size_t r = 0;
-        for (; r < outs.size(); ++r) env[n->output(r)] = outs[r].to_tensor();
-        for (const Tensor& t : new_values) env[n->output(r++)] = t;
-        break;
-      }
-    }
-  }
-  for (auto it = write_back.rbegin(); it != write_back.rend(); ++it)
-    detail::copy_tensor(it->first, it->second);
-  for (const auto& w : graph.writebacks()) {
-    const Tensor& value = tensor_of(w.value);
-    const Tensor& input = inputs[size_t(w.input->index())];
-    if (!detail::same_memory(value, input)) detail::copy_tensor(input, value);
-  }
-  std::vector<Tensor> results;
-  for (const ir::Value* v : graph.outputs()) results.push_back(tensor_of(v));
-  return results;
+  return Interpreter(graph, std::move(inputs)).run();
 }
 
 }  // namespace symmflow::exec

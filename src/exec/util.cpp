@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "symmflow/ops/call.hpp"
+#include "symmflow/ops/aten.hpp"
 
 namespace symmflow::exec::detail {
 
@@ -33,12 +33,7 @@ void check_world(const ir::Graph& graph, int world_size, std::string_view who) {
            who, graph.name(), graph.world_size(), world_size, world_size);
 }
 
-void copy_tensor(const Tensor& dst, const Tensor& src) {
-  static const OpDef& copy_op = Registry::global().get("aten::copy_");
-  std::vector<Value> bound{dst, src, false};
-  std::vector<Value> none;
-  call_bound_into(copy_op, bound, none);
-}
+void copy_tensor(const Tensor& dst, const Tensor& src) { aten::copy_(dst, src); }
 
 Tensor clone_tensor(const Tensor& src) {
   Tensor out = Tensor::uninitialized(src.shape(), src.dtype(), src.device());

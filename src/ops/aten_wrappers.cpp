@@ -1,5 +1,6 @@
 // Typed aten wrappers (include/symmflow/ops/aten.hpp): each builds Values and goes through
-// symmflow::call with the op's full overload name.
+// symmflow::call with the op's full overload name; copy_ binds its op once (executors copy with
+// it on every run).
 #include <cmath>
 
 #include "symmflow/ops/aten.hpp"
@@ -82,7 +83,10 @@ Tensor mean(const Tensor& self, const std::vector<int64_t>& dim, bool keepdim,
 
 Tensor clone(const Tensor& self) { return call_t("aten::clone", {self}); }
 const Tensor& copy_(const Tensor& self, const Tensor& src) {
-  call("aten::copy_", {self, src});
+  static const OpDef& copy_op = Registry::global().get("aten::copy_");
+  std::vector<Value> bound{self, src, false};
+  std::vector<Value> none;
+  call_bound_into(copy_op, bound, none);
   return self;
 }
 Tensor view(const Tensor& self, const std::vector<int64_t>& size) {

@@ -43,8 +43,13 @@ std::string Library::qualify(std::string_view name) const {
   return fmt::format("{}::{}", ns_, name);
 }
 
-Library& Library::def(std::string_view schema, ShapeFn shape_fn) {
-  registry_.def(ns_, schema, std::move(shape_fn));
+Library& Library::def(std::string_view schema, ShapeFn shape_fn, TagSet tags) {
+  registry_.def(ns_, schema, std::move(shape_fn), tags);
+  return *this;
+}
+
+Library& Library::tag(std::string_view name, TagSet tags) {
+  registry_.tag(qualify(name), tags);
   return *this;
 }
 

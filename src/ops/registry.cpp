@@ -4,6 +4,8 @@
 // - impl refuses an undefined op and a second kernel for one backend;
 // - register_symm_mem_args refuses names that are not Tensor / Tensor[] arguments and ops without
 //   a `str` group argument (`group_name` unless register_group_arg named another, first);
+// - tag adds declared tags (Note [op tags] in registry.hpp), refusing inferred ones and, for tags
+//   about a group, ops without a group argument;
 // - link_variants pairs functional, in-place (`name_`) and out (`name.out`, `name.X_out`,
 //   `name_out`) ops of one base name whose arguments agree (see variant_links.cpp).
 // Every refusal is an InvalidUsage naming the op (and argument) and leaves the registry unchanged.
@@ -51,6 +53,50 @@ std::string arg_names(const FunctionSchema& s) {
 }  // namespace
 
 const char* backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
+
+const char* tag_name(Tag t) {
+  switch (t) {
+    case Tag::pointwise: return "pointwise";
+    case Tag::collective: return "collective";
+    case Tag::peer_written: return "peer_written";
+    case Tag::peer_read: return "peer_read";
+    case Tag::one_sided: return "one_sided";
+    case Tag::signal: return "signal";
+    case Tag::barrier: return "barrier";
+    case Tag::in_place: return "in_place";
+    case Tag::out: return "out";
+    case Tag::view: return "view";
+  }
+  return "?";
+}
+
+std::string TagSet::str() const {
+  std::vector<std::string> names;
+  for (Tag t : kAllTags) {
+    if (has(t)) names.push_back(tag_name(t));
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+namespace {
+constexpr TagSet kInferredTags{Tag::collective, Tag::peer_written, Tag::in_place, Tag::out,
+                               Tag::view};
+constexpr TagSet kGroupTags{Tag::one_sided, Tag::peer_read, Tag::signal, Tag::barrier};
+}  // namespace
+
+TagSet OpDef::tags() const {
+  TagSet t = declared_tags_;
+  if (!group_arg_.empty()) t |= Tag::collective;
+  for (int w : aliases_.written_args) {
+    const std::string& arg = schema_.args[size_t(w)].name;
+    if (std::find(symm_args_.begin(), symm_args_.end(), arg) != symm_args_.end())
+      t |= Tag::peer_written;
+  }
+  if (aliases_.is_out_variant()) t |= Tag::out;
+  else if (aliases_.is_mutable()) t |= Tag::in_place;
+  if (aliases_.is_view()) t |= Tag::view;
+  return t;
+}
 
 OpDef::OpDef(FunctionSchema schema)
     : schema_(std::move(schema)), name_(schema_.qualified_name()),
@@ -132,7 +178,8 @@ OpDef& Registry::get_mutable(std::string_view name) {
   return *it->second;
 }
 
-OpDef& Registry::def(std::string_view ns, std::string_view schema_text, ShapeFn shape_fn) {
+OpDef& Registry::def(std::string_view ns, std::string_view schema_text, ShapeFn shape_fn,
+                     TagSet tags) {
   FunctionSchema schema = parse_schema(schema_text);
   if (schema.ns.empty()) schema.ns = std::string(ns);
   SF_CHECK(schema.ns == ns, "schema '{}' names namespace '{}' inside library '{}'", schema_text,
@@ -146,8 +193,38 @@ OpDef& Registry::def(std::string_view ns, std::string_view schema_text, ShapeFn 
   SF_CHECK(!ops_.count(op->name()), "op '{}' is already defined", op->name());
   overloads_[fmt::format("{}::{}", op->schema().ns, op->schema().name)].push_back(op.get());
   OpDef& ref = *op;
-  ops_.emplace(op->name(), std::move(op));
+  std::string name = op->name();
+  ops_.emplace(name, std::move(op));
+  if (!tags.empty()) {
+    try {
+      tag_locked(ref, tags);
+    } catch (...) {  // leave the registry unchanged
+      overloads_[fmt::format("{}::{}", ref.schema().ns, ref.schema().name)].pop_back();
+      ops_.erase(name);
+      throw;
+    }
+  }
   return ref;
+}
+
+void Registry::tag(std::string_view name, TagSet tags) {
+  std::unique_lock lock(registry_mutex());
+  tag_locked(get_mutable(name), tags);
+}
+
+void Registry::tag_locked(OpDef& op, TagSet tags) {
+  for (Tag t : kAllTags) {
+    if (!tags.has(t)) continue;
+    SF_CHECK(!kInferredTags.has(t),
+             "op '{}': tag {} is inferred (from the schema's alias annotations, its group "
+             "argument and its symm args) and cannot be declared",
+             op.name(), tag_name(t));
+    SF_CHECK(!kGroupTags.has(t) || !op.group_arg_.empty(),
+             "op '{}': tag {} needs a group argument, but the schema has no 'str group_name' "
+             "(name another one with register_group_arg first)",
+             op.name(), tag_name(t));
+  }
+  op.declared_tags_ |= tags;
 }
 
 void Registry::impl(std::string_view name, Backend backend, Kernel kernel) {
@@ -205,14 +282,23 @@ void Registry::link_variants(std::string_view ns) {
     if (op->schema().ns == ns) in_ns.push_back(op.get());
   }
   std::vector<VariantLink> links = find_variant_links(in_ns);  // throws on incompatible pairs
-  for (OpDef* op : in_ns) op->functional_ = op->inplace_ = op->out_ = "";
+  for (OpDef* op : in_ns) {
+    op->functional_ = op->inplace_ = op->out_ = "";
+    op->functional_op_ = op->out_op_ = nullptr;
+  }
   for (const VariantLink& l : links) {
     OpDef* ops[3] = {l.functional, l.inplace, l.out};
     for (OpDef* op : ops) {
       if (!op) continue;
-      if (l.functional && op != l.functional) op->functional_ = l.functional->name();
+      if (l.functional && op != l.functional) {
+        op->functional_ = l.functional->name();
+        op->functional_op_ = l.functional;
+      }
       if (l.inplace && op != l.inplace) op->inplace_ = l.inplace->name();
-      if (l.out && op != l.out) op->out_ = l.out->name();
+      if (l.out && op != l.out) {
+        op->out_ = l.out->name();
+        op->out_op_ = l.out;
+      }
     }
   }
 }

@@ -2,8 +2,9 @@
 //
 // Expects: a functionalized graph (no op node writes an argument). Other node kinds are opaque.
 // Guarantees:
-//   - a fusible node is an op node whose op is_fusible_pointwise (add/sub/mul/div .Tensor and
-//     .Scalar, sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg) with one output, and whose
+//   - a fusible node is an op node whose op is_fusible_pointwise (tagged pointwise, neither
+//     in_place nor out: Note [op tags]; add/sub/mul/div .Tensor and .Scalar, sin, cos, exp, tanh,
+//     relu, gelu, silu, sigmoid, neg among the built-in ops) with one output, and whose
 //     every tensor argument has exactly the output's type (same shape, same dtype: no broadcast,
 //     no promotion).
 //   - a producer P joins its consumer C's region when both are fusible with the same output type
@@ -33,13 +34,7 @@
 namespace symmflow::passes {
 
 bool is_fusible_pointwise(const OpDef& op) {
-  static const std::set<std::string, std::less<>> kOps = {
-      "aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor", "aten::sub.Scalar",
-      "aten::mul.Tensor", "aten::mul.Scalar", "aten::div.Tensor", "aten::div.Scalar",
-      "aten::sin",        "aten::cos",        "aten::exp",        "aten::tanh",
-      "aten::relu",       "aten::gelu",       "aten::silu",       "aten::sigmoid",
-      "aten::neg"};
-  return kOps.count(op.name()) > 0;
+  return op.has(Tag::pointwise) && !op.has(Tag::in_place) && !op.has(Tag::out);
 }
 
 namespace {

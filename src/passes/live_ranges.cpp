@@ -172,16 +172,12 @@ void LiveRangeBuilder::extend_peer_written() {
 
 // Note [unsynchronised peer reads]: peers read `get`'s src with no barrier closing the op, so
 // that buffer stays live until the next communication of its group that synchronises every
-// rank (any op of the group but get / put_signal / wait_signal), or to the end.
+// rank (any op of the group not tagged one_sided), or to the end. Ops tagged peer_read (get).
 void LiveRangeBuilder::extend_unsynchronised_reads() {
-  auto unsynchronised = [](const ir::Node* n) {
-    const std::string& name = n->op()->name();
-    return name == "symm_mem::get" || name == "symm_mem::put_signal" ||
-           name == "symm_mem::wait_signal";
-  };
+  auto unsynchronised = [](const ir::Node* n) { return n->op()->has(Tag::one_sided); };
   for (int step = 0; step < r_.steps; ++step) {
     const ir::Node* n = nodes_[size_t(step)];
-    if (!n->op() || n->op()->name() != "symm_mem::get" || n->group().empty()) continue;
+    if (!n->op() || !n->op()->has(Tag::peer_read) || n->group().empty()) continue;
     int until = step + 1;
     for (; until < r_.steps; ++until) {
       const ir::Node* m = nodes_[size_t(until)];

@@ -29,7 +29,7 @@ const OpDef* out_variant_of(const ir::Node& node) {
   for (int a : aliases.returns_alias) {
     if (a >= 0) return nullptr;  // a view: no buffer of its own
   }
-  const OpDef* out = Registry::global().find(op.out_variant());
+  const OpDef* out = op.out_op();
   SF_CHECK(out, "internal: {} links out variant '{}', which is not registered (node {})", op.name(),
            op.out_variant(), node.display_name());
   if (out->aliases().out_args.size() != node.outputs().size()) return nullptr;

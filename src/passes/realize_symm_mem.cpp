@@ -24,8 +24,8 @@
 //           `copy` {copy = "identity"} per (value, group), before the first such use.
 //     Every copy carries attrs["reason"] naming the value, the argument, the op and the group.
 //     A copy goes right before its first use, or before the last barrier of the group (an op of
-//     the group without tensor arguments) between the source's definition and that use: peers
-//     may put into or get from the buffer as soon as they pass the barrier that publishes it.
+//     the group tagged barrier: Note [op tags]) between the source's definition and that use:
+//     peers may put into or get from the buffer as soon as they pass the barrier that publishes it.
 //     Uses that are not symm arguments keep the original value.
 //   - every other node output gets a layout: a view inherits its base's layout, anything else is
 //     `regular`. Graph inputs keep theirs (unassigned: caller memory). Fused bodies are untouched
@@ -91,8 +91,7 @@ class Realizer {
     for (size_t i = 0; i < original.size(); ++i) {
       const Node* n = original[i];
       position_[n] = int(i);
-      bool fence =
-          n->op() && !n->op()->group_arg().empty() && !n->group().empty() && n->inputs().empty();
+      bool fence = n->op() && n->op()->has(Tag::barrier) && !n->group().empty();
       if (fence) fences_[n->group()].push_back(original[i]);
     }
     for (Node* node : original) {

@@ -96,10 +96,9 @@ class Reinplacer {
   // pass the group's barrier before the op, so a dst whose old value must be kept cannot be copied
   // in the op's own step (the copy would overwrite what a peer put). Instead a `copy` node
   // {copy = "identity"} goes before that barrier (after the value's definition) and the op writes
-  // the copy in place. Returns false for other ops.
+  // the copy in place. Applies to ops tagged signal (Note [op tags]); returns false for others.
   bool copy_before_barrier(Node* n, std::vector<Node*>& order, const std::string& why) {
-    const std::string& name = n->op()->name();
-    if (name != "symm_mem::put_signal" && name != "symm_mem::wait_signal") return false;
+    if (!n->op()->has(Tag::signal)) return false;  // Note [op tags]
     const auto& written = n->op()->aliases().written_args;
     size_t nret = n->op()->schema().returns.size();
     for (size_t k = 0; k < written.size(); ++k) {
@@ -108,8 +107,7 @@ class Reinplacer {
       for (size_t i = order.size(); i-- > 0;) {
         const Node* m = order[i];
         if (m == w->producer()) break;
-        if (m->op() && !m->op()->group_arg().empty() && m->group() == n->group() &&
-            m->inputs().empty()) {
+        if (m->op() && m->op()->has(Tag::barrier) && m->group() == n->group()) {
           at = i;
           break;
         }

@@ -191,7 +191,8 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
       auto plan = passes::compile(ir::parse_graph(text));
       std::vector<const ir::Graph*> bodies;
       size_t ops = 0;
-      for (const ir::Node* node : plan->steps) {
+      for (const passes::PlanStep& step : plan->steps) {
+        const ir::Node* node = step.node;
         if (node->kind() != ir::NodeKind::fused) continue;
         bodies.push_back(node->body());
         ops += node->body()->nodes().size();

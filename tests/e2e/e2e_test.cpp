@@ -199,7 +199,8 @@ std::vector<std::string> check_program(uint64_t seed, Totals& totals) {
       problems.push_back(std::string("the compiled IR does not parse: ") + e.what() + "\n" +
                          printed);
     }
-    for (const ir::Node* n : plan0->steps) {
+    for (const passes::PlanStep& step : plan0->steps) {
+      const ir::Node* n = step.node;
       if (n->kind() == ir::NodeKind::fused) ++features["compiled: fused region"];
       if (n->kind() == ir::NodeKind::copy) ++features["compiled: copy"];
       if (n->kind() == ir::NodeKind::op && n->op()->aliases().is_mutable() && !n->group().empty())

@@ -42,7 +42,7 @@ std::vector<std::string> check_plan(const passes::Plan& plan, std::vector<PoolRa
     hi[size_t(r)] = std::max(hi[size_t(r)], to);
   };
   for (int s = 0; s < n; ++s) {
-    const ir::Node* node = plan.steps[size_t(s)];
+    const ir::Node* node = plan.steps[size_t(s)].node;
     for (const ir::Value* v : node->outputs()) live(v, s, s);
     for (const ir::Value* v : node->inputs()) live(v, s, s);
     if (node->kind() != ir::NodeKind::op && node->kind() != ir::NodeKind::functional) continue;
@@ -59,7 +59,7 @@ std::vector<std::string> check_plan(const passes::Plan& plan, std::vector<PoolRa
     if (op.name() == "symm_mem::get") {  // peers read src until they synchronise again
       int t = s + 1;
       for (; t < n; ++t) {
-        const ir::Node* m = plan.steps[size_t(t)];
+        const ir::Node* m = plan.steps[size_t(t)].node;
         if (m->op() && m->group() == node->group() && !unsynchronised(*m)) break;
       }
       live(node->args()[0].value, s, t);
@@ -116,7 +116,8 @@ std::vector<std::string> check_plan(const passes::Plan& plan, std::vector<PoolRa
 
 std::vector<std::string> comm_sequence(const passes::Plan& plan) {
   std::vector<std::string> out;
-  for (const ir::Node* n : plan.steps) {
+  for (const passes::PlanStep& step : plan.steps) {
+    const ir::Node* n = step.node;
     if (n->group().empty()) continue;
     std::string line = n->display_name();
     if (auto ov = n->attrs().find("out_variant"); ov != n->attrs().end()) line = ov->second;

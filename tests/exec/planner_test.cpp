@@ -137,11 +137,14 @@ TEST(Planner, CopiesViewsAndStaging) {
   EXPECT_EQ(plan->buffers[size_t(v.alias_of)].name, "y_1");
   EXPECT_EQ(y1.last_step, int(plan->steps.size()));  // a graph output through its view
   ASSERT_EQ(plan->copies.size(), 3u);
-  EXPECT_EQ(plan->copies[0].kind, "input");
+  EXPECT_EQ(plan->copies[0].kind, passes::CopyKind::input);
+  EXPECT_EQ(plan->copies[0].cause, passes::CopyReason::graph_input_to_symm);
   EXPECT_EQ(plan->copies[0].bytes, 32u);
-  EXPECT_EQ(plan->copies[1].kind, "functional");
+  EXPECT_EQ(plan->copies[1].kind, passes::CopyKind::functional);
+  EXPECT_EQ(plan->copies[1].cause, passes::CopyReason::old_value_needed);
   EXPECT_EQ(plan->copies[1].reason, "y is read after the update");
-  EXPECT_EQ(plan->copies[2].kind, "writeback");
+  EXPECT_EQ(plan->copies[2].kind, passes::CopyKind::writeback);
+  EXPECT_EQ(plan->copies[2].cause, passes::CopyReason::input_mutated);
   std::string text = plan->str();
   EXPECT_NE(
       text.find("  0: x_s = copy(x) -> symm[tp]+0x0 f32[8] # copy: graph input 'x' feeds symm arg "

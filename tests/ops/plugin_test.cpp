@@ -24,6 +24,14 @@ TEST(Plugin, ExampleRegistersItsOpAndRewritePattern) {
   EXPECT_EQ(passes::registered_rewrite_patterns().size(), 1u);
 }
 
+TEST(Plugin, TagsItsOpsThroughDefAndTag) {
+  load_plugin(kLibDir + "libtagged_plugin.so");
+  EXPECT_EQ(Registry::global().get("taggedops::square").tags(), TagSet{Tag::pointwise});
+  EXPECT_EQ(Registry::global().get("taggedops::push_").tags(),
+            (TagSet{Tag::collective, Tag::peer_written, Tag::one_sided, Tag::signal,
+                    Tag::in_place}));
+}
+
 TEST(Plugin, MissingFileNamesThePath) {
   try {
     load_plugin("/nonexistent/libnothing.so");

@@ -1,4 +1,5 @@
-// `symmflow ops`: lists the registered ops (schema, symm args, group argument, variants, backends)
+// `symmflow ops`: lists the registered ops (schema, symm args, group argument, variants, backends,
+// tags: Note [op tags] in ops/registry.hpp; a `tags:` line when the op has any)
 // or, with --check, parses and validates one schema and prints its alias analysis.
 #include <memory>
 #include <string>
@@ -48,6 +49,7 @@ int run_list(const OpsOptions& o) {
     if (!op.inplace.empty()) line += "  inplace: " + op.inplace;
     if (!op.out.empty()) line += "  out: " + op.out;
     fmt::print("{}\n", line);
+    if (!op.tags.empty()) fmt::print("    tags: {}\n", op.tags);
   }
   fmt::print("{} ops\n", ops.size());
   return 0;

@@ -17,6 +17,7 @@ struct OpInfo {
   std::vector<std::string> symm_args;  // arguments that must live in symmetric memory
   std::string group_arg;               // empty when the op does not communicate
   std::string functional, inplace, out;  // variants; empty when none
+  std::string tags;  // "collective, in_place" (Note [op tags] in ops/registry.hpp); empty: none
 };
 
 // Registered ops, sorted by name, of namespace `ns` (every namespace when empty); InvalidUsage

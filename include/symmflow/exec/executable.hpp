@@ -15,6 +15,10 @@
 // CUDA graph and later runs replay it. Inputs (host or device tensors) are copied into fixed
 // device buffers before the graph (cudaMemcpyAsync), except an input that already is that buffer
 // (input_handle): zero copies.
+//
+// The Executable reads only the typed plan (Note [typed plan] in passes/plan.hpp): step kinds,
+// resolved op handles, operand and result value ids, copy kinds, groups. It never reads an IR
+// attribute nor looks an op up by name; IR nodes serve its error messages only.
 #pragma once
 
 #include <chrono>
@@ -103,7 +107,18 @@ class Executable {
   struct Step;  // a precompiled step (executable.cpp)
 
  private:
+  // Construction, in order (executable.cpp).
+  void bind_runtime();
+  void allocate_pools();
+  void bind_slots();
+  void bind_steps();
+  void find_staging_inputs();
+  void bind_entry_barriers();
+
   void run_step(const Step& step);
+  void run_call(const Step& step);
+  void bind_inputs(const std::vector<Tensor>& inputs);
+  void write_back(const std::vector<Tensor>& inputs);
   void copy(const Tensor& dst, const Tensor& src);
   void prepare_device();
   std::vector<Tensor> run_on_device(const std::vector<Tensor>& inputs, const RunOptions& options);
@@ -117,13 +132,10 @@ class Executable {
   Runtime* runtime_ = nullptr;
   std::shared_ptr<Storage> regular_;
   std::vector<std::shared_ptr<SymmetricHeap>> heaps_;  // per pool; null for the regular pool
+  std::vector<std::shared_ptr<Storage>> pool_storage_;  // per pool: the regular one or a heap
   std::vector<Tensor> buffer_views_;                   // per planned buffer (undefined for views)
-  std::vector<Tensor> slots_;                          // per IR value: its tensor this run
-  std::vector<const ir::Value*> slot_value_;           // per slot: its IR value
-  std::vector<int> input_slot_;                        // per graph input
-  std::vector<int> output_slot_;                       // per graph output
+  std::vector<Tensor> slots_;                          // per plan value: its tensor this run
   std::vector<int> transient_slots_;                   // inputs and views: cleared after a run
-  std::vector<std::pair<int, int>> writebacks_;        // (input index, value slot)
   std::vector<int> staging_step_;                      // per graph input: its copy-in step, or -1
   std::vector<Tensor> handles_;                        // input_handle cache
   std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
@@ -131,7 +143,8 @@ class Executable {
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<bool> skip_copy_;         // per step, this run
   std::vector<bool> skip_always_;       // per step: a copy-in done before the steps (device)
-  std::vector<Group*> entry_barriers_;  // Note [barrier before each run] (executable.cpp)
+  // Note [barrier before each run] (executable.cpp): each group with its barrier op.
+  std::vector<std::pair<Group*, const OpDef*>> entry_barriers_;
   RunStats stats_;
   size_t allocations_ = 0;
 };

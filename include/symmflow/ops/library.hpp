@@ -3,6 +3,8 @@
 //   SYMMFLOW_LIBRARY(mylib, m) {
 //     m.def("scale(Tensor x, float s) -> Tensor", same_as_arg("x"));
 //     m.register_symm_mem_args("scale", {"x"});   // needs a `str group_name` argument
+//     m.def("twice(Tensor x) -> Tensor", same_as_arg("x"), {Tag::pointwise});
+//     m.tag("scale", {Tag::one_sided});             // or tag after def (Note [op tags])
 //   }
 //   SYMMFLOW_LIBRARY_IMPL(mylib, cpu, m) { m.impl("scale", my_cpu_kernel); }
 //
@@ -26,7 +28,9 @@ class Library {
 
   // Schema text without namespace ("add.Tensor(...) -> Tensor"); `shape_fn` may be empty only
   // for ops that return ().
-  Library& def(std::string_view schema, ShapeFn shape_fn = {});
+  Library& def(std::string_view schema, ShapeFn shape_fn = {}, TagSet tags = {});
+  // Declares tags of an op (Note [op tags] in registry.hpp); inferred tags are refused.
+  Library& tag(std::string_view name, TagSet tags);
   // Names are relative to the namespace ("add.Tensor"). The two-argument form needs the backend
   // given by SYMMFLOW_LIBRARY_IMPL.
   Library& impl(std::string_view name, Backend backend, Kernel kernel);

@@ -1,9 +1,35 @@
-// The op registry: every op's schema, symm args, group argument, variant links, shape function and
-// kernels per backend. Libraries add to it (see library.hpp); lookups are by qualified name
-// ("aten::add.Tensor").
+// The op registry: every op's schema, symm args, group argument, variant links, tags, shape
+// function and kernels per backend. Libraries add to it (see library.hpp); lookups are by
+// qualified name ("aten::add.Tensor").
+//
+// Note [op tags]: every property a pass or exec asks of an op is a tag (in the spirit of torch.Tag
+// and MLIR traits), never a list of op names. Some tags are inferred from what the registry
+// already knows, and cannot be set by hand:
+//   collective    the op has a group argument (`str group_name`, or register_group_arg's): it
+//                 talks to the ranks of a group (symm_mem::barrier, every all-reduce, put_signal)
+//   peer_written  a symm arg the op writes (register_symm_mem_args names a `Tensor(a!)`): peers
+//                 store into it or load it while this rank may already be in a later step or run
+//                 (put_signal's dst, collective_permute_out's out, two_shot_all_reduce_'s input),
+//                 so its buffer is owned for the whole run and each run starts with a barrier
+//   in_place      mutates an argument and is not an out variant (add_.Tensor, put_signal, get)
+//   out           writes out arguments (`Tensor(a!) out`, add.out)
+//   view          a return aliases an argument without writing it (view, slice.Tensor)
+// The others are declared where the op is defined (Library::def's `tags`, or Library::tag):
+//   pointwise     elementwise over same-shaped operands; fuse_pointwise fuses functional ones
+//   one_sided     a communication op that does not synchronise its group (no barrier over all
+//                 ranks inside it): get, put_signal, wait_signal
+//   peer_read     peers load one of its symm args after the op returned, with no barrier closing
+//                 the op (get's src): plan_memory keeps it live until the group next synchronises
+//   signal        peers put into its written symm arg as soon as they pass the group's barrier
+//                 before it (put_signal, wait_signal): a copy of that arg goes before the barrier
+//   barrier       synchronises its group, moves no data (symm_mem::barrier); copies go before it
+// one_sided, peer_read, signal and barrier need a group argument; declaring an inferred tag is
+// refused. Plugins tag their ops the same way.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <span>
@@ -20,6 +46,50 @@ enum class Backend { cpu, cuda };
 const char* backend_name(Backend b);
 
 class OpDef;
+
+// Note [op tags] above.
+enum class Tag : uint32_t {
+  pointwise = 1u << 0,
+  collective = 1u << 1,
+  peer_written = 1u << 2,
+  peer_read = 1u << 3,
+  one_sided = 1u << 4,
+  signal = 1u << 5,
+  barrier = 1u << 6,
+  in_place = 1u << 7,
+  out = 1u << 8,
+  view = 1u << 9,
+};
+inline constexpr Tag kAllTags[] = {Tag::pointwise, Tag::collective, Tag::peer_written,
+                                   Tag::peer_read, Tag::one_sided,  Tag::signal,
+                                   Tag::barrier,   Tag::in_place,   Tag::out,
+                                   Tag::view};
+const char* tag_name(Tag t);  // "peer_written"
+
+// A set of tags: TagSet{Tag::pointwise, Tag::in_place}.
+class TagSet {
+ public:
+  constexpr TagSet() = default;
+  constexpr TagSet(std::initializer_list<Tag> tags) {
+    for (Tag t : tags) bits_ |= uint32_t(t);
+  }
+  constexpr bool has(Tag t) const { return (bits_ & uint32_t(t)) != 0; }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr TagSet& operator|=(TagSet o) {
+    bits_ |= o.bits_;
+    return *this;
+  }
+  constexpr TagSet& operator|=(Tag t) {
+    bits_ |= uint32_t(t);
+    return *this;
+  }
+  constexpr bool operator==(const TagSet&) const = default;
+  constexpr uint32_t bits() const { return bits_; }
+  std::string str() const;  // "pointwise, in_place" in declaration order; "" when empty
+
+ private:
+  uint32_t bits_ = 0;
+};
 
 // What a kernel sees. `args` are bound to the schema (defaults filled, one per schema argument).
 // `outputs` has one entry per schema return: for a fresh (non-aliasing) return the dispatcher has
@@ -49,6 +119,9 @@ class OpDef {
   const AliasAnalysis& aliases() const { return aliases_; }
   const std::vector<std::string>& symm_args() const { return symm_args_; }
   const std::string& group_arg() const { return group_arg_; }  // empty when the op has none
+  // Note [op tags]: declared and inferred ones together.
+  TagSet tags() const;
+  bool has(Tag t) const { return tags().has(t); }
   bool has_shape_fn() const { return bool(shape_fn_); }
   const ShapeFn& shape_fn() const { return shape_fn_; }
   const Kernel* kernel(Backend b) const;
@@ -58,6 +131,9 @@ class OpDef {
   const std::string& functional_variant() const { return functional_; }
   const std::string& inplace_variant() const { return inplace_; }
   const std::string& out_variant() const { return out_; }
+  // The same links as handles (null when absent), valid while the registry lives.
+  const OpDef* functional_op() const { return functional_op_; }
+  const OpDef* out_op() const { return out_op_; }
 
  private:
   friend class Registry;
@@ -70,6 +146,9 @@ class OpDef {
   ShapeFn shape_fn_;
   std::map<Backend, Kernel> kernels_;
   std::string functional_, inplace_, out_;
+  const OpDef* functional_op_ = nullptr;
+  const OpDef* out_op_ = nullptr;
+  TagSet declared_tags_;
 };
 
 class Registry {
@@ -87,7 +166,11 @@ class Registry {
 
   // Mutation, used by Library. Each throws InvalidUsage naming the op and argument on a rule
   // violation and leaves the registry unchanged.
-  OpDef& def(std::string_view ns, std::string_view schema_text, ShapeFn shape_fn);
+  OpDef& def(std::string_view ns, std::string_view schema_text, ShapeFn shape_fn,
+             TagSet tags = {});
+  // Adds declared tags (Note [op tags]); refuses inferred tags and, for one_sided, peer_read,
+  // signal and barrier, an op without a group argument.
+  void tag(std::string_view qualified_name, TagSet tags);
   void impl(std::string_view qualified_name, Backend backend, Kernel kernel);
   void register_symm_mem_args(std::string_view qualified_name, std::vector<std::string> names);
   void register_group_arg(std::string_view qualified_name, std::string name);
@@ -97,6 +180,7 @@ class Registry {
  private:
   Registry() = default;
   OpDef& get_mutable(std::string_view qualified_name);
+  void tag_locked(OpDef& op, TagSet tags);
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
   // "ns::name" -> its overloads in definition order
   std::map<std::string, std::vector<const OpDef*>, std::less<>> overloads_;

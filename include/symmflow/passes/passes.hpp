@@ -32,7 +32,8 @@ void lower_out_variants(ir::Graph& graph);
 void schedule(ir::Graph& graph);
 void reinplace(ir::Graph& graph);
 
-// Elementwise aten ops fuse_pointwise may put into a fused body (and the fused executor runs).
+// Ops fuse_pointwise may put into a fused body (and the fused executor runs): tagged pointwise,
+// neither in_place nor out (Note [op tags]).
 bool is_fusible_pointwise(const OpDef& op);
 
 }  // namespace symmflow::passes

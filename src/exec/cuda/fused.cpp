@@ -59,9 +59,9 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
   for (size_t k = 0; k < body.nodes().size(); ++k) {
     const ir::Node* n = body.nodes()[k];
     const std::string& name = n->op()->name();
-    std::string_view base = name;
-    if (base.starts_with("aten::")) base.remove_prefix(6);
-    base = base.substr(0, base.find('.'));
+    // The aten op's base name picks its instruction; other namespaces have none.
+    const FunctionSchema& schema = n->op()->schema();
+    const std::string_view base = schema.ns == "aten" ? std::string_view(schema.name) : name;
     const DType dtype = n->output()->type().dtype;
     const auto& args = n->args();
     auto arg_reg = [&](size_t i) -> std::pair<int, bool> {  // (register, made here)

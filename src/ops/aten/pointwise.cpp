@@ -1,6 +1,6 @@
 // aten pointwise ops: schemas (PyTorch's native_functions, mutating ops returning `()`) and shape
 // functions. Binary ops broadcast and promote like PyTorch; out/in-place variants validate their
-// written argument and return nothing.
+// written argument and return nothing. Every variant is tagged pointwise (Note [op tags]).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -36,6 +36,8 @@ void def_binary(Library& m, const char* name, BinaryOp kind, bool has_alpha) {
   aten_meta::def(m,
                  fmt::format("{}_.Tensor(Tensor(a!) self, Tensor other{}) -> ()", name, alpha_kw),
                  [=](const Args& a) { return binary_out_fn(a, kind, has_alpha, "self"); });
+  for (const char* overload : {".Tensor", ".Scalar", ".out", "_.Tensor"})
+    m.tag(fmt::format("{}{}", name, overload), {Tag::pointwise});
 }
 
 std::vector<TensorSpec> unary_fn(const Args& a, UnaryOp kind) {
@@ -58,6 +60,8 @@ void def_unary(Library& m, UnaryOp kind, bool has_out, const std::string& extra 
     aten_meta::check_out(a.op(), "self", a.tensor("self"), unary_fn(a, kind)[0]);
     return std::vector<TensorSpec>{};
   });
+  m.tag(name, {Tag::pointwise});
+  m.tag(fmt::format("{}_", name), {Tag::pointwise});
   if (!has_out) return;
   std::string out_kw = extra.empty() ? ", *, Tensor(a!) out" : ", *, " + extra + ", Tensor(a!) out";
   aten_meta::def(m, fmt::format("{}.out(Tensor self{}) -> ()", name, out_kw), [=](const Args& a) {
@@ -65,6 +69,7 @@ void def_unary(Library& m, UnaryOp kind, bool has_out, const std::string& extra 
     aten_meta::check_out(a.op(), "out", a.tensor("out"), unary_fn(a, kind)[0]);
     return std::vector<TensorSpec>{};
   });
+  m.tag(fmt::format("{}.out", name), {Tag::pointwise});
 }
 
 }  // namespace

@@ -135,6 +135,11 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   m.register_symm_mem_args("wait_signal", {"dst"});
   m.register_symm_mem_args("get", {"src"});
   m.register_symm_mem_args("broadcast_", {"input"});
+  // Note [op tags]: collective, peer_written, in_place and out are inferred.
+  m.tag("get", {Tag::one_sided, Tag::peer_read});
+  m.tag("put_signal", {Tag::one_sided, Tag::signal});
+  m.tag("wait_signal", {Tag::one_sided, Tag::signal});
+  m.tag("barrier", {Tag::barrier});
 }
 
 }  // namespace symmflow
