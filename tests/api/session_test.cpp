@@ -1,6 +1,7 @@
 // The api's ranks and sessions (symmflow/api/session.hpp): runs on rank threads with caller-owned
 // views give the interpreter's results on every element; inputs bound through input_buffer cost
 // no copy; bad inputs are refused with text naming them.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -156,8 +157,9 @@ TEST(ApiSession, BadInputsAreRefusedNamingThem) {
 TEST(ApiSession, RefusesUnknownDevicesAndForeignThreads) {
   EXPECT_EQ(error_of([] { sf::check_device("tpu"); }), "--device: 'cpu' or 'cuda' (got 'tpu')");
   if (!sf::cuda_built()) {
-    EXPECT_EQ(error_of([] { sf::check_device("cuda:0"); }),
-              "--device cuda: this symmflow was built without the cuda backend");
+    EXPECT_THAT(error_of([] { sf::check_device("cuda:0"); }),
+                ::testing::StartsWith(
+                    "--device cuda: this symmflow was built without the cuda backend (no "));
   }
   sf::CompiledProgram compiled = sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 1));
   sf::Rank* other = nullptr;
