@@ -1,5 +1,7 @@
 # Every dependency comes from a Debian package (scripts/install-deps.sh installs them).
 find_package(Threads REQUIRED)
+# The layer include check (scripts/check_layers.py) runs with python3 when it is there.
+find_package(Python3 COMPONENTS Interpreter QUIET)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 CONFIG QUIET)

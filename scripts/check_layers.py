@@ -3,12 +3,14 @@
 Contract
 - Expects: a source root holding src/<layer>/..., include/symmflow/<layer>/... and tools/symmflow.
 - Guarantees: exit 0 when every quoted #include of a file of layer L names a header of L itself or
-  of a layer above L in LAYERS (core first); the command-line tool (tools/symmflow) includes only
-  the front door (symmflow/symmflow.hpp, symmflow/api/...) and its own files. Otherwise exit 1 and
-  one line per offending include: `file:line: <layer> may not include <header> (layer <L2>) ...`.
+  of a layer L depends on (the declared dependencies, `--deps L:A,B ...`, as src/CMakeLists.txt
+  declares them, closed transitively; without --deps, every layer above L in LAYERS); the
+  command-line tool (tools/symmflow) includes only the front door (symmflow/symmflow.hpp,
+  symmflow/api/...) and its own files. Otherwise exit 1 and one line per offending include:
+  `file:line: layer <L> may not include "<header>" (layer <L2>; allowed: ...)`.
 - Refuses: nothing silently: a quoted include it cannot place in a layer is allowed only when it
   resolves beside the including file (a private header of the same folder).
-Usage: python3 scripts/check_layers.py [ROOT] [--stamp FILE]
+Usage: python3 scripts/check_layers.py [ROOT] [--stamp FILE] [--deps core: schema:core ...]
 """
 import pathlib
 import re
@@ -43,7 +45,22 @@ def layer_of_file(root: pathlib.Path, path: pathlib.Path):
     return None
 
 
-def check_file(root: pathlib.Path, path: pathlib.Path, layer: str):
+def allowed_layers(deps):
+    """Each layer with itself and its transitive dependencies; linear order without a table."""
+    if not deps:
+        return {l: set(LAYERS[:i + 1]) for i, l in enumerate(LAYERS)}
+    allowed = {}
+    for layer in LAYERS:  # declared in dependency order, so each dependency is closed already
+        closed = {layer}
+        for d in deps.get(layer, []):
+            if d not in allowed:
+                raise SystemExit(f"check_layers: layer {layer} depends on {d}, declared after it")
+            closed |= allowed[d]
+        allowed[layer] = closed
+    return allowed
+
+
+def check_file(root: pathlib.Path, path: pathlib.Path, layer: str, allowed):
     errors = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         m = INCLUDE_RE.match(line)
@@ -64,19 +81,33 @@ def check_file(root: pathlib.Path, path: pathlib.Path, layer: str):
             errors.append(f"{where}: \"{header}\" is in no layer (DESIGN.md layers: "
                           f"{', '.join(LAYERS)})")
             continue
-        if LAYERS.index(target) > LAYERS.index(layer):
-            errors.append(f"{where}: layer {layer} may not include \"{header}\" (layer {target} "
-                          f"is below it; allowed: {', '.join(LAYERS[:LAYERS.index(layer) + 1])})")
+        if target not in allowed[layer]:
+            names = sorted(allowed[layer], key=LAYERS.index)
+            errors.append(f"{where}: layer {layer} may not include \"{header}\" (layer {target}; "
+                          f"allowed: {', '.join(names)})")
     return errors
 
 
+def parse_args(argv):
+    root, stamp, deps, mode = ".", None, {}, None
+    for a in argv[1:]:
+        if a in ("--stamp", "--deps"):
+            mode = a
+        elif mode == "--stamp":
+            stamp, mode = a, None
+        elif mode == "--deps":
+            layer, _, rest = a.partition(":")
+            if layer not in LAYERS:
+                raise SystemExit(f"check_layers: unknown layer '{layer}' in --deps")
+            deps[layer] = [d for d in rest.split(",") if d]
+        else:
+            root = a
+    return pathlib.Path(root).resolve(), stamp, deps
+
+
 def main(argv):
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    stamp = None
-    if "--stamp" in argv:
-        stamp = argv[argv.index("--stamp") + 1]
-        args = [a for a in args if a != stamp]
-    root = pathlib.Path(args[0] if args else ".").resolve()
+    root, stamp, deps = parse_args(argv)
+    allowed = allowed_layers(deps)
     errors = []
     checked = 0
     for top in ("src", "include", "tools/symmflow"):
@@ -87,7 +118,7 @@ def main(argv):
             if layer is None:
                 continue
             checked += 1
-            errors.extend(check_file(root, path, layer))
+            errors.extend(check_file(root, path, layer, allowed))
     for e in errors:
         print(e, file=sys.stderr)
     if errors:
