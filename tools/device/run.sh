@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU work of symmflow in one call of the device tool (nvidia-h200-x2, or one GPU):
-#   device run: bash tools/device/run.sh [full|quick|sweep|gemm|mlp]
+#   device run: bash tools/device/run.sh [full|quick|sweep|gemm|mlp|build]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
 # --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
@@ -10,6 +10,10 @@
 # without it and with and without early starts. `mlp` builds only the CLI and times the 8-layer MLP
 # at every rank count up to the GPUs (two rounds of the configurations above), beside PyTorch
 # on all GPUs in the same call.
+# With a folder .base (a `git archive` of an earlier commit, ignored and carried by the call),
+# its CLI is built into build/base and the MLP runs alternate it with this tree's, so a change is
+# measured against its base in the same call. `build` only builds (both trees) and exits, so a
+# second call on the still-warm machine runs `quick` without the build's minutes.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symmflow-device}
@@ -35,6 +39,18 @@ mlp_runs() {
       done
     done
   done
+  if [[ -x build/base/bin/symmflow ]]; then
+    step "mlp: the base (.base) beside this tree, alternating"
+    for r in $1; do
+      for round in $(seq $(( $2 + 2 ))); do
+        for tree in base device; do
+          echo "ranks=$r tree=$tree round=$round: $(timeout 200 build/$tree/bin/symmflow run \
+            examples/tp_mlp.sf --device cuda --ranks $r --iters 100 2>&1 \
+            | tee -a "$OUT/mlp_base.txt" | grep -E "replay|rror" | head -2)"
+        done
+      done
+    done
+  fi
   PYTHONUNBUFFERED=1 timeout 200 torchrun --nproc-per-node 1 tools/device/torch_mlp.py \
     --json "$OUT/torch_mlp1.json" 2>&1 | grep -E "torch_mlp|Error|error" | head -5
 }
@@ -42,6 +58,13 @@ mlp_runs() {
 step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
   -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+if [[ -d .base && ! -x build/base/bin/symmflow ]]; then
+  step "build the base (.base)"
+  { cmake -S .base -B build/base -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
+      -DSYMMFLOW_BUILD_BENCH=OFF -DSYMMFLOW_BUILD_TESTS=OFF && \
+    cmake --build build/base -j "$(nproc)" --target symmflow_cli symmflow_cuda; } >"$OUT/base_build.log" 2>&1 \
+    || { echo "base build failed"; tail -20 "$OUT/base_build.log"; }
+fi
 if [[ "$mode" == mlp ]]; then
   step "build (mlp)"
   cmake --build build/device -j "$(nproc)" --target symmflow_cli >"$OUT/build.log" 2>&1 \
@@ -70,8 +93,12 @@ if [[ "$mode" == gemm ]]; then
 fi
 step build
 cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli \
-  bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm \
+  symmflow_cuda bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
+if [[ "$mode" == build ]]; then
+  step "built"
+  exit 0
+fi
 
 gpus=$(nvidia-smi -L | wc -l)
 S=build/device/bin/symmflow
