@@ -27,6 +27,7 @@ step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 # (skinny GEMM, steps started early), without early starts, and with cuBLAS only, alternating for
 # $2 rounds; then PyTorch at world 1 on the same shapes.
 mlp_runs() {
+  local ranks=$1 rounds=$2
   step "mlp compiled by symmflow"
   for r in $1; do
     for round in $(seq "$2"); do
@@ -41,8 +42,8 @@ mlp_runs() {
   done
   if [[ -x build/base/bin/symmflow ]]; then
     step "mlp: the base (.base) beside this tree, alternating"
-    for r in $1; do
-      for round in $(seq $(( $2 + 2 ))); do
+    for r in $ranks; do
+      for round in $(seq $(( rounds + 2 ))); do
         for tree in base device; do
           echo "ranks=$r tree=$tree round=$round: $(timeout 200 build/$tree/bin/symmflow run \
             examples/tp_mlp.sf --device cuda --ranks $r --iters 100 2>&1 \
