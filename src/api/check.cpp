@@ -3,13 +3,12 @@
 //
 // Expects: a CompiledProgram from compile(); got and want on the host.
 // Guarantees: mutated_inputs lists, in input order and once each, every graph input that the
-//   source program writes (a written argument of an op node, the input itself or a view of it)
-//   and every input the plan writes back, so an input that eager code changes is checked even when
+//   source program writes (a written argument of an op node; compile refuses a write through a
+//   view) and every input the plan writes back, so an input that eager code changes is checked even when
 //   the compiler lost its write-back, and one that the compiler writes back is checked even when
 //   eager code leaves it alone. compare_mutated_input applies Note [check tolerance] with the
 //   deeper of the input's rounding depths in the source graph and in the optimised graph (its
-//   written-back value), so an input mutated through a view (depth 1 in the source) gets the
-//   tolerance of the chain that computed it.
+//   written-back value).
 // Refuses: an input index out of range (InvalidUsage naming the program).
 #include <algorithm>
 #include <unordered_map>
@@ -25,7 +24,7 @@ namespace symmflow::api {
 std::vector<size_t> mutated_inputs(const CompiledProgram& compiled) {
   const ir::Graph& g = compiled.source().graph();
   std::vector<bool> mutated(g.inputs().size(), false);
-  std::unordered_map<const ir::Value*, size_t> input_of;  // a graph input or a view of one
+  std::unordered_map<const ir::Value*, size_t> input_of;
   for (size_t i = 0; i < g.inputs().size(); ++i) input_of[g.inputs()[i]] = i;
   auto mark = [&](const ir::Value* v) {
     if (auto it = input_of.find(v); it != input_of.end()) mutated[it->second] = true;
@@ -36,14 +35,6 @@ std::vector<size_t> mutated_inputs(const CompiledProgram& compiled) {
       const ir::Arg& a = n->args().at(size_t(w));
       if (a.kind == ir::Arg::Kind::value) mark(a.value);
       for (const ir::Value* v : a.values) mark(v);
-    }
-    const auto& returns_alias = n->op()->aliases().returns_alias;
-    for (size_t r = 0; r < returns_alias.size() && r < n->outputs().size(); ++r) {
-      if (returns_alias[r] < 0) continue;
-      const ir::Arg& a = n->args().at(size_t(returns_alias[r]));
-      if (a.kind != ir::Arg::Kind::value) continue;
-      if (auto it = input_of.find(a.value); it != input_of.end())
-        input_of[n->output(r)] = it->second;
     }
   }
   for (const passes::Writeback& w : compiled.plan()->writebacks) mutated.at(size_t(w.input)) = true;
