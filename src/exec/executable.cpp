@@ -12,8 +12,8 @@
 // ways eager execution would not change it.
 //
 // Note [barrier before each run]: a buffer that peers write (the written symm arg of a
-// communicating op: put_signal's dst, collective_permute_out's out, ...) is kept for the whole run
-// by plan_memory (Note [peer-written buffers]) and its op is tagged peer_written, but nothing in
+// communicating op: put_signal's dst, collective_permute_out's out, ...) has its op tagged
+// peer_written (a one_sided op's is kept for the whole run: Note [peer-written buffers]), but nothing in
 // the steps stops a fast rank from finishing run i and issuing run i+1's puts into a slow peer that is still reading run i's data
 // from the same buffer (or has not consumed run i's signal yet). So run() starts with one barrier
 // in each group that has such a buffer: no rank writes into a peer's memory before every peer

@@ -139,14 +139,35 @@ void LiveRangeBuilder::extend_by_uses() {
   for (const auto& w : graph_.writebacks()) extend(w.value, r_.steps);
 }
 
-// Note [peer-written buffers]: a symm arg that an op writes (put_signal's dst, all_to_all's out)
-// is stored to by peers, which may run ahead of this rank by any number of steps (and into the
-// next run); such a buffer owns its bytes for the whole run.
+// Note [peer-written buffers]: a symm arg that a one_sided op writes (put_signal's dst,
+// wait_signal's dst) is stored to by peers at times this rank does not see: a peer puts as soon as
+// it reaches its put_signal, which may be any number of steps ahead of this rank (and into the next
+// run), and nothing closes the op on the owner's side but its own wait. Such a buffer owns its
+// bytes for the whole run, so no other buffer can be placed where a late or early put lands; the
+// barrier each run starts with keeps puts of the next run out of this run's reads.
+//
+// Note [synchronised peer writes]: a symm arg that a synchronising op writes (a collective not
+// tagged one_sided: two_shot_all_reduce_'s input, collective_permute_out's out, all_to_all_vdev's
+// out, reduce_scatter_out's input, broadcast_'s input) is written and read by peers only while
+// this rank is inside the op: every backend opens the op with a synchronisation of the group (cpu:
+// a barrier; cuda two-shot: a peer writes our chunk only after our own slices reached it, which we
+// send when our kernel runs, after every earlier step in stream order) and closes it with one
+// (cpu: a barrier; cuda: the op ends when every peer's writes arrived), so no peer touches our
+// copy before we enter or after we leave (kernels/cpu/collectives, Note [cuda all-reduce]). Peers
+// share our plan, so their copies sit at the same offset, and their own range covers the op too.
+// Hence the buffer needs no more than its ordinary range, [definition, last read of the value it
+// holds or of any alias], which includes the op's own step on every rank:
+//   - before: the bytes' previous owner died at an earlier step of this rank, which finished
+//     before the op opened, before any peer's write;
+//   - after: the next owner is defined at a later step, after the op closed, after every peer's
+//     write; a later read of the all-reduced value extends the range as any read does.
+// A buffer that both kinds of op write is still owned for the whole run (the one_sided rule wins).
 void LiveRangeBuilder::extend_peer_written() {
   for (int step = 0; step < r_.steps; ++step) {
     const ir::Node* n = nodes_[size_t(step)];
     if (n->kind() != ir::NodeKind::op && n->kind() != ir::NodeKind::functional) continue;
     const OpDef& op = *n->op();
+    if (!op.has(Tag::one_sided)) continue;  // Note [synchronised peer writes]
     const auto& written = op.aliases().written_args;
     size_t new_value = op.schema().returns.size();  // functional: new values follow the returns
     for (int w : written) {

@@ -1,6 +1,7 @@
 // plan_memory: buffer assignment for a scheduled graph, in XLA's layers (DESIGN "Memory"):
 //   1. live ranges (live_ranges.hpp): aliases -> buffers -> [first def, last use] per colour,
-//      with the whole-run ranges of staging, peer-written and peer-read buffers;
+//      with the whole-run ranges of staging and of buffers one_sided ops let peers write, and
+//      the extended ranges of peer-read buffers;
 //   2. the heap packer (heap_packer.hpp), IR-free: each colour's intervals best-fit packed in
 //      several orders, the smallest pool kept, beside its lower bound and its alloc/free trace;
 //   3. assignment (buffer_assignment.hpp): (pool, offset, size) back onto the values' buffers.

@@ -55,5 +55,30 @@ graph g(x: f32[8]) {
   EXPECT_EQ(r.colours[2].buffers, (std::vector<int>{3}));
 }
 
+// Note [synchronised peer writes]: a buffer a synchronising collective writes in place lives to
+// the last read of the value it holds (here c's add), not to the end; Note [peer-written
+// buffers]: put_signal's dst (one_sided) owns its bytes for the whole run, from step 0.
+TEST(LiveRanges, InPlaceCollectiveEndsAtItsLastReadAndPutDstOwnsTheRun) {
+  auto g = testing::parse(R"sf(group tp
+graph g(x: f32[8]) {
+  a = aten::relu(x) @ symm[tp]
+  symm_mem::two_shot_all_reduce_(a, "sum", "tp")
+  b = aten::neg(a) @ regular
+  d = aten::sin(x) @ symm[tp]
+  c = aten::add.Tensor(b, a) @ regular
+  symm_mem::put_signal(b, d, 0, 0, "tp")
+  e = aten::cos(c) @ regular
+  return e
+})sf");
+  LiveRanges r = compute_live_ranges(*g);
+  EXPECT_EQ(r.steps, 7);
+  const BufferPlan& a = r.buffers[size_t(r.buffer_of.at(g->find_value("a")))];
+  EXPECT_EQ(a.first_step, 0);
+  EXPECT_EQ(a.last_step, 4);  // c = add(b, a)
+  const BufferPlan& d = r.buffers[size_t(r.buffer_of.at(g->find_value("d")))];
+  EXPECT_EQ(d.first_step, 0);
+  EXPECT_EQ(d.last_step, 7);
+}
+
 }  // namespace
 }  // namespace symmflow::passes

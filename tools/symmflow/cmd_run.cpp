@@ -9,9 +9,13 @@
 // that a fast rank may run ahead, as in production), then compares every output element of every
 // iteration with the interpreter on the source program (api::Program::interpret) on that
 // iteration's inputs, within the tolerance of Note [check tolerance] (api::compare_output: per dtype, growing with the square root
-// of the output's rounding depth). It prints "check: OK (N outputs, M elements, largest error F
-// of the tolerance)" (elements summed over ranks and iterations) or exits 1 naming the output,
-// its rounding depth, iteration, rank and first bad element. --trace writes Chrome/Perfetto JSON:
+// of the output's rounding depth). Every graph input the run mutates (api::mutated_inputs: written
+// in place, directly or through a view, or written back) is compared the same way: its contents
+// after the compiled run against its contents after the interpreter's run of the same iteration
+// (api::compare_mutated_input), one line each: "check: input x (mutated): OK (M elements, largest
+// error F of the tolerance)". It then prints "check: OK (N outputs, M elements, largest error F
+// of the tolerance)" (elements summed over ranks and iterations) or exits 1 naming the output or
+// input, its rounding depth, iteration, rank and first bad element. --trace writes Chrome/Perfetto JSON:
 // one "X" event per executed step (pid 0, tid = rank, name = the step's op, cat "comm" for ops
 // with a group argument else "compute", ts/dur in microseconds from the start) and "M"
 // thread_name events "rank N".
@@ -141,7 +145,8 @@ RankResult run_rank(api::Rank& rank, const RunCmdOptions& o, const api::Compiled
       res.events.push_back({int(step), iter, begin_us - t0_us, end_us - begin_us});
     };
   }
-  std::vector<std::vector<Tensor>> got;  // per iteration with --check
+  std::vector<std::vector<Tensor>> got;         // per iteration with --check
+  std::vector<std::vector<Tensor>> got_inputs;  // the inputs after each run, with --check
   for (iter = 0; iter < o.iters; ++iter) {
     if (o.check && iter > 0) inputs.push_back(draw());
     std::vector<Tensor> exe_inputs;  // writebacks may change them
@@ -152,21 +157,32 @@ RankResult run_rank(api::Rank& rank, const RunCmdOptions& o, const api::Compiled
     if (o.check) {
       for (Tensor& t : out) t = api::to_host(t);
       got.push_back(std::move(out));
+      got_inputs.push_back(std::move(exe_inputs));
     }
   }
   if (o.device != "cpu") res.replay_us = time_replays(session, inputs.back(), o.iters);
   if (!o.check) return res;
+  const std::vector<size_t> mutated = api::mutated_inputs(compiled);
+  for (size_t i : mutated) res.mutated.push_back({source.inputs()[i].name});
   for (size_t it = 0; it < got.size(); ++it) {
-    // Collective: every rank interprets every iteration, even after a mismatch.
+    // Collective: every rank interprets every iteration, even after a mismatch. The interpreter
+    // mutates the tensors it is given, which share inputs[it]'s storage: they end as eager's.
     std::vector<Tensor> want = source.interpret(inputs[it]);
+    const std::string context = fmt::format("of iteration {} on rank {}", it, rank.rank());
     res.outputs = want.size();
     for (size_t i = 0; i < want.size() && !res.mismatch; ++i) {
       res.elements += size_t(want[i].numel());
-      api::OutputComparison c = api::compare_output(
-          source, i, got[it].at(i), want[i],
-          fmt::format("of iteration {} on rank {}", it, rank.rank()));
+      api::OutputComparison c = api::compare_output(source, i, got[it].at(i), want[i], context);
       res.mismatch = c.mismatch;
       res.worst = std::max(res.worst, c.worst);
+    }
+    for (size_t k = 0; k < mutated.size() && !res.mismatch; ++k) {
+      const Tensor& eager = inputs[it][mutated[k]];
+      api::OutputComparison c = api::compare_mutated_input(
+          compiled, mutated[k], api::to_host(got_inputs[it][mutated[k]]), eager, context);
+      res.mutated[k].elements += size_t(eager.numel());
+      res.mutated[k].worst = std::max(res.mutated[k].worst, c.worst);
+      res.mismatch = c.mismatch;
     }
   }
   return res;

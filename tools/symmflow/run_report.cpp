@@ -48,6 +48,9 @@ std::string to_json(const RankResult& r) {
                    {"events", events},     {"worst", r.worst},         {"outputs", r.outputs},
                    {"elements", r.elements}};
   if (r.mismatch) j["mismatch"] = *r.mismatch;
+  nlohmann::json mutated = nlohmann::json::array();
+  for (const InputCheck& c : r.mutated) mutated.push_back({c.name, c.elements, c.worst});
+  j["mutated"] = mutated;
   return j.dump();
 }
 
@@ -63,6 +66,8 @@ RankResult rank_result_from_json(const std::string& text) try {
   r.outputs = j.at("outputs").get<size_t>();
   r.elements = j.at("elements").get<size_t>();
   if (j.contains("mismatch")) r.mismatch = j.at("mismatch").get<std::string>();
+  for (const nlohmann::json& c : j.at("mutated"))
+    r.mutated.push_back({c[0].get<std::string>(), c[1].get<size_t>(), c[2].get<double>()});
   return r;
 } catch (const nlohmann::json::exception& e) {
   throw_error(ErrorCode::Internal, "symmflow run: a rank's result does not parse ({})", e.what());
@@ -96,6 +101,17 @@ int report(const api::ExplainData& program, const std::vector<RankResult>& resul
     }
     elements += r.elements;
     worst = std::max(worst, r.worst);
+  }
+  for (size_t i = 0; i < results[0].mutated.size(); ++i) {
+    size_t input_elements = 0;
+    double input_worst = 0;
+    for (const RankResult& r : results) {
+      input_elements += r.mutated.at(i).elements;
+      input_worst = std::max(input_worst, r.mutated.at(i).worst);
+    }
+    fmt::print("check: input {} (mutated): OK ({} elements, largest error {:.2f} of the "
+               "tolerance)\n",
+               results[0].mutated[i].name, input_elements, input_worst);
   }
   fmt::print("check: OK ({} outputs, {} elements, largest error {:.2f} of the tolerance)\n",
              results[0].outputs, elements, worst);

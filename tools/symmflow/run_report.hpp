@@ -18,6 +18,13 @@ struct TraceEvent {
   double dur_us = 0;
 };
 
+// --check of one graph input that the run mutates (api::mutated_inputs), on one rank.
+struct InputCheck {
+  std::string name;
+  size_t elements = 0;  // summed over iterations
+  double worst = 0;     // the largest error over the tolerance
+};
+
 struct RankResult {
   std::vector<double> iter_us;
   double replay_us = 0;  // --device cuda: mean of back-to-back graph replays
@@ -27,6 +34,7 @@ struct RankResult {
   double worst = 0;                      // the largest error over the tolerance, with --check
   size_t outputs = 0;
   size_t elements = 0;
+  std::vector<InputCheck> mutated;  // --check: every mutated graph input, in input order
 };
 
 std::string to_json(const RankResult& r);
@@ -40,7 +48,8 @@ struct ReportOptions {
   bool check = false;
 };
 
-// Prints the run line (rank 0's median), the replay line, the trace and the check result; returns
+// Prints the run line (rank 0's median), the replay line, the trace and the check result (a line
+// per mutated graph input, "check: input x (mutated): OK (...)", then the outputs'); returns
 // the exit code (1 when a rank's check failed).
 // `program` names the program and its steps (the trace's events).
 int report(const api::ExplainData& program, const std::vector<RankResult>& results,

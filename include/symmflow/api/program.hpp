@@ -153,4 +153,14 @@ struct OutputComparison {
 OutputComparison compare_output(const Program& program, size_t i, const Tensor& got,
                                 const Tensor& want, const std::string& context);
 
+// The graph inputs that a run of `compiled` changes, in input order: those the source program
+// writes in place and those the plan writes back (src/api/check.cpp).
+std::vector<size_t> mutated_inputs(const CompiledProgram& compiled);
+// Compares graph input `i`'s contents after a compiled run (got) with its contents after the
+// interpreter's run (want), as compare_output does; mismatches read "input i ('name', mutated, d
+// rounding ops deep) <context>: ...".
+OutputComparison compare_mutated_input(const CompiledProgram& compiled, size_t i,
+                                       const Tensor& got, const Tensor& want,
+                                       const std::string& context);
+
 }  // namespace symmflow::api

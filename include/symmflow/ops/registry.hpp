@@ -8,9 +8,12 @@
 //   collective    the op has a group argument (`str group_name`, or register_group_arg's): it
 //                 talks to the ranks of a group (symm_mem::barrier, every all-reduce, put_signal)
 //   peer_written  a symm arg the op writes (register_symm_mem_args names a `Tensor(a!)`): peers
-//                 store into it or load it while this rank may already be in a later step or run
-//                 (put_signal's dst, collective_permute_out's out, two_shot_all_reduce_'s input),
-//                 so its buffer is owned for the whole run and each run starts with a barrier
+//                 store into it or load it (put_signal's dst, collective_permute_out's out,
+//                 two_shot_all_reduce_'s input); each run starts with a barrier. A one_sided op's
+//                 peers may do so while this rank is in another step or run, so plan_memory owns
+//                 its buffer for the whole run; any other op must let peers touch it only between
+//                 its opening and closing synchronisation of the group, and its buffer keeps its
+//                 ordinary live range (Note [synchronised peer writes], passes/live_ranges.cpp)
 //   in_place      mutates an argument and is not an out variant (add_.Tensor, put_signal, get)
 //   out           writes out arguments (`Tensor(a!) out`, add.out)
 //   view          a return aliases an argument without writing it (view, slice.Tensor)

@@ -15,9 +15,11 @@
 //     to steps.size(); a copy-in of a graph input (attrs["copy"] == "input") lives for the whole
 //     run (from step 0 to steps.size()), so a caller may write its input into that staging buffer
 //     before the run and finds it unchanged after (zero-copy binding: the staging buffer is the
-//     caller's input tensor, which no other buffer may reuse); a symm buffer that peers write (a
-//     written symm arg of a communicating op) lives for the whole run (Note [peer-written
-//     buffers]); the src of symm_mem::get, which peers read without a closing barrier, lives until
+//     caller's input tensor, which no other buffer may reuse); a symm buffer that peers write
+//     through a one_sided op (put_signal's or wait_signal's dst) lives for the whole run (Note
+//     [peer-written buffers]), while one that a synchronising collective writes in place or as
+//     its out (two_shot_all_reduce_'s input, collective_permute_out's out) keeps its ordinary
+//     range, which covers the op's step (Note [synchronised peer writes]); the src of symm_mem::get, which peers read without a closing barrier, lives until
 //     the group's next synchronising op (Note [unsynchronised peer reads]).
 //   - colours: [0] regular, then one symm[g] per group in order of first definition (every rank
 //     allocates the heaps in this order); each colour lists its owning buffers in buffer order.
