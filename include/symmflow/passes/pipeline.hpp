@@ -31,6 +31,8 @@ struct CompileOptions {
   std::optional<bool> verify_each;
   // Called after each pass (graph passes, then "plan_memory"), e.g. for --print-after.
   std::function<void(const std::string& pass, const ir::Graph& graph)> after_pass;
+  // Refuse schedules whose peer accesses of symmetric memory may race (check_races.hpp).
+  bool race_check = true;
 };
 
 // Runs every pass and plans memory. Takes the graph (the plan keeps it).
