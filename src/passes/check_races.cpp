@@ -222,9 +222,9 @@ std::vector<ir::Diagnostic> find_races(const ir::Graph& graph) {
   return simulate_races(graph, two);
 }
 
-void check_races(const ir::Graph& graph) {
+void check_races(const ir::Graph& graph, const std::string& filename, const std::string& source) {
   std::vector<ir::Diagnostic> d = find_races(graph);
-  if (!d.empty()) throw ir::DiagnosticError(std::move(d), "<graph>", "");
+  if (!d.empty()) throw ir::DiagnosticError(std::move(d), filename, source);
 }
 
 }  // namespace symmflow::passes

@@ -67,7 +67,7 @@ std::shared_ptr<const Plan> compile(std::unique_ptr<ir::Graph> graph,
     if (options.after_pass) options.after_pass(p.name, *graph);
   }
   // After schedule and reinplace: the step order and the buffers the plan will have.
-  if (options.race_check) check_races(*graph);
+  if (options.race_check) check_races(*graph, options.filename, options.source);
   std::shared_ptr<ir::Graph> shared(std::move(graph));
   return emit_plan(shared, plan_memory(*shared));
 }

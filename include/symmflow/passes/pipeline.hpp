@@ -33,6 +33,9 @@ struct CompileOptions {
   std::function<void(const std::string& pass, const ir::Graph& graph)> after_pass;
   // Refuse schedules whose peer accesses of symmetric memory may race (check_races.hpp).
   bool race_check = true;
+  // The source the graph was parsed from, for the race checker's diagnostics.
+  std::string filename = "<graph>";
+  std::string source;
 };
 
 // Runs every pass and plans memory. Takes the graph (the plan keeps it).
