@@ -167,12 +167,13 @@ SimStep classify(const Node& n) {
   const TagSet tags = n.op()->tags();
   if (n.kind() == NodeKind::op && tags.has(Tag::view)) return s;
   s.group = tags.has(Tag::collective) ? n.group() : std::string();
-  if (tags.has(Tag::one_sided)) {
+  const bool grouped = !s.group.empty();  // a group argument that is not a literal: local
+  if (grouped && tags.has(Tag::one_sided)) {
     classify_one_sided(n, s);
     return s;
   }
-  if (tags.has(Tag::collective)) s.kind = SimStep::Kind::sync;
-  if (tags.has(Tag::barrier)) return s;
+  if (grouped) s.kind = SimStep::Kind::sync;
+  if (grouped && tags.has(Tag::barrier)) return s;
   for (size_t i = 0; i < n.args().size(); ++i) {
     if (!is_written_arg(n, i)) add_values(n.args()[i], s.reads);
   }
