@@ -1,12 +1,13 @@
 // The simulation of check_races (contract in src/passes/check_races.cpp; Note [happens-before]):
 // every rank runs the steps; a rank moves on while its next step can (a wait needs its matching
 // put, a sync needs every member of its group instance at the same step); vector clocks stamp
-// each access of a buffer some peer touches; then every pair of accesses to one rank's copy that
-// two ranks make, one of them a write, must be ordered.
+// each access of a buffer some peer touches, and each access must be ordered after the accesses
+// of other ranks to the same rank's copy that it conflicts with (one of the two writes).
 #include <algorithm>
 #include <compare>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -29,6 +30,10 @@ struct Event {
   size_t step = 0;
   bool write = false;
   int sync = -1;  // the step index when made inside a sync window (Note [happens-before])
+};
+
+struct BufferState {  // Note [last accesses]
+  std::vector<std::optional<Event>> last_write, last_read;  // per rank
 };
 
 struct SignalKey {
@@ -68,7 +73,6 @@ class Simulator {
     for (const auto& [key, queue] : signals_) {
       for (const PendingPut& p : queue) unmatched_put(key, p.step);
     }
-    for (const auto& [key, events] : events_) check_buffer(key.first, key.second, events);
     std::stable_sort(diags_.begin(), diags_.end(), [](const auto& a, const auto& b) {
       return std::tie(a.loc.line, a.loc.column) < std::tie(b.loc.line, b.loc.column);
     });
@@ -97,9 +101,29 @@ class Simulator {
 
   void tick(int r) { ++vc_[size_t(r)][size_t(r)]; }
 
+  // Note [last accesses]: events come in simulation order, which extends happens-before, so an
+  // access can only race with earlier ones; and if the last read (write) of rank y happens before
+  // it, so do all of y's earlier ones (program order). Keeping each rank's last read and last
+  // write per buffer copy is complete and linear (FastTrack's idea).
   void record(int owner, const Value* buf, int by, bool write, size_t step, int sync) {
     if (!tracked_.count(buf)) return;
-    events_[{owner, buf}].push_back({by, vc_[size_t(by)], step, write, sync});
+    Event e{by, vc_[size_t(by)], step, write, sync};
+    BufferState& b = buffers_[{owner, buf}];
+    if (b.last_write.empty()) {
+      b.last_write.resize(size_t(world_));
+      b.last_read.resize(size_t(world_));
+    }
+    for (int y = 0; y < world_; ++y) {
+      if (y == by) continue;
+      check(owner, buf, b.last_write[size_t(y)], e);
+      if (write) check(owner, buf, b.last_read[size_t(y)], e);
+    }
+    (write ? b.last_write : b.last_read)[size_t(by)] = std::move(e);
+  }
+
+  void check(int owner, const Value* buf, const std::optional<Event>& a, const Event& e) {
+    if (!a || (a->sync >= 0 && a->sync == e.sync)) return;
+    if (!happens_before(*a, e)) race(owner, buf, *a, e);
   }
 
   void local_accesses(int r, const SimStep& s, size_t step, int sync) {
@@ -246,19 +270,6 @@ class Simulator {
     return a.clock[size_t(a.by)] <= b.clock[size_t(a.by)];
   }
 
-  void check_buffer(int owner, const Value* buf, const std::vector<Event>& events) {
-    for (size_t i = 0; i < events.size(); ++i) {
-      for (size_t j = i + 1; j < events.size(); ++j) {
-        const Event& a = events[i];
-        const Event& b = events[j];
-        if (a.by == b.by || (!a.write && !b.write)) continue;
-        if (a.sync >= 0 && a.sync == b.sync) continue;
-        if (happens_before(a, b) || happens_before(b, a)) continue;
-        race(owner, buf, a, b);
-      }
-    }
-  }
-
   void unmatched_wait(int rank, size_t step) {
     const SimStep& s = steps_[step];
     if (!reported_.insert({s.node, nullptr}).second) return;
@@ -287,7 +298,7 @@ class Simulator {
   std::vector<Clock> vc_;
   std::vector<size_t> pc_;
   std::set<const Value*> tracked_;  // buffers some peer reads or writes
-  std::map<std::pair<int, const Value*>, std::vector<Event>, ByName> events_;
+  std::map<std::pair<int, const Value*>, BufferState, ByName> buffers_;
   std::map<SignalKey, std::deque<PendingPut>> signals_;
   std::set<std::pair<const ir::Node*, const ir::Node*>> reported_;
   std::vector<ir::Diagnostic> diags_;
