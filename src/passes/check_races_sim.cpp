@@ -70,11 +70,13 @@ class Simulator {
 
   std::vector<ir::Diagnostic> run() {
     simulate();
+    for (auto& [steps, race] : races_) diags_.push_back(std::move(race.second));
     for (const auto& [key, queue] : signals_) {
       for (const PendingPut& p : queue) unmatched_put(key, p.step);
     }
-    std::stable_sort(diags_.begin(), diags_.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.loc.line, a.loc.column) < std::tie(b.loc.line, b.loc.column);
+    std::sort(diags_.begin(), diags_.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.loc.line, a.loc.column, a.message) <
+             std::tie(b.loc.line, b.loc.column, b.message);
     });
     if (diags_.size() > kMaxDiagnostics) diags_.resize(kMaxDiagnostics);
     return std::move(diags_);
@@ -253,17 +255,23 @@ class Simulator {
     const Event& local = b.by != owner ? a : b;
     const ir::Node* rn = steps_[remote.step].node;
     const ir::Node* ln = steps_[local.step].node;
-    if (!reported_.insert({std::min(rn, ln), std::max(rn, ln)}).second) return;
+    // One diagnostic per pair of steps: the one of the lowest ranks, whatever order found them.
+    const std::tuple<int, int, int> ranks{owner, local.by, remote.by};
+    auto [it, fresh] = races_.try_emplace({std::min(rn, ln), std::max(rn, ln)}, ranks,
+                                          ir::Diagnostic{});
+    if (!fresh && it->second.first <= ranks) return;
+    it->second.first = ranks;
     const std::string& group = buf->layout().group.empty() ? steps_[remote.step].group
                                                            : buf->layout().group;
-    add(loc_of(line_of(rn) > 0 ? rn : ln),
+    it->second.second = ir::Diagnostic{
+        loc_of(line_of(rn) > 0 ? rn : ln),
         fmt::format("race on '{}' ({}) of rank {}: {} and {} are not ordered by any barrier, "
                     "collective or signal; add a barrier of group '{}' between them, use a second "
                     "buffer (double buffering), or send a credit signal back to the writer (a "
                     "put_signal from rank {} after its access, waited for by rank {} before it "
                     "writes)",
                     buf->name(), buf->layout().str(), owner, describe(owner, a),
-                    describe(owner, b), group, local.by, remote.by));
+                    describe(owner, b), group, local.by, remote.by)};
   }
 
   static bool happens_before(const Event& a, const Event& b) {
@@ -300,7 +308,11 @@ class Simulator {
   std::set<const Value*> tracked_;  // buffers some peer reads or writes
   std::map<std::pair<int, const Value*>, BufferState, ByName> buffers_;
   std::map<SignalKey, std::deque<PendingPut>> signals_;
-  std::set<std::pair<const ir::Node*, const ir::Node*>> reported_;
+  std::set<std::pair<const ir::Node*, const ir::Node*>> reported_;  // unmatched signals
+  // Races by pair of steps: (owner, local rank, remote rank) of the one reported.
+  std::map<std::pair<const ir::Node*, const ir::Node*>,
+           std::pair<std::tuple<int, int, int>, ir::Diagnostic>>
+      races_;
   std::vector<ir::Diagnostic> diags_;
 };
 
