@@ -191,7 +191,8 @@ TEST(RaceProperty, RejectsRacyAcceptsCorrectAndCorrectRunsRepeat) {
     auto plan = passes::compile(std::move(g), unchecked);
     std::vector<ir::Diagnostic> found = passes::find_races(*plan->graph);
     if (std::getenv("SYMMFLOW_RACE_DUMP"))  // for debugging the generator
-      std::printf("%s-> %s\n", p.text.c_str(), found.empty() ? "accepted" : found[0].message.c_str());
+      std::printf("%s-> %s\n", p.text.c_str(),
+                  found.empty() ? "accepted" : found[0].message.c_str());
     if (p.racy) {
       ++racy;
       EXPECT_FALSE(found.empty()) << "a racy program was accepted";

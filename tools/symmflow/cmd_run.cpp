@@ -1,5 +1,6 @@
 // `symmflow run file.sf --ranks N [--transport threads|mpi] [--iters K] [--seed S] [--check]
-// [--trace out.json] [--plugin P] [--no-race-check]`: compiles the graph once and runs it on N ranks: one thread
+// [--trace out.json] [--plugin P] [--no-race-check]`: compiles the graph once (refusing races on
+// peer-accessed memory unless --no-race-check: docs/races.md) and runs it on N ranks: one thread
 // each (run_threads), or with --transport mpi one process each, started by `mpirun -np N` (every
 // process compiles, --ranks may be left out and must equal N if given; the ranks' results are
 // exchanged and rank 0 alone prints). Every rank binds an api::Session and draws random inputs
@@ -192,7 +193,8 @@ int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
              "them equal)",
              o.ranks, rank.world_size(), rank.world_size() == 1 ? "" : "es");
     api::load_plugins(o.plugins);
-    compiled = api::compile(api::Program::parse_file(o.file, rank.world_size()), compile_options(o));
+    compiled =
+        api::compile(api::Program::parse_file(o.file, rank.world_size()), compile_options(o));
     rank.barrier("symmflow run");
     RankResult mine = run_rank(rank, o, *compiled, Clock::now());
     for (const std::string& r : rank.allgather(to_json(mine), "symmflow run"))
