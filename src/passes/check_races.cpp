@@ -5,7 +5,7 @@
 //   that nodes() is the step order every rank runs and each buffer is the value (or the base of
 //   the view) that the steps name; graph.world_size() ranks (small: the simulation is explicit).
 // Guarantees: find_races returns one diagnostic per race or signal that cannot be matched, in
-//   step order, at most kMaxDiagnostics; empty means: for every symmetric buffer that a peer
+//   line order, at most 20 (kMaxDiagnostics); empty means: for every symmetric buffer that a peer
 //   writes (put_signal's dst) or reads (get's src), on every rank that owns a copy, each pair of
 //   accesses of which one is by a peer and one writes is ordered by happens-before
 //   (Note [happens-before]); this covers (a) a peer's write after the owner's last access of the
