@@ -137,6 +137,9 @@ CompiledProgram compile(const Program& program, const CompileOptions& options) {
   const Program& src = *out.source_;
   passes::CompileOptions po;
   po.verify_each = options.verify_each;
+  po.race_check = options.race_check;
+  po.filename = src.filename();
+  po.source = src.text();
   auto wanted = [&](const std::string& pass) {
     const std::vector<std::string>& pa = options.print_after;
     return std::find(pa.begin(), pa.end(), pass) != pa.end() ||

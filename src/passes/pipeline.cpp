@@ -1,12 +1,14 @@
 // The pass pipeline (DESIGN.md order) and compile(). Contract: compile verifies the input graph,
 // runs each graph pass (verifying after each when options.verify_each, by default in debug builds
-// only), then plans memory.
+// only), checks the final schedule for races on peer-accessed memory (check_races, unless
+// options.race_check is false), then plans memory.
 #include "symmflow/passes/pipeline.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "symmflow/ir/verify.hpp"
+#include "symmflow/passes/check_races.hpp"
 #include "symmflow/passes/passes.hpp"
 #include "symmflow/passes/plan_memory.hpp"
 #include "symmflow/passes/rewrite_patterns.hpp"
@@ -64,6 +66,8 @@ std::shared_ptr<const Plan> compile(std::unique_ptr<ir::Graph> graph,
     if (verify_each) ir::verify_or_throw(*graph, "<after " + p.name + ">");
     if (options.after_pass) options.after_pass(p.name, *graph);
   }
+  // After schedule and reinplace: the step order and the buffers the plan will have.
+  if (options.race_check) check_races(*graph, options.filename, options.source);
   std::shared_ptr<ir::Graph> shared(std::move(graph));
   return emit_plan(shared, plan_memory(*shared));
 }

@@ -112,7 +112,6 @@ class Generator {
     return gname;
   }
   int gsize(const std::string& gname) const { return g_->group_size(gname); }
-  int grank(const std::string& gname) const { return o_.rank % gsize(gname); }
   std::string reduce_op() {
     static const char* kOps[] = {"sum", "avg", "max", "min"};
     return kOps[pick(4)];
@@ -333,11 +332,10 @@ class Generator {
     int64_t channel = int64_t(pick(2));
     op("symm_mem::barrier", {Arg::of_literal(gname)});
     op("symm_mem::put_signal",
-       {Arg::of(src), Arg::of(dst), Arg::of_literal(int64_t((grank(gname) + s) % gs)),
-        Arg::of_literal(channel), Arg::of_literal(gname)});
+       {Arg::of(src), Arg::of(dst), Arg::of_rank(s), Arg::of_literal(channel),
+        Arg::of_literal(gname)});
     op("symm_mem::wait_signal",
-       {Arg::of(dst), Arg::of_literal(int64_t((grank(gname) - s + gs) % gs)),
-        Arg::of_literal(channel), Arg::of_literal(gname)});
+       {Arg::of(dst), Arg::of_rank(-s), Arg::of_literal(channel), Arg::of_literal(gname)});
   }
   // barrier (publishes src); get from rank + s; barrier (src may change again).
   void get() {
@@ -347,8 +345,7 @@ class Generator {
     symm_feature(src);
     ir::Value* out = target(shape(src), {src});
     op("symm_mem::barrier", {Arg::of_literal(gname)});
-    op("symm_mem::get", {Arg::of(src), Arg::of_literal(int64_t((grank(gname) + s) % gs)),
-                         Arg::of_literal(gname), Arg::of(out)});
+    op("symm_mem::get", {Arg::of(src), Arg::of_rank(s), Arg::of_literal(gname), Arg::of(out)});
     op("symm_mem::barrier", {Arg::of_literal(gname)});
   }
   void broadcast() {

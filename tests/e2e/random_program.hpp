@@ -14,9 +14,9 @@
 // after get); shapes satisfy every op's constraints (reduce-scatter divisibility, matmul inner
 // dims).
 //
-// SPMD: the graph depends on (seed, world_size) only, except the absolute `peer` literals of
-// put_signal / wait_signal / get, which are `rank + shift` in the group, so a ring exchange is
-// expressible. Every rank therefore builds a graph of the same structure.
+// SPMD: the graph depends on (seed, world_size) only: the peers of put_signal / wait_signal / get
+// are rank-relative (`rank+s`, `rank-s`), so every rank builds the same graph and the race
+// checker (passes/check_races.hpp) resolves them per rank.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,7 @@ namespace symmflow::e2e {
 struct ProgramOptions {
   uint64_t seed = 1;
   int world_size = 2;
-  int rank = 0;  // only peer literals depend on it
+  int rank = 0;  // unused since the peers are rank-relative; kept for callers
   int ops = 18;  // approximate number of generated operations
 };
 

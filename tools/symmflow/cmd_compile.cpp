@@ -1,5 +1,5 @@
 // `symmflow compile file.sf [--ranks N] [--emit ir|plan] [--print-after PASS] [--verify-each]
-// [--plugin P]`:
+// [--plugin P] [--no-race-check]`:
 // runs the whole pipeline (api::compile) and prints the plan (the default) or the optimised
 // graph. --print-after PASS (repeatable, or "all") prints the IR after that pass, as
 // "// after PASS" and the graph, before the final output. Unknown pass names are refused with the
@@ -25,6 +25,7 @@ struct CompileCmdOptions {
   std::vector<std::string> plugins;
   int ranks = 4;
   bool verify_each = false;
+  bool race_check = true;  // --no-race-check turns it off
 };
 
 int run_compile(const CompileCmdOptions& o) {
@@ -36,6 +37,7 @@ int run_compile(const CompileCmdOptions& o) {
   api::load_plugins(o.plugins);
   api::CompileOptions options;
   if (o.verify_each) options.verify_each = true;
+  options.race_check = o.race_check;
   options.print_after = o.print_after;
   api::CompiledProgram compiled = api::compile(api::Program::parse_file(o.file, o.ranks), options);
   for (const auto& [pass, ir] : compiled.printed_after()) fmt::print("// after {}\n{}\n", pass, ir);
@@ -56,6 +58,8 @@ Command add_compile_command(CLI::App& app) {
   sub->add_flag("--verify-each", o->verify_each,
                 "Run the verifier after every pass (the default in debug builds only)");
   sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
+  sub->add_flag("--no-race-check{false}", o->race_check,
+                "Do not refuse programs whose peer accesses may race (docs/races.md)");
   return {sub, [o] { return run_compile(*o); }};
 }
 

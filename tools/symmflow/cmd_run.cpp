@@ -1,5 +1,6 @@
 // `symmflow run file.sf --ranks N [--transport threads|mpi] [--iters K] [--seed S] [--check]
-// [--trace out.json] [--plugin P]`: compiles the graph once and runs it on N ranks: one thread
+// [--trace out.json] [--plugin P] [--no-race-check]`: compiles the graph once (refusing races on
+// peer-accessed memory unless --no-race-check: docs/races.md) and runs it on N ranks: one thread
 // each (run_threads), or with --transport mpi one process each, started by `mpirun -np N` (every
 // process compiles, --ranks may be left out and must equal N if given; the ranks' results are
 // exchanged and rank 0 alone prints). Every rank binds an api::Session and draws random inputs
@@ -54,7 +55,14 @@ struct RunCmdOptions {
   int iters = 1;
   uint64_t seed = 0;
   bool check = false;
+  bool race_check = true;  // --no-race-check turns it off
 };
+
+api::CompileOptions compile_options(const RunCmdOptions& o) {
+  api::CompileOptions c;
+  c.race_check = o.race_check;
+  return c;
+}
 
 // splitmix64: fast, deterministic, good enough for test inputs.
 uint64_t next_random(uint64_t& state) {
@@ -201,7 +209,8 @@ int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
              "them equal)",
              o.ranks, rank.world_size(), rank.world_size() == 1 ? "" : "es");
     api::load_plugins(o.plugins);
-    compiled = api::compile(api::Program::parse_file(o.file, rank.world_size()));
+    compiled =
+        api::compile(api::Program::parse_file(o.file, rank.world_size()), compile_options(o));
     rank.barrier("symmflow run");
     RankResult mine = run_rank(rank, o, *compiled, Clock::now());
     for (const std::string& r : rank.allgather(to_json(mine), "symmflow run"))
@@ -227,7 +236,8 @@ int run_run(const RunCmdOptions& o) {
   const ReportOptions ro{o.transport, o.trace, o.iters, o.device != "cpu", o.check};
   if (o.transport == "mpi") return run_mpi(o, ro);
   api::load_plugins(o.plugins);
-  api::CompiledProgram compiled = api::compile(api::Program::parse_file(o.file, o.ranks));
+  api::CompiledProgram compiled =
+      api::compile(api::Program::parse_file(o.file, o.ranks), compile_options(o));
   std::vector<RankResult> results(size_t(o.ranks));
   const Clock::time_point t0 = Clock::now();
   api::run_threads(o.ranks, [&](api::Rank& rank) {
@@ -250,6 +260,8 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--check", o->check, "Compare the outputs with the eager interpreter");
   sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace JSON here");
   sub->add_option("--plugin", o->plugins, "Load a plugin shared library first (repeatable)");
+  sub->add_flag("--no-race-check{false}", o->race_check,
+                "Do not refuse programs whose peer accesses may race (docs/races.md)");
   return {sub, [o, ranks] {
             o->ranks_given = ranks->count() > 0;
             return run_run(*o);

@@ -111,6 +111,8 @@ std::vector<std::string> pass_names();
 struct CompileOptions {
   std::optional<int> world_size;   // unset: the program's
   std::optional<bool> verify_each; // unset: on in debug builds of the library only
+  // Refuse programs whose peer accesses of symmetric memory may race (docs/races.md).
+  bool race_check = true;
   // Keep the IR printed after these passes (pass_names(), or "all"): CompiledProgram::printed_after.
   std::vector<std::string> print_after;
 };

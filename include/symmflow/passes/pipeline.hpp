@@ -31,6 +31,11 @@ struct CompileOptions {
   std::optional<bool> verify_each;
   // Called after each pass (graph passes, then "plan_memory"), e.g. for --print-after.
   std::function<void(const std::string& pass, const ir::Graph& graph)> after_pass;
+  // Refuse schedules whose peer accesses of symmetric memory may race (check_races.hpp).
+  bool race_check = true;
+  // The source the graph was parsed from, for the race checker's diagnostics.
+  std::string filename = "<graph>";
+  std::string source;
 };
 
 // Runs every pass and plans memory. Takes the graph (the plan keeps it).
