@@ -98,10 +98,12 @@ std::vector<std::string> plan_summary(const passes::Plan& plan) {
   f[kInputs] = fmt::format("{}", fmt::join(inputs, "; "));
   f[kSteps] = fmt::format("{}", plan.steps.size());
   std::vector<std::string> pools;
-  for (const passes::PoolPlan& p : plan.pools) pools.push_back(fmt::format("{} {} B", p.name, p.bytes));
+  for (const passes::PoolPlan& p : plan.pools)
+    pools.push_back(fmt::format("{} {} B", p.name, p.bytes));
   f[kPools] = fmt::format("{}", fmt::join(pools, " "));
   uint64_t h = fnv1a(plan.str());
-  for (const passes::PlanStep& s : plan.steps) h = fnv1a(s.algorithm.cpu + "|" + s.algorithm.cuda, h);
+  for (const passes::PlanStep& s : plan.steps)
+    h = fnv1a(s.algorithm.cpu + "|" + s.algorithm.cuda, h);
   h = fnv1a(f[kWorld] + f[kGroups], h);
   f[kHash] = fmt::format("{:016x}", h);
   return f;
@@ -163,8 +165,9 @@ void RankAgreement::agree_on_plan(std::string_view who) {
   bool same_names = true;
   for (const auto& in : inputs) {
     same_names = same_names && in.size() == inputs[0].size() && in.size() == plan_.inputs.size();
+    auto name = [](const std::string& decl) { return decl.substr(0, decl.find(':')); };
     for (size_t i = 0; same_names && i < in.size(); ++i)
-      same_names = in[i].substr(0, in[i].find(':')) == inputs[0][i].substr(0, inputs[0][i].find(':'));
+      same_names = name(in[i]) == name(inputs[0][i]);
   }
   for (size_t i = 0; same_names && i < plan_.inputs.size(); ++i) {
     std::vector<std::string> types;

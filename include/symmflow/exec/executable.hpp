@@ -1,7 +1,8 @@
 // Executable: a Plan bound to the calling rank. Pools are allocated once (one host allocation for
 // the regular pool, one collective SymmetricHeap per symm pool, in plan order), every planned
 // buffer gets a tensor view, and run() executes the steps in order, reusing them every run: no
-// allocation and no rendezvous after construction.
+// allocation and no rendezvous after construction, but for the rank agreement of the first run
+// and of a run whose inputs' layout changed (Note [rank agreement] in exec/agreement.cpp).
 //
 //   auto plan = passes::compile(std::move(graph));
 //   exec::Executable exe(plan);                        // collective: every rank constructs it
