@@ -15,10 +15,12 @@
 // When: a run compares this rank's binding with the last agreed one (a few integer compares per
 // input, no allocation) and exchanges only when it changed, so steady-state runs cost nothing.
 // The first run always exchanges. A rank whose binding changes while its peers' stays the same
-// cannot be told apart without communication on every run; that rank waits for its peers in the
-// exchange, which the peers never enter, and raises Timeout saying so after tunables().timeout_s
-// (its peers then fail in the run's first collective with PeerFailure naming it). Both are
-// disagreements: they end in an error, never in wrong results.
+// cannot be told apart without communication on every run. When the plan refuses the new binding
+// (another dtype or shape than declared), that rank raises at once without exchanging (its local
+// check names the input); when only the strides changed, it waits for its peers in the exchange,
+// which they never enter, and raises Timeout saying so after tunables().timeout_s (its peers then
+// fail in the run's first collective with PeerFailure naming it). Either way an error, never
+// wrong results.
 // The exchange raises on every rank with the same text, since every rank sees every value.
 // SYMMFLOW_RANK_AGREEMENT=0 turns it off (it must be set alike on every rank).
 #include "exec/agreement.hpp"
@@ -197,6 +199,16 @@ void RankAgreement::agree_on_plan(std::string_view who) {
   invalid_usage("{}", text);
 }
 
+bool RankAgreement::matches_plan(const std::vector<Tensor>& inputs) const {
+  if (inputs.size() != plan_.inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::TensorType& want = plan_.values[size_t(plan_.inputs[i])].type;
+    const Tensor& t = inputs[i];
+    if (!t.defined() || t.dtype() != want.dtype || t.shape() != want.shape) return false;
+  }
+  return true;
+}
+
 bool RankAgreement::same_as_agreed(const std::vector<Tensor>& inputs) const {
   if (!agreed_once_ || inputs.size() != agreed_.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -212,6 +224,9 @@ bool RankAgreement::same_as_agreed(const std::vector<Tensor>& inputs) const {
 
 void RankAgreement::agree_on_inputs(const std::vector<Tensor>& inputs, std::string_view who) {
   if (same_as_agreed(inputs)) return;
+  // After an agreed run, a binding the plan refuses is this rank's own error: check_inputs names
+  // it at once rather than after a wait for peers that have no reason to exchange.
+  if (agreed_once_ && !matches_plan(inputs)) return;
   std::vector<std::string> mine;
   for (const Tensor& t : inputs) mine.push_back(bound_text(t));
   std::vector<std::string> all;

@@ -44,6 +44,7 @@ class RankAgreement {
     bool operator==(const Bound&) const = default;
   };
   bool same_as_agreed(const std::vector<Tensor>& inputs) const;
+  bool matches_plan(const std::vector<Tensor>& inputs) const;  // count, dtypes and shapes
   std::vector<std::string> allgather(std::string mine, std::string_view who);
   std::string input_label(size_t i) const;  // "input 'x' (tp_mlp.sf:3)"
 

@@ -249,6 +249,26 @@ TEST(RankAgreement, ARankThatChangesItsBindingAloneTimesOut) {
       << errors[0];
 }
 
+// After agreed runs, a rank binding what the plan refuses raises its own error at once.
+TEST(RankAgreement, ARankThatBindsWhatThePlanRefusesAfterAgreedRunsRaisesAtOnce) {
+  auto plan = compile(kProgram, 2);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> errors = errors_of(
+      2,
+      [&](Runtime& rt) {
+        Executable exe(plan);
+        Tensor y = make_input({8, 4}, DType::f32, rt.rank(), 2);
+        exe.run({make_input({8, 4}, DType::f32, rt.rank(), 1), y});
+        DType d = rt.rank() == 1 ? DType::bf16 : DType::f32;
+        exe.run({make_input({8, int64_t(d == DType::f32 ? 4 : 8)}, d, rt.rank(), 1), y});
+      },
+      20.0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(errors[1], "run: input 'x' (#0) expects f32[8, 4] but got bf16[8, 8]");
+  EXPECT_NE(errors[0].find("rank 1 failed (run: input 'x' (#0) expects"), std::string::npos)
+      << errors[0];
+}
+
 TEST(RankAgreement, TheTunableTurnsItOff) {
   Tunables saved = tunables(), off = saved;
   off.rank_agreement = false;
