@@ -5,8 +5,9 @@
 // on data the others do not expect and get wrong results without a word. So the ranks compare:
 //   - at construction of an Executable whose plan communicates, before its groups and symmetric
 //     heaps are made: a summary of the plan (program name, world size it was built for, groups,
-//     declared inputs, step count, pools, and a 64-bit hash of the printed plan with each
-//     step's algorithm), so that different programs are named before an allocation fails with
+//     declared inputs, step count, pools, and a 64-bit hash of the plan's structure: plan_hash,
+//     which leaves int literals out, since an SPMD program may name a peer by a literal that
+//     differs per rank), so that different programs are named before an allocation fails with
 //     sizes only;
 //   - at each run, before anything communicates: each bound input's dtype, shape and strides.
 // Who: every rank of the world, in one all-gather through the bootstrap (not per group: a rank
@@ -78,6 +79,38 @@ bool all_equal(const std::vector<std::string>& v) {
   return std::all_of(v.begin(), v.end(), [&](const std::string& s) { return s == v[0]; });
 }
 
+// The plan's structure: every step (kind, called op, group, operands, results, written operands,
+// copy kind, algorithms), every value's type and buffer, every buffer's place. Int literals are
+// left out: SPMD programs may name a peer by a literal that differs per rank (the e2e generator's
+// programs do), which is the same program.
+uint64_t plan_hash(const passes::Plan& plan) {
+  std::string text;
+  for (const passes::PlanStep& s : plan.steps) {
+    const OpDef* op = s.op.called();
+    text += fmt::format("{} {} {} {} {} |", int(s.kind), op ? op->name() : "", s.group,
+                        s.group_size, int(s.copy));
+    using Kind = passes::Operand::Kind;
+    for (const passes::Operand& o : s.args) {
+      if (o.kind == Kind::value) text += fmt::format(" v{}", o.value);
+      if (o.kind == Kind::value_list) text += fmt::format(" [{}]", fmt::join(o.values, " "));
+      if (o.kind == Kind::rank_relative) text += fmt::format(" r{}", o.rank_offset);
+      if (o.kind == Kind::literal)
+        text += o.literal.is_int() ? std::string(" int") : " " + o.literal.str();
+    }
+    text += fmt::format(" -> {} w {} a {} {} {}\n", fmt::join(s.results, " "),
+                        fmt::join(s.written, " "), fmt::join(s.result_aliases, " "),
+                        s.algorithm.cpu, s.algorithm.cuda);
+  }
+  for (const passes::PlanValue& v : plan.values)
+    text += fmt::format("{} {} {} {}\n", v.name, v.type.str(), v.buffer, v.graph_input);
+  for (const passes::BufferPlan& b : plan.buffers)
+    text += fmt::format("{} {} {} {} {}\n", b.pool, b.alias_of, b.offset, b.bytes, b.intermediate);
+  for (int o : plan.outputs) text += fmt::format("out {}\n", o);
+  for (const passes::Writeback& w : plan.writebacks)
+    text += fmt::format("wb {} {}\n", w.input, w.value);
+  return fnv1a(text);
+}
+
 // The fields of a plan summary, in the order the message names differences.
 enum Field : size_t { kProgram, kWorld, kGroups, kInputs, kSteps, kPools, kHash, kFields };
 constexpr const char* kFieldNames[kFields] = {"program name", "world size", "groups", "inputs",
@@ -103,11 +136,7 @@ std::vector<std::string> plan_summary(const passes::Plan& plan) {
   for (const passes::PoolPlan& p : plan.pools)
     pools.push_back(fmt::format("{} {} B", p.name, p.bytes));
   f[kPools] = fmt::format("{}", fmt::join(pools, " "));
-  uint64_t h = fnv1a(plan.str());
-  for (const passes::PlanStep& s : plan.steps)
-    h = fnv1a(s.algorithm.cpu + "|" + s.algorithm.cuda, h);
-  h = fnv1a(f[kWorld] + f[kGroups], h);
-  f[kHash] = fmt::format("{:016x}", h);
+  f[kHash] = fmt::format("{:016x}", plan_hash(plan));
   return f;
 }
 
