@@ -306,12 +306,12 @@ std::vector<double> time_each(int n, F&& f) {
   return us;
 }
 
-double run_median_us(const std::shared_ptr<const passes::Plan>& plan, int w, bool agreement,
-                     int runs, size_t* exchanges) {
+// Times `runs` runs of a small plan on every rank (after warm-up runs); appends rank 0's times.
+void time_runs(const std::shared_ptr<const passes::Plan>& plan, int w, bool agreement, int runs,
+               std::vector<double>& us, size_t* exchanges) {
   Tunables saved = tunables(), t = saved;
   t.rank_agreement = agreement;
   set_tunables(t);
-  double median = 0;
   run_threads(w, [&](Runtime& rt) {
     Executable exe(plan);
     std::vector<Tensor> in{make_input({8, 4}, DType::f32, rt.rank(), 1),
@@ -319,11 +319,11 @@ double run_median_us(const std::shared_ptr<const passes::Plan>& plan, int w, boo
     exec::RunOptions views;
     views.output_mode = exec::OutputMode::view;
     for (int i = 0; i < 20; ++i) exe.run(in, views);  // warm
-    std::vector<double> us = time_each(runs, [&](int) { exe.run(in, views); });
-    if (rt.rank() == 0) median = median_us(us), *exchanges = exe.agreement_exchanges();
+    std::vector<double> mine = time_each(runs, [&](int) { exe.run(in, views); });
+    if (rt.rank() == 0) us.insert(us.end(), mine.begin(), mine.end());
+    if (rt.rank() == 0) *exchanges = exe.agreement_exchanges();
   });
   set_tunables(saved);
-  return median;
 }
 
 TEST(RankAgreementCost, PrintsThePerRunCostAt2And8Ranks) {
@@ -343,10 +343,15 @@ TEST(RankAgreementCost, PrintsThePerRunCostAt2And8Ranks) {
       ASSERT_EQ(exe.agreement_exchanges(), 1u + 400u);
       if (rt.rank() == 0) exchange = median_us(exchanging), cached = median_us(same);
     });
+    // On and off in alternating rounds, so that the machine's load weighs on both alike.
     size_t on_exchanges = 0, off_exchanges = 0;
-    const int runs = 2000;
-    double on = run_median_us(plan, w, true, runs, &on_exchanges);
-    double off = run_median_us(plan, w, false, runs, &off_exchanges);
+    const int rounds = 6, per_round = 500, runs = rounds * per_round;
+    std::vector<double> on_us, off_us;
+    for (int round = 0; round < rounds; ++round) {
+      time_runs(plan, w, true, per_round, on_us, &on_exchanges);
+      time_runs(plan, w, false, per_round, off_us, &off_exchanges);
+    }
+    double on = median_us(on_us), off = median_us(off_us);
     EXPECT_EQ(on_exchanges, 2u);  // construction and the first run, then none
     EXPECT_EQ(off_exchanges, 0u);
     std::printf("[rank agreement] %d ranks (threads): agreement with its all-gather (first run, "
