@@ -173,6 +173,25 @@ TEST(RankAgreement, EveryDifferingInputIsNamed) {
   EXPECT_EQ(errors[1], want);
 }
 
+// A graph built through the API has no source line: the input is named alone.
+TEST(RankAgreement, AnInputOfABuiltGraphIsNamedWithoutALine) {
+  auto g = std::make_unique<ir::Graph>("built", 2);
+  ir::Value* x = g->add_input("x", {DType::f32, {8, 4}});
+  ir::Node* r = g->add_op("symm_mem::one_shot_all_reduce",
+                          {ir::Arg::of(x), ir::Arg::of_literal(std::string("sum")),
+                           ir::Arg::of_literal(std::string("world"))});
+  g->set_outputs({r->output()});
+  auto plan = passes::compile(std::move(g));
+  std::vector<std::string> errors = errors_of(2, [&](Runtime& rt) {
+    Executable exe(plan);
+    exe.run({rt.rank() == 0 ? transposed(0, 1) : make_input({8, 4}, DType::f32, 1, 1)});
+  });
+  const std::string want =
+      "run: the ranks of program 'built' bind different inputs (rank agreement):\n"
+      "  input 'x': rank 0 binds f32[8, 4] strides [1, 8], rank 1 binds f32[8, 4] strides [4, 1]";
+  EXPECT_EQ(errors, std::vector<std::string>(2, want));
+}
+
 TEST(RankAgreement, DifferentProgramsWithTheSameInputsAreRefusedAtConstruction) {
   auto a = compile(kProgram, 2), b = compile(kOtherBody, 2);
   std::vector<std::string> errors = errors_of(2, [&](Runtime& rt) {
