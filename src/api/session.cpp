@@ -162,6 +162,7 @@ void Session::check_inputs(const std::vector<TensorSpec>& specs, const std::vect
 }
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
+  exe_->agree_on_inputs(inputs);  // before the local checks: every rank names a disagreement
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   for (const Tensor& t : inputs) {

@@ -25,11 +25,13 @@
 
 #include <fmt/format.h>
 
+#include "exec/agreement.hpp"
 #include "exec/executable_step.hpp"
 #include "exec/util.hpp"
 #include "symmflow/exec/fused.hpp"
 #include "symmflow/exec/groups.hpp"
 #include "symmflow/ops/call.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::exec {
 
@@ -43,6 +45,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions opt
   SF_CHECK(plan_ && plan_->graph, "Executable: no plan");
   if (options_.device.type != DeviceType::cpu) device_ = make_device_backend(options_);
   bind_runtime();
+  agree_on_plan();
+  make_groups();
   allocate_pools();
   bind_slots();
   bind_steps();
@@ -54,14 +58,23 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions opt
   if (device_) prepare_device();
 }
 
-// The calling rank's runtime, with the graph's groups, when the plan communicates.
+// The calling rank's runtime (required when the plan communicates).
 void Executable::bind_runtime() {
-  bool communicates = false;
-  for (const passes::PoolPlan& p : plan_->pools) communicates |= p.layout.pool == ir::Pool::symm;
-  for (const PlanStep& s : plan_->steps) communicates |= !s.group.empty();
-  runtime_ = Runtime::current_or_null();
-  if (!communicates) return;
-  runtime_ = &Runtime::current();
+  communicates_ = detail::plan_communicates(*plan_);
+  runtime_ = communicates_ ? &Runtime::current() : Runtime::current_or_null();
+}
+
+// Note [rank agreement] (agreement.cpp): before the groups and heaps, so that ranks that compiled
+// different programs are told what differs rather than which allocation sizes do.
+void Executable::agree_on_plan() {
+  if (!communicates_ || runtime_->world_size() == 1 || !tunables().rank_agreement) return;
+  agreement_ = std::make_unique<detail::RankAgreement>(*plan_, runtime_->bootstrap());
+  agreement_->agree_on_plan("Executable");
+}
+
+// The graph's groups on this runtime, when the plan communicates.
+void Executable::make_groups() {
+  if (!communicates_) return;
   detail::check_world(*plan_->graph, runtime_->world_size(), "Executable");
   ensure_groups(*plan_->graph, *runtime_);
 }
@@ -187,6 +200,15 @@ void Executable::bind_entry_barriers() {
 
 Executable::~Executable() = default;
 
+// Note [rank agreement] (agreement.cpp).
+void Executable::agree_on_inputs(const std::vector<Tensor>& inputs) {
+  if (agreement_) agreement_->agree_on_inputs(inputs, "run");
+}
+
+size_t Executable::agreement_exchanges() const {
+  return agreement_ ? agreement_->exchanges() : 0;
+}
+
 Tensor Executable::input_handle(size_t i) {
   const passes::Plan& p = *plan_;
   SF_CHECK(i < p.inputs.size(), "input_handle: graph '{}' has {} inputs, no input #{}",
@@ -308,6 +330,7 @@ void Executable::write_back(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
+  agree_on_inputs(inputs);
   detail::check_inputs(*plan_->graph, inputs, "run");
   stats_ = {};
   if (device_) return run_on_device(inputs, options);

@@ -480,6 +480,7 @@ std::unique_ptr<Graph> Parser::parse_file() {
       fail(peek(), fmt::format("expected 'graph' but found {}", describe(peek())));
     take();
     auto named = std::make_unique<Graph>(expect_ident("a graph name"), opts_.world_size);
+    named->set_source_file(opts_.filename);
     for (const GroupDecl& d : g->groups()) {
       if (d.name != "world") named->add_group(d);
     }
@@ -493,6 +494,7 @@ std::unique_ptr<Graph> Parser::parse_file() {
       if (g->find_value(name.text))
         fail(name, fmt::format("input '{}' is defined twice", name.text));
       Value* v = g->add_input(name.text, type);
+      v->set_loc(name.loc);
       std::vector<Layout> layouts = parse_layouts();
       if (!layouts.empty()) v->set_layout(layouts[0]);
       if (!is(")")) expect(",");

@@ -100,6 +100,10 @@ const std::vector<Row>& rows() {
       BOOL_ROW(debug_collectives,
                "1: every collective first checks that all ranks call the same op with the same "
                "dtype and size (costs one extra exchange)"),
+      BOOL_ROW(rank_agreement,
+               "1: the ranks running a plan that communicates check, with one small exchange, that "
+               "they compiled the same plan and bind inputs of the same dtype, shape and strides "
+               "(again only when a rank's binding changes); must be set alike on every rank"),
   };
   return kRows;
 }

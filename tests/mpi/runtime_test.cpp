@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "support/rank_helpers.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/ir/text.hpp"
+#include "symmflow/passes/pipeline.hpp"
 #include "symmflow/runtime/heap.hpp"
 
 namespace symmflow::testing {
@@ -161,6 +164,38 @@ TEST(MpiRuntime, UnknownGroupAndChannelOutOfRange) {
     EXPECT_STREQ(e.what(), "symm_mem::barrier: channel 16 out of range for group 'world' (valid: "
                            "0..15; set SYMMFLOW_SIGNAL_CHANNELS for more)");
   }
+}
+
+// Rank agreement (Note [rank agreement] in src/exec/agreement.cpp): each process compiles the
+// program; rank 1 binds another shape of the same size; every rank raises naming the input.
+TEST(MpiRuntime, RankAgreementNamesTheInputAndEveryRanksBinding) {
+  Runtime& r = rt();
+  ir::ParseOptions o;
+  o.filename = "agree.sf";
+  o.world_size = r.world_size();
+  auto plan = passes::compile(ir::parse_graph(R"sf(group agree_tp
+graph agree(x: f32[8, 4]) {
+  r = symm_mem::one_shot_all_reduce(x, "sum", "agree_tp")
+  return r
+}
+)sf", o));
+  exec::Executable exe(plan);
+  Tensor x = Tensor::full({8, 4}, DType::f32, 1.0);
+  EXPECT_EQ(exe.run({x})[0].data<float>()[31], float(r.world_size()));
+  EXPECT_EQ(exe.run({x})[0].data<float>()[0], float(r.world_size()));
+  EXPECT_EQ(exe.agreement_exchanges(), 2u);  // the plan, then the first run's binding
+  std::string others = r.world_size() == 2 ? "rank 0 binds" : "ranks 0, 2, 3 bind";
+  std::string error = "<no error>";
+  exec::Executable fresh(plan);  // its first run exchanges on every rank
+  try {
+    fresh.run({r.rank() == 1 ? Tensor::full({4, 8}, DType::f32, 1.0) : x});
+  } catch (const Error& e) {
+    error = e.what();  // caught: the world stays usable
+  }
+  EXPECT_EQ(error,
+            "run: the ranks of program 'agree' bind different inputs (rank agreement):\n  input "
+            "'x' (agree.sf:2): " + others + " f32[8, 4] strides [4, 1], rank 1 binds f32[4, 8] "
+            "strides [8, 1]");
 }
 
 TEST(MpiFailure, RankThatThrowsFailsPeersFast) {

@@ -8,6 +8,10 @@
 //             in an all-reduce and print the error
 //   mismatch  rank 1 allocates another size than the others, through the heap and through the
 //             bootstrap directly; every rank prints both errors
+//   agreement every process compiles the same program and runs it twice (rank agreement: one
+//             exchange at construction, one at the first run), then the first run of a second
+//             Executable where rank 1 binds bf16[8, 8] and the others f32[8, 4]; every rank prints
+//             the results and the error
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +22,10 @@
 #include "child.hpp"
 #include "collectives/cases.hpp"
 #include "support/rank_helpers.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/ir/text.hpp"
 #include "symmflow/ops/registry.hpp"
+#include "symmflow/passes/pipeline.hpp"
 
 namespace symmflow::testing {
 
@@ -124,6 +131,35 @@ int mismatch(Runtime& r) {
   return status;
 }
 
+const char* kAgreementProgram = R"sf(group tp
+graph agree(x: f32[8, 4]) {
+  r = symm_mem::one_shot_all_reduce(x, "sum", "tp")
+  return r
+}
+)sf";
+
+int agreement(Runtime& r) {
+  ir::ParseOptions o;
+  o.filename = "agree.sf";
+  o.world_size = r.world_size();
+  auto plan = passes::compile(ir::parse_graph(kAgreementProgram, o));
+  exec::Executable exe(plan);
+  Tensor x = Tensor::full({8, 4}, DType::f32, 1.0);
+  float first = exe.run({x})[0].data<float>()[0];
+  float second = exe.run({x})[0].data<float>()[0];
+  say(fmt::format("runs: {} {}, exchanges {}", first, second, exe.agreement_exchanges()));
+  exec::Executable fresh(plan);  // its first run exchanges on every rank
+  Tensor mine = r.rank() == 1 ? Tensor::full({8, 8}, DType::bf16, 1.0) : x;
+  try {
+    fresh.run({mine});
+    say("agreement: no error");
+    return 1;
+  } catch (const Error& e) {
+    say(fmt::format("agreement: {}", e.what()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_child(const std::string& scenario) {
@@ -133,6 +169,7 @@ int run_child(const std::string& scenario) {
     if (scenario == "matrix") return matrix(r);
     if (scenario == "kill") return kill_victim(r);
     if (scenario == "mismatch") return mismatch(r);
+    if (scenario == "agreement") return agreement(r);
     say("unknown scenario " + scenario);
     return 2;
   } catch (const std::exception& e) {

@@ -120,5 +120,23 @@ TEST(StoreFailure, AllocationMismatchNamesBothRanks) {
   }
 }
 
+// Rank agreement over processes (Note [rank agreement] in src/exec/agreement.cpp).
+TEST(StoreAgreement, RanksBindingAnotherDtypeOfTheSameSizeRaiseOnEveryRank) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 3);
+  world.start({"agreement", store_spec("file", dir), "x", 10});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(60))) << world.all_output();
+  for (int r = 0; r < 3; ++r) {
+    std::string out = world.output(r);
+    EXPECT_EQ(world.exit_code(r), 0) << out;
+    EXPECT_NE(out.find("runs: 3 3, exchanges 2"), std::string::npos) << out;
+    EXPECT_NE(out.find("agreement: run: the ranks of program 'agree' bind different inputs (rank "
+                       "agreement):\n  input 'x' (agree.sf:2): ranks 0, 2 bind f32[8, 4] strides "
+                       "[4, 1], rank 1 binds bf16[8, 8] strides [8, 1]"),
+              std::string::npos)
+        << out;
+  }
+}
+
 }  // namespace
 }  // namespace symmflow::testing

@@ -1,7 +1,8 @@
 // Executable: a Plan bound to the calling rank. Pools are allocated once (one host allocation for
 // the regular pool, one collective SymmetricHeap per symm pool, in plan order), every planned
 // buffer gets a tensor view, and run() executes the steps in order, reusing them every run: no
-// allocation and no rendezvous after construction.
+// allocation and no rendezvous after construction, but for the rank agreement of the first run
+// and of a run whose inputs' layout changed (Note [rank agreement] in exec/agreement.cpp).
 //
 //   auto plan = passes::compile(std::move(graph));
 //   exec::Executable exe(plan);                        // collective: every rank constructs it
@@ -34,6 +35,10 @@
 #include "symmflow/runtime/runtime.hpp"
 
 namespace symmflow::exec {
+
+namespace detail {
+class RankAgreement;  // exec/agreement.hpp
+}
 
 enum class OutputMode {
   owned,  // outputs are fresh tensors the caller owns
@@ -73,18 +78,29 @@ struct RunStats {
 class Executable {
  public:
   // On the calling rank (Runtime::current()); collective over the groups of the plan's symm pools.
-  // Creates the graph's groups when the runtime lacks them (ensure_groups).
+  // Creates the graph's groups when the runtime lacks them (ensure_groups). When the plan
+  // communicates, collective over the world first: the ranks agree that they compiled the same
+  // plan (Note [rank agreement] in exec/agreement.cpp; InvalidUsage naming what differs).
   explicit Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions options = {});
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
   // Runs the plan on `inputs` (one per graph input, shape and dtype checked; errors name the
-  // input). Collective when the plan communicates: every rank runs with the same plan. An input
+  // input). Collective when the plan communicates: every rank runs with the same plan, and the
+  // first run, and any run whose inputs differ in dtype, shape or strides from the last agreed
+  // one, first agrees with every rank of the world on them (Note [rank agreement]: InvalidUsage
+  // on every rank naming the input, each rank's binding and the input's source line). An input
   // that lives in this plan's pools (an output view of an earlier run fed back) is first copied to
   // a snapshot owned by the Executable (made once, counted in RunStats::copies); the staging
   // buffer from input_handle is bound without a copy.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
+
+  // What run() does first: agree with every rank on `inputs` (dtype, shape, strides), exchanging
+  // only when they differ from the last agreed binding; a no-op when agreement is off. For callers
+  // that check inputs themselves before run() (the api's Session), so that ranks that disagree
+  // all raise the same error instead of one rank raising alone while its peers wait.
+  void agree_on_inputs(const std::vector<Tensor>& inputs);
 
   // A tensor to hold input i. For an input copied into a staging buffer (a symm arg), the staging
   // buffer itself: a caller that writes its input there and passes this tensor to run() costs no
@@ -103,12 +119,17 @@ class Executable {
   Tensor buffer(const std::string& name) const;
   // Pool allocations made (host + heaps); constant after construction.
   size_t allocations() const { return allocations_; }
+  // Rank-agreement all-gathers made so far, construction included (0 when off: a world of one
+  // rank, a plan that does not communicate, or SYMMFLOW_RANK_AGREEMENT=0).
+  size_t agreement_exchanges() const;
 
   struct Step;  // a precompiled step (executable.cpp)
 
  private:
   // Construction, in order (executable.cpp).
   void bind_runtime();
+  void agree_on_plan();
+  void make_groups();
   void allocate_pools();
   void bind_slots();
   void bind_steps();
@@ -147,6 +168,8 @@ class Executable {
   std::vector<std::pair<Group*, const OpDef*>> entry_barriers_;
   RunStats stats_;
   size_t allocations_ = 0;
+  bool communicates_ = false;
+  std::unique_ptr<detail::RankAgreement> agreement_;  // null when off
 };
 
 }  // namespace symmflow::exec

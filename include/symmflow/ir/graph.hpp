@@ -55,6 +55,9 @@ class Value {
   int index() const { return index_; }          // output index, or input index
   bool is_input() const { return producer_ == nullptr; }
   const std::vector<Node*>& uses() const { return uses_; }  // one entry per use
+  // Where a graph input was declared (line 0 when not parsed from text), for diagnostics.
+  const SourceLoc& loc() const { return loc_; }
+  void set_loc(SourceLoc l) { loc_ = l; }
 
  private:
   friend class Graph;
@@ -65,6 +68,7 @@ class Value {
   Node* producer_ = nullptr;
   int index_ = 0;
   std::vector<Node*> uses_;
+  SourceLoc loc_;
 };
 
 // One argument of a node, in schema order.
@@ -167,6 +171,9 @@ class Graph {
   const std::string& name() const { return name_; }
   int world_size() const { return world_size_; }
   void set_world_size(int w) { world_size_ = w; }
+  // The file the graph was parsed from (ParseOptions::filename; "" when built), for diagnostics.
+  const std::string& source_file() const { return source_file_; }
+  void set_source_file(std::string f) { source_file_ = std::move(f); }
 
   // Groups. "world" always exists. size_of throws InvalidUsage for unknown groups.
   void add_group(GroupDecl g);
@@ -234,6 +241,7 @@ class Graph {
   std::map<std::string, Value*, std::less<>> by_name_;
   std::map<std::string, int, std::less<>> name_counters_;
   mutable bool positions_valid_ = false;
+  std::string source_file_;
 };
 
 // Binds positional and keyword args to the op's schema, one Arg per schema argument (defaults

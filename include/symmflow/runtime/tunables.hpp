@@ -26,6 +26,7 @@ struct Tunables {
   bool cuda_early_launch = true;              // GPU steps start early (Note [early launch])
   bool cuda_pointwise_codegen = true;         // fused regions: NVRTC kernels (else interpreted)
   bool debug_collectives = false;             // cross-rank fingerprint check of every collective
+  bool rank_agreement = true;                 // ranks agree on plan and inputs (exec/agreement.cpp)
 };
 
 struct TunableInfo {
