@@ -35,10 +35,15 @@ namespace symmflow::ir {
 struct ParseOptions {
   std::string filename = "<input>";
   int world_size = 1;  // sizes the groups for shape functions
+  // Note [parser limits] (parser.cpp): the most diagnostics reported before one
+  // "too many errors" line ends the list, and the deepest nesting of fused regions.
+  size_t max_diagnostics = 20;
+  int max_nesting = 64;
 };
 
-// Parses a graph; every error found is collected and thrown as one DiagnosticError whose
-// messages point at line and column.
+// Parses a graph; every error found (at most options.max_diagnostics, then "too many errors; ...")
+// is collected and thrown as one DiagnosticError whose messages point at line and column. Linear
+// in the size of the text; never recurses deeper than options.max_nesting fused regions.
 std::unique_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& options = {});
 std::string print_graph(const Graph& graph);
 // A literal as the text format writes it ("sum" -> "\"sum\"", 2.0 -> "2.0").
