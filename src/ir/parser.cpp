@@ -10,7 +10,8 @@
 // default: real programs nest one or two levels) and going deeper is one diagnostic that ends the
 // parse (the lines inside would only give follow-on errors). Like compilers, at most 20
 // diagnostics are reported; the next one ends the parse with a "too many errors" line, so 100k
-// bad lines cost what 21 do. Every other step is linear: names and groups are looked up in maps,
+// bad lines cost what 21 do. A tensor type has at most 2^40 elements, so that shape functions and
+// the memory planner never overflow int64 on written sizes. Every other step is linear: names and groups are looked up in maps,
 // and diagnostics are rendered against a line index built once (diagnostics.cpp).
 #include <algorithm>
 #include <cstdlib>
@@ -34,6 +35,9 @@ struct ParseFailure {
   SourceLoc loc;
   std::string message;
 };
+
+// The most elements a parsed tensor type may have (Note [parser limits]).
+constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 // Thrown when the parse must end at once (the nesting limit, too many errors); its diagnostic,
 // if any, is already reported.
@@ -128,6 +132,7 @@ TensorType Parser::parse_type() {
   if (!dtype) fail(t, fmt::format("unknown dtype '{}'", name));
   expect("[");
   Shape shape;
+  int64_t elements = 1;
   while (!is("]")) {
     Token d = peek();
     if (d.kind != Tok::integer)
@@ -135,6 +140,10 @@ TensorType Parser::parse_type() {
     take();
     int64_t v = std::strtoll(d.text.c_str(), nullptr, 10);
     if (v < 0) fail(d, fmt::format("negative dimension {}", v));
+    // Note [parser limits]: sizes stay far from int64 overflow in shape functions and planning.
+    if (v > kMaxElements || (v > 0 && elements > kMaxElements / v))
+      fail(d, fmt::format("tensor of more than 2^40 elements (dimension {})", d.text));
+    elements *= std::max<int64_t>(v, 1);
     shape.push_back(v);
     if (!is("]")) expect(",");
   }

@@ -106,6 +106,18 @@ TEST(ParserLimits, LongLinesAreEchoedAsAWindow) {
   EXPECT_EQ(echoed, "    y = aten::relu(" + std::string(kMaxEchoedLine - 17, 'v') + "...");
 }
 
+TEST(ParserLimits, TensorSizesStayFarFromOverflow) {
+  EXPECT_EQ(error_of("graph g(x: f32[1048576, 1048577]) {\n  return x\n}\n"),
+            "g.sf:1:25: error: tensor of more than 2^40 elements (dimension 1048577)\n"
+            "  graph g(x: f32[1048576, 1048577]) {\n"
+            "                          ^");
+  EXPECT_EQ(error_of("graph g(x: f32[0, 99999999999999999999]) {\n  return x\n}\n"),
+            "g.sf:1:19: error: tensor of more than 2^40 elements (dimension 99999999999999999999)\n"
+            "  graph g(x: f32[0, 99999999999999999999]) {\n"
+            "                    ^");
+  EXPECT_EQ(error_of("graph g(x: f32[1048576, 1048576]) {\n  return x\n}\n"), "<no error>");
+}
+
 // ---- linear time -------------------------------------------------------------------------------
 
 // Inputs of about `bytes` bytes, one generator per shape.
