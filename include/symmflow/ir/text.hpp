@@ -3,6 +3,7 @@
 //
 //   # comments run to the end of the line
 //   group tp                      # a group of every rank; `group tp(2)`: blocks of 2 ranks
+//   group dp = {0, 2}, {1, 3}     # listed subgroups (docs/ir.md, Note [explicit groups])
 //   graph tp_mlp(x: bf16[16, 4096], w0: bf16[4096, 4096]) {
 //     h0 = aten::mm(x, w0)
 //     r0 = symm_mem::one_shot_all_reduce(h0, "sum", "tp")
