@@ -34,6 +34,22 @@ std::vector<ExplainCollective> collectives_of(const passes::Plan& plan) {
   return out;
 }
 
+// Every declared group with its subgroups as this world size makes them.
+std::vector<ExplainGroup> groups_of(const ir::Graph& graph, int world_size) {
+  std::vector<ExplainGroup> out;
+  for (const ir::GroupDecl& g : graph.groups()) {
+    ExplainGroup e{g.name, g.size(world_size), {}, g.ranks_outside(world_size)};
+    if (!g.subgroups.empty()) {
+      e.subgroups = g.subgroups;
+    } else {
+      for (int r = 0; r < world_size; r += std::max(e.ranks, 1))
+        e.subgroups.push_back(g.members_of(r, world_size));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 DType dtype_from(const std::string& name) {
   std::optional<DType> d = parse_dtype(name);
   SF_CHECK(d.has_value(), "explain JSON: unknown dtype '{}'", name);
@@ -55,13 +71,14 @@ ExplainData make_explain(const passes::Plan& plan, int world_size) {
   }
   for (const passes::CopyInfo& c : plan.copies) d.copies.push_back({c.step, passes::copy_kind_name(c.kind), c.reason, c.bytes});
   d.collectives = collectives_of(plan);
+  d.groups = groups_of(*plan.graph, world_size);
   return d;
 }
 
 std::string to_json(const ExplainData& d, int indent) {
   nlohmann::json steps = nlohmann::json::array(), pools = nlohmann::json::array(),
                  buffers = nlohmann::json::array(), copies = nlohmann::json::array(),
-                 collectives = nlohmann::json::array();
+                 collectives = nlohmann::json::array(), groups = nlohmann::json::array();
   for (const ExplainStep& s : d.steps)
     steps.push_back({{"name", s.name}, {"communicates", s.communicates}});
   for (const ExplainPool& p : d.pools) {
@@ -81,9 +98,13 @@ std::string to_json(const ExplainData& d, int indent) {
     collectives.push_back({{"step", c.step}, {"op", c.op}, {"group", c.group}, {"ranks", c.ranks},
                            {"bytes", c.bytes}, {"cpu", c.cpu}, {"cuda", c.cuda}, {"why", c.why}});
   }
+  for (const ExplainGroup& g : d.groups) {
+    groups.push_back({{"name", g.name}, {"ranks", g.ranks}, {"subgroups", g.subgroups},
+                      {"outside", g.outside}});
+  }
   nlohmann::json out = {{"program", d.program}, {"world_size", d.world_size}, {"steps", steps},
                         {"pools", pools},       {"buffers", buffers},         {"copies", copies},
-                        {"collectives", collectives}};
+                        {"collectives", collectives}, {"groups", groups}};
   return out.dump(indent);
 }
 
@@ -105,6 +126,13 @@ ExplainData explain_from_json(const std::string& text) try {
   for (const auto& c : j.at("collectives")) {
     d.collectives.push_back({c.at("step"), c.at("op"), c.at("group"), c.at("ranks"), c.at("bytes"),
                              c.at("cpu"), c.at("cuda"), c.at("why")});
+  }
+  if (j.contains("groups")) {
+    for (const auto& g : j.at("groups")) {
+      d.groups.push_back({g.at("name"), g.at("ranks"),
+                          g.at("subgroups").get<std::vector<std::vector<int>>>(),
+                          g.at("outside").get<std::vector<int>>()});
+    }
   }
   return d;
 } catch (const nlohmann::json::exception& e) {

@@ -4,7 +4,8 @@
 // every collective with its group and algorithm, and a chart per pool of its occupancy over the
 // steps (one row per step; the bar spans the pool's bytes, '#' where a live buffer lies). The
 // summary "intermediate buffers: N" counts the distinct (pool, offset) places that intermediate
-// values occupy. Views and in-place results (pool -1) are listed under their base.
+// values occupy. Views and in-place results (pool -1) are listed under their base. Last, the
+// groups: name, ranks per subgroup, the subgroups and the ranks in none.
 #include <algorithm>
 #include <iterator>
 #include <set>
@@ -82,6 +83,17 @@ std::string format_explain(const ExplainData& d, const std::string& file) {
                    c.group, c.ranks, c.bytes, c.cpu, c.cuda, c.why);
   }
   for (size_t p = 0; p < d.pools.size(); ++p) format_chart(out, d, p);
+  fmt::format_to(put, "\ngroups: {}\n", d.groups.size());
+  for (const ExplainGroup& g : d.groups) {
+    std::vector<std::string> subgroups;
+    for (const std::vector<int>& s : g.subgroups)
+      subgroups.push_back(fmt::format("{{{}}}", fmt::join(s, ", ")));
+    fmt::format_to(put, "  {:<8} {:>3} rank{} x {} subgroup{}: {}", g.name, g.ranks,
+                   g.ranks == 1 ? " " : "s", g.subgroups.size(), g.subgroups.size() == 1 ? "" : "s",
+                   fmt::join(subgroups, ", "));
+    if (!g.outside.empty()) fmt::format_to(put, "; in none: {}", fmt::join(g.outside, ", "));
+    fmt::format_to(put, "\n");
+  }
   return fmt::to_string(out);
 }
 

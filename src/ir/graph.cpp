@@ -91,33 +91,95 @@ void Node::set_arg(size_t i, Arg a) {
 }
 
 Graph::Graph(std::string name, int world_size) : name_(std::move(name)), world_size_(world_size) {
-  groups_.push_back({"world", 0, {}});
+  groups_.push_back({"world", 0, {}, {}});
+  group_index_["world"] = 0;
 }
 
 Graph::~Graph() = default;
 
+// Note [explicit groups]: `group dp = {0, 2}, {1, 3}` names several subgroups at once, as
+// `group tp(2)` does for consecutive blocks; an op on "dp" runs in the subgroup of each rank.
+// The compiler sizes buffers and shape functions by one group size per name, so every subgroup
+// has the same size. Members are ranks of the world, each in at most one subgroup (a rank in two
+// would not know which to run in); member order is the group order (a rank's index in its
+// subgroup, which rank-relative arguments count in). A rank may be in no subgroup, but the
+// program is SPMD (every rank runs every op), so an op on a group that leaves ranks out is
+// refused by the verifier rather than skipped: skipping would make those ranks' results differ
+// silently. Declaring such a group is allowed (it is printed and explained, e.g. for one
+// world size of several).
 void Graph::add_group(GroupDecl g) {
   SF_CHECK(!find_group(g.name), "group '{}' is declared twice", g.name);
   SF_CHECK(g.block >= 0, "group '{}': block size {} must be positive", g.name, g.block);
   if (g.block > 0) {
+    SF_CHECK(g.subgroups.empty(), "group '{}': both a block size and subgroups", g.name);
     SF_CHECK(world_size_ % g.block == 0,
              "group '{}': blocks of {} ranks do not divide the world of {} ranks", g.name, g.block,
              world_size_);
   }
+  std::vector<int> subgroup_of(size_t(std::max(world_size_, 0)), -1);
+  for (size_t i = 0; i < g.subgroups.size(); ++i) {
+    const std::vector<int>& members = g.subgroups[i];
+    SF_CHECK(!members.empty(), "group '{}': subgroup {} is empty", g.name, i);
+    SF_CHECK(members.size() == g.subgroups[0].size(),
+             "group '{}': subgroup {} has {} ranks but subgroup 0 has {} (all subgroups of a group "
+             "have one size)",
+             g.name, i, members.size(), g.subgroups[0].size());
+    for (int r : members) {
+      SF_CHECK(r >= 0 && r < world_size_, "group '{}': rank {} is outside the world of {} ranks",
+               g.name, r, world_size_);
+      int& at = subgroup_of[size_t(r)];
+      SF_CHECK(at < 0, "group '{}': rank {} is in subgroup {} and again in subgroup {}", g.name, r,
+               at, i);
+      at = int(i);
+    }
+  }
+  group_index_[g.name] = groups_.size();
   groups_.push_back(std::move(g));
 }
 
-const GroupDecl* Graph::find_group(std::string_view name) const {
-  for (const GroupDecl& g : groups_) {
-    if (g.name == name) return &g;
+int GroupDecl::size(int world_size) const {
+  if (!subgroups.empty()) return int(subgroups[0].size());
+  return block > 0 ? block : world_size;
+}
+
+std::vector<int> GroupDecl::members_of(int rank, int world_size) const {
+  std::vector<int> members;
+  if (rank < 0 || rank >= world_size) return members;
+  if (!subgroups.empty()) {
+    for (const std::vector<int>& s : subgroups) {
+      if (std::find(s.begin(), s.end(), rank) != s.end()) return s;
+    }
+    return members;
   }
-  return nullptr;
+  int n = size(world_size);
+  for (int r = rank / n * n; r < rank / n * n + n; ++r) members.push_back(r);
+  return members;
+}
+
+std::vector<int> GroupDecl::ranks_outside(int world_size) const {
+  std::vector<int> out;
+  if (subgroups.empty()) return out;
+  std::vector<bool> in(size_t(std::max(world_size, 0)), false);
+  for (const std::vector<int>& s : subgroups) {
+    for (int r : s) {
+      if (r >= 0 && r < world_size) in[size_t(r)] = true;
+    }
+  }
+  for (int r = 0; r < world_size; ++r) {
+    if (!in[size_t(r)]) out.push_back(r);
+  }
+  return out;
+}
+
+const GroupDecl* Graph::find_group(std::string_view name) const {
+  auto it = group_index_.find(name);
+  return it == group_index_.end() ? nullptr : &groups_[it->second];
 }
 
 int Graph::group_size(std::string_view name) const {
   const GroupDecl* g = find_group(name);
   SF_CHECK(g, "unknown group '{}' (declare it with `group {}` before the graph)", name, name);
-  return g->block > 0 ? g->block : world_size_;
+  return g->size(world_size_);
 }
 
 std::string Graph::fresh_name(std::string_view hint) {
@@ -163,11 +225,10 @@ void Graph::add_writeback(Value* input, Value* value) {
            "writeback target '{}' is not a graph input", input->name());
   SF_CHECK(input->type() == value->type(), "writeback {} = {}: types {} and {} differ",
            input->name(), value->name(), input->type().str(), value->type().str());
-  for (Writeback& w : writebacks_) {
-    if (w.input == input) {
-      w.value = value;
-      return;
-    }
+  auto [it, added] = writeback_index_.emplace(input, writebacks_.size());
+  if (!added) {
+    writebacks_[it->second].value = value;
+    return;
   }
   writebacks_.push_back({input, value});
 }

@@ -1,6 +1,7 @@
 // The lexer of the text format; the contract is in lexer.hpp.
 #include "ir/lexer.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string_view>
 
@@ -8,8 +9,21 @@
 
 namespace symmflow::ir::text_lexer {
 
-std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
-  std::vector<Token> out;
+namespace {
+constexpr size_t kMaxBytesShown = 16;  // of a run of unexpected bytes
+}  // namespace
+
+LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max_diagnostics) {
+  LexResult result;
+  std::vector<Token>& out = result.tokens;
+  auto report = [&](SourceLoc loc, std::string message) {
+    if (diags.size() >= max_diagnostics) {
+      result.too_many_errors = true;
+      return false;
+    }
+    diags.push_back({loc, std::move(message)});
+    return true;
+  };
   int line = 1, col = 1;
   size_t i = 0;
   auto advance = [&](size_t n) {
@@ -75,7 +89,7 @@ std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
           advance(1);
         }
       }
-      if (!closed) diags.push_back({t.loc, "unterminated string"});
+      if (!closed && !report(t.loc, "unterminated string")) break;
       t.kind = Tok::string;
       t.text = s;
       out.push_back(t);
@@ -87,8 +101,15 @@ std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
       advance(1);
       t.kind = Tok::punct;
     } else {
-      diags.push_back({t.loc, fmt::format("unexpected character '{}'", c)});
-      advance(1);
+      size_t n = 1;
+      while (static_cast<unsigned char>(c) >= 0x80 && i + n < src.size() &&
+             static_cast<unsigned char>(src[i + n]) >= 0x80)
+        ++n;
+      std::string_view bytes(src.data() + i, std::min(n, kMaxBytesShown));
+      if (!report(t.loc, fmt::format("unexpected character{} '{}{}'", n > 1 ? "s" : "",
+                                     escape_bytes(bytes), n > kMaxBytesShown ? "..." : "")))
+        break;
+      advance(n);
       continue;
     }
     t.text = src.substr(start, i - start);
@@ -97,7 +118,7 @@ std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags) {
   Token end;
   end.loc = {line, col};
   out.push_back(end);
-  return out;
+  return result;
 }
 
 }  // namespace symmflow::ir::text_lexer

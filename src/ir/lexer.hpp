@@ -5,7 +5,9 @@
 //   text is unquoted with `\n` and `\<c>` escapes resolved; `::` is one punct token; a number
 //   with '.', 'e' or 'E' is floating, else integer (a leading '-' or '.' before a digit belongs to
 //   it). Refuses (one diagnostic each, lexing goes on): an unterminated string (the token is kept)
-//   and a character outside the format (skipped).
+//   and a character outside the format (skipped; a run of non-ASCII bytes is one diagnostic, its
+//   bytes escaped as Note [escaped diagnostics] says). Stops at the first diagnostic beyond
+//   max_diagnostics (too_many_errors set, that diagnostic dropped). Linear in the input.
 #pragma once
 
 #include <string>
@@ -23,6 +25,11 @@ struct Token {
   SourceLoc loc;
 };
 
-std::vector<Token> lex(const std::string& src, std::vector<Diagnostic>& diags);
+struct LexResult {
+  std::vector<Token> tokens;
+  bool too_many_errors = false;
+};
+
+LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max_diagnostics);
 
 }  // namespace symmflow::ir::text_lexer

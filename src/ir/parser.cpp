@@ -2,11 +2,23 @@
 // (so every node is bound to its schema and typed by its shape function); checks SSA on the fly
 // (a name is defined once, used after its definition); collects one diagnostic per bad statement
 // (skipping to the next line) and throws them together with line and column. Tokens come from
-// lexer.cpp.
+// lexer.cpp. Refuses, ending the parse: fused regions nested deeper than ParseOptions::max_nesting
+// and more than ParseOptions::max_diagnostics diagnostics (Note [parser limits]).
+//
+// Note [parser limits]: the parser must not be crashable or slowable by its input (fuzzed by
+// fuzz/ir_fuzz.cpp). Fused regions are parsed recursively, so their depth is bounded (64 by
+// default: real programs nest one or two levels) and going deeper is one diagnostic that ends the
+// parse (the lines inside would only give follow-on errors). Like compilers, at most 20
+// diagnostics are reported; the next one ends the parse with a "too many errors" line, so 100k
+// bad lines cost what 21 do. A tensor type has at most 2^40 elements, so that shape functions and
+// the memory planner never overflow int64 on written sizes. Every other step is linear: names and groups are looked up in maps,
+// and diagnostics are rendered against a line index built once (diagnostics.cpp).
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/lexer.hpp"
 #include "symmflow/ir/text.hpp"
@@ -23,6 +35,13 @@ struct ParseFailure {
   SourceLoc loc;
   std::string message;
 };
+
+// The most elements a parsed tensor type may have (Note [parser limits]).
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+// Thrown when the parse must end at once (the nesting limit, too many errors); its diagnostic,
+// if any, is already reported.
+struct ParseStop {};
 
 class Parser {
  public:
@@ -41,7 +60,7 @@ class Parser {
   [[noreturn]] void fail(const Token& t, const std::string& msg) { throw ParseFailure{t.loc, msg}; }
   std::string describe(const Token& t) const {
     if (t.kind == Tok::end) return "end of input";
-    if (t.kind == Tok::string) return fmt::format("\"{}\"", t.text);
+    if (t.kind == Tok::string) return fmt::format("\"{}\"", escape_bytes(t.text));
     return fmt::format("'{}'", t.text);
   }
   void expect(const char* punct) {
@@ -59,6 +78,7 @@ class Parser {
   }
 
   void parse_group(Graph& g);
+  void parse_subgroups(Graph& g, GroupDecl& d);
   TensorType parse_type();
   Layout parse_layout();
   std::vector<Layout> parse_layouts();
@@ -76,12 +96,24 @@ class Parser {
   Value* lookup(Graph& g, const Token& t);
 
   void report(const ParseFailure& f) {
-    if (!f.message.empty()) diags_.push_back({f.loc, f.message});
+    if (f.message.empty()) return;
+    if (diags_.size() >= opts_.max_diagnostics) {
+      too_many_errors_ = true;
+      throw ParseStop{};
+    }
+    diags_.push_back({f.loc, f.message});
   }
+
+ public:
+  bool too_many_errors() const { return too_many_errors_; }
+
+ private:
 
   std::vector<Token> toks_;
   std::set<std::string> poisoned_;  // names of statements that failed: uses are not re-reported
   size_t pos_ = 0;
+  int depth_ = 0;  // fused regions open around the statement being parsed
+  bool too_many_errors_ = false;
   const ParseOptions& opts_;
   std::vector<Diagnostic>& diags_;
 };
@@ -100,6 +132,7 @@ TensorType Parser::parse_type() {
   if (!dtype) fail(t, fmt::format("unknown dtype '{}'", name));
   expect("[");
   Shape shape;
+  int64_t elements = 1;
   while (!is("]")) {
     Token d = peek();
     if (d.kind != Tok::integer)
@@ -107,6 +140,10 @@ TensorType Parser::parse_type() {
     take();
     int64_t v = std::strtoll(d.text.c_str(), nullptr, 10);
     if (v < 0) fail(d, fmt::format("negative dimension {}", v));
+    // Note [parser limits]: sizes stay far from int64 overflow in shape functions and planning.
+    if (v > kMaxElements || (v > 0 && elements > kMaxElements / v))
+      fail(d, fmt::format("tensor of more than 2^40 elements (dimension {})", d.text));
+    elements *= std::max<int64_t>(v, 1);
     shape.push_back(v);
     if (!is("]")) expect(",");
   }
@@ -143,6 +180,8 @@ std::vector<Layout> Parser::parse_layouts() {
   return out;
 }
 
+// `group tp`, `group tp(2)` or `group dp = {0, 2}, {1, 3}` (Note [explicit groups] in
+// graph.cpp); members are checked here so that each complaint points at its rank.
 void Parser::parse_group(Graph& g) {
   Token kw = take();
   GroupDecl d;
@@ -154,13 +193,67 @@ void Parser::parse_group(Graph& g) {
     if (n.kind != Tok::integer)
       fail(n, fmt::format("expected a block size but found {}", describe(n)));
     take();
-    d.block = int(std::strtol(n.text.c_str(), nullptr, 10));
+    long long block = std::strtoll(n.text.c_str(), nullptr, 10);
+    if (block <= 0 || block > g.world_size())
+      fail(n, fmt::format("group '{}': block size {} is not between 1 and the world size {}",
+                          d.name, n.text, g.world_size()));
+    d.block = int(block);
     expect(")");
+  } else if (is("=")) {
+    take();
+    parse_subgroups(g, d);
+  } else if (peek().kind != Tok::end && peek().loc.line == kw.loc.line) {
+    fail(peek(), fmt::format("expected '(' or '=' after the group name but found {} (write "
+                             "`group {} = {{0, 2}}, {{1, 3}}` for listed members, `group {}(2)` "
+                             "for blocks of 2 ranks)",
+                             describe(peek()), d.name, d.name));
   }
   try {
     g.add_group(d);
   } catch (const Error& e) {
     fail(kw, e.what());
+  }
+}
+
+// `{0, 2}, {1, 3}`: ranks within the world, each in one subgroup, subgroups of one size.
+void Parser::parse_subgroups(Graph& g, GroupDecl& d) {
+  std::vector<int> subgroup_of(size_t(std::max(g.world_size(), 0)), -1);
+  for (;;) {
+    Token open = peek();
+    expect("{");
+    std::vector<int> members;
+    while (!is("}")) {
+      Token m = peek();
+      if (m.kind != Tok::integer)
+        fail(m, fmt::format("expected a rank but found {}", describe(m)));
+      take();
+      long long r = std::strtoll(m.text.c_str(), nullptr, 10);
+      if (r < 0 || r >= g.world_size())
+        fail(m, fmt::format("group '{}': rank {} is outside the world of {} rank{}", d.name,
+                            m.text, g.world_size(), g.world_size() == 1 ? "" : "s"));
+      int& at = subgroup_of[size_t(r)];
+      if (at >= 0) {
+        const std::vector<int>& other = size_t(at) < d.subgroups.size() ? d.subgroups[size_t(at)]
+                                                                          : members;
+        fail(m, fmt::format("group '{}': rank {} is already in subgroup {{{}}} (a rank is in at "
+                            "most one subgroup of a group)",
+                            d.name, r, fmt::join(other, ", ")));
+      }
+      at = int(d.subgroups.size());
+      members.push_back(int(r));
+      if (!is("}")) expect(",");
+    }
+    take();
+    if (members.empty()) fail(open, fmt::format("group '{}': empty subgroup", d.name));
+    if (!d.subgroups.empty() && members.size() != d.subgroups[0].size())
+      fail(open, fmt::format("group '{}': subgroup {{{}}} has {} rank{} but {{{}}} has {} (the "
+                             "subgroups of a group have one size)",
+                             d.name, fmt::join(members, ", "), members.size(),
+                             members.size() == 1 ? "" : "s", fmt::join(d.subgroups[0], ", "),
+                             d.subgroups[0].size()));
+    d.subgroups.push_back(std::move(members));
+    if (!is(",")) break;
+    take();
   }
 }
 
@@ -288,9 +381,19 @@ void Parser::parse_fused(Graph& g, const Token& head, const std::vector<Token>& 
   take();
   std::vector<Layout> layouts = parse_layouts();
   expect("{");
+  if (depth_ >= opts_.max_nesting) {  // Note [parser limits]
+    report({head.loc, fmt::format("fused regions nested deeper than {}", opts_.max_nesting)});
+    throw ParseStop{};
+  }
   auto body = std::make_unique<Graph>("fused", g.world_size());
   for (Value* v : inputs) body->add_input(v->name(), v->type());
-  parse_body(*body, true);
+  {
+    struct DepthGuard {
+      int& depth;
+      ~DepthGuard() { --depth; }
+    } guard{++depth_};
+    parse_body(*body, true);
+  }
   if (targets.size() != body->outputs().size())
     fail(head, fmt::format("fused region returns {} values but {} names are assigned",
                            body->outputs().size(), targets.size()));
@@ -472,7 +575,7 @@ std::unique_ptr<Graph> Parser::parse_file() {
       try {
         parse_group(*g);
       } catch (const ParseFailure& f) {
-        diags_.push_back({f.loc, f.message});
+        report(f);
         skip_statement(line);
       }
     }
@@ -505,7 +608,11 @@ std::unique_ptr<Graph> Parser::parse_file() {
     if (peek().kind != Tok::end)
       fail(peek(), fmt::format("unexpected {} after the graph", describe(peek())));
   } catch (const ParseFailure& f) {
-    report(f);
+    try {
+      report(f);
+    } catch (const ParseStop&) {
+    }
+  } catch (const ParseStop&) {
   }
   return g;
 }
@@ -514,9 +621,17 @@ std::unique_ptr<Graph> Parser::parse_file() {
 
 std::unique_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& options) {
   std::vector<Diagnostic> diags;
-  std::vector<Token> toks = lex(text, diags);
-  Parser p(std::move(toks), options, diags);
-  std::unique_ptr<Graph> g = p.parse_file();
+  text_lexer::LexResult lexed = lex(text, diags, options.max_diagnostics);
+  bool too_many_errors = lexed.too_many_errors;
+  std::unique_ptr<Graph> g;
+  if (!too_many_errors) {
+    Parser p(std::move(lexed.tokens), options, diags);
+    g = p.parse_file();
+    too_many_errors = p.too_many_errors();
+  }
+  if (too_many_errors) {
+    diags.push_back({{}, fmt::format("too many errors ({} shown); stopping", diags.size())});
+  }
   if (!diags.empty()) throw DiagnosticError(std::move(diags), options.filename, text);
   return g;
 }

@@ -136,8 +136,15 @@ std::string print_graph(const Graph& g) {
   std::string out;
   for (const GroupDecl& d : g.groups()) {
     if (d.name == "world") continue;
-    out += d.block > 0 ? fmt::format("group {}({})\n", d.name, d.block)
-                       : fmt::format("group {}\n", d.name);
+    if (!d.subgroups.empty()) {
+      std::vector<std::string> subgroups;
+      for (const std::vector<int>& s : d.subgroups)
+        subgroups.push_back(fmt::format("{{{}}}", fmt::join(s, ", ")));
+      out += fmt::format("group {} = {}\n", d.name, fmt::join(subgroups, ", "));
+    } else {
+      out += d.block > 0 ? fmt::format("group {}({})\n", d.name, d.block)
+                         : fmt::format("group {}\n", d.name);
+    }
   }
   std::vector<std::string> params;
   for (const Value* v : g.inputs()) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "symmflow/ops/group_size.hpp"
 
@@ -115,9 +116,15 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
       if (!garg.empty()) {
         if (group.empty()) {
           note(n, fmt::format("{}: group argument '{}' must be a string literal", what, garg));
-        } else if (!g.find_group(group)) {
+        } else if (const GroupDecl* decl = g.find_group(group); !decl) {
           note(n, fmt::format("{}: group '{}' is not declared (add `group {}` before the graph)",
                               what, group, group));
+        } else if (std::vector<int> left = decl->ranks_outside(g.world_size()); !left.empty()) {
+          // Note [explicit groups] (graph.cpp): every rank runs every op.
+          note(n, fmt::format("{}: rank{} {} of the world of {} {} in no subgroup of group '{}', "
+                              "but every rank runs every op (list every rank in a subgroup)",
+                              what, left.size() == 1 ? "" : "s", fmt::join(left, ", "),
+                              g.world_size(), left.size() == 1 ? "is" : "are", group));
         }
       }
       for (const std::string& sa : n->op()->symm_args()) {

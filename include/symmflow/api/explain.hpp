@@ -7,7 +7,9 @@
 // pool (a view or in-place result has pool_index -1 and pool "alias of <base>"), offset, bytes,
 // dtype, shape and lifetime in steps. Copies: every compiler-added copy with its kind and reason.
 // Collectives: every step with a group, its largest tensor's bytes and the algorithm each
-// backend runs for it (kernels/algorithm.hpp). Steps: the schedule, with display names.
+// backend runs for it (kernels/algorithm.hpp). Steps: the schedule, with display names. Groups:
+// every declared group ("world" first) with its size, its subgroups (global ranks, in group order)
+// and the ranks in none (Note [explicit groups] in src/ir/graph.cpp).
 #pragma once
 
 #include <cstddef>
@@ -65,6 +67,14 @@ struct ExplainStep {
   bool operator==(const ExplainStep&) const = default;
 };
 
+struct ExplainGroup {
+  std::string name;
+  int ranks = 1;                             // ranks per subgroup
+  std::vector<std::vector<int>> subgroups;   // `tp(2)` at 4 ranks: {0, 1}, {2, 3}
+  std::vector<int> outside;                  // ranks in no subgroup
+  bool operator==(const ExplainGroup&) const = default;
+};
+
 struct ExplainData {
   std::string program;  // the graph's name
   int world_size = 1;
@@ -73,16 +83,17 @@ struct ExplainData {
   std::vector<ExplainBuffer> buffers;
   std::vector<ExplainCopy> copies;
   std::vector<ExplainCollective> collectives;
+  std::vector<ExplainGroup> groups;
   bool operator==(const ExplainData&) const = default;
 };
 
-// JSON object {"program", "world_size", "steps", "pools", "buffers", "copies", "collectives"}
-// (keys sorted, indented by `indent`).
+// JSON object {"program", "world_size", "steps", "pools", "buffers", "copies", "collectives",
+// "groups"} (keys sorted, indented by `indent`; explain_from_json takes a JSON without "groups").
 std::string to_json(const ExplainData& data, int indent = 2);
 // Reads to_json's output; InvalidUsage naming what is missing or malformed.
 ExplainData explain_from_json(const std::string& json);
-// The text `symmflow explain` prints: pools, buffers, copies, collectives and per pool an
-// occupancy chart over the steps. `file` names the source in the first line.
+// The text `symmflow explain` prints: pools, buffers, copies, collectives, per pool an
+// occupancy chart over the steps, and the groups. `file` names the source in the first line.
 std::string format_explain(const ExplainData& data, const std::string& file);
 
 }  // namespace symmflow::api

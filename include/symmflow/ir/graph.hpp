@@ -151,12 +151,23 @@ class Node {
   mutable size_t position_ = 0;
 };
 
-// A declared group: `group tp` (every rank) or `group tp(2)` (the world split into consecutive
-// blocks of 2 ranks; each rank is in one block).
+// A declared group: `group tp` (every rank), `group tp(2)` (the world split into consecutive
+// blocks of 2 ranks; each rank is in one block) or `group dp = {0, 2}, {1, 3}` (explicit
+// subgroups, Note [explicit groups] in graph.cpp: members are ranks of the world, disjoint, every
+// subgroup of one size; a rank in none of them takes part in no op of the group).
 struct GroupDecl {
   std::string name;
-  int block = 0;  // 0: the whole world
+  int block = 0;  // 0: the whole world (unless subgroups are given)
+  std::vector<std::vector<int>> subgroups;  // explicit members, in the order written
   SourceLoc loc;
+
+  // Ranks per subgroup (block, the world, or the size of each explicit subgroup).
+  int size(int world_size) const;
+  // The members (global ranks, in group order) of the subgroup that holds `rank`; empty when
+  // `rank` is in none.
+  std::vector<int> members_of(int rank, int world_size) const;
+  // Ranks of the world in no subgroup (only explicit groups have any).
+  std::vector<int> ranks_outside(int world_size) const;
 };
 
 using KwArg = std::pair<std::string, Arg>;
@@ -175,7 +186,10 @@ class Graph {
   const std::string& source_file() const { return source_file_; }
   void set_source_file(std::string f) { source_file_ = std::move(f); }
 
-  // Groups. "world" always exists. size_of throws InvalidUsage for unknown groups.
+  // Groups. "world" always exists. size_of throws InvalidUsage for unknown groups. add_group
+  // validates the declaration against the world size (Note [explicit groups] in graph.cpp) and
+  // throws InvalidUsage naming the group; the builder form of `group dp = {0, 2}, {1, 3}` is
+  // add_group({"dp", 0, {{0, 2}, {1, 3}}}).
   void add_group(GroupDecl g);
   const std::vector<GroupDecl>& groups() const { return groups_; }
   const GroupDecl* find_group(std::string_view name) const;
@@ -233,8 +247,10 @@ class Graph {
   std::string name_;
   int world_size_;
   std::vector<GroupDecl> groups_;
+  std::map<std::string, size_t, std::less<>> group_index_;  // name -> index in groups_
   std::vector<Value*> inputs_, outputs_;
   std::vector<Writeback> writebacks_;
+  std::map<const Value*, size_t> writeback_index_;  // input -> index in writebacks_
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> owned_;
   std::vector<Node*> order_;

@@ -3,6 +3,7 @@
 //
 //   # comments run to the end of the line
 //   group tp                      # a group of every rank; `group tp(2)`: blocks of 2 ranks
+//   group dp = {0, 2}, {1, 3}     # listed subgroups (docs/ir.md, Note [explicit groups])
 //   graph tp_mlp(x: bf16[16, 4096], w0: bf16[4096, 4096]) {
 //     h0 = aten::mm(x, w0)
 //     r0 = symm_mem::one_shot_all_reduce(h0, "sum", "tp")
@@ -35,10 +36,15 @@ namespace symmflow::ir {
 struct ParseOptions {
   std::string filename = "<input>";
   int world_size = 1;  // sizes the groups for shape functions
+  // Note [parser limits] (parser.cpp): the most diagnostics reported before one
+  // "too many errors" line ends the list, and the deepest nesting of fused regions.
+  size_t max_diagnostics = 20;
+  int max_nesting = 64;
 };
 
-// Parses a graph; every error found is collected and thrown as one DiagnosticError whose
-// messages point at line and column.
+// Parses a graph; every error found (at most options.max_diagnostics, then "too many errors; ...")
+// is collected and thrown as one DiagnosticError whose messages point at line and column. Linear
+// in the size of the text; never recurses deeper than options.max_nesting fused regions.
 std::unique_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& options = {});
 std::string print_graph(const Graph& graph);
 // A literal as the text format writes it ("sum" -> "\"sum\"", 2.0 -> "2.0").
