@@ -83,8 +83,16 @@ class Simulator {
   }
 
  private:
-  // The group instance of `rank`: consecutive blocks of the group's size.
+  // The group instance of `rank`: its explicit subgroup (Note [explicit groups] in graph.cpp;
+  // the verifier refuses ops of a group on a rank in none), else consecutive blocks of the
+  // group's size.
   std::vector<int> members(const std::string& group, int rank) const {
+    if (const ir::GroupDecl* decl = graph_.find_group(group); decl && !decl->subgroups.empty()) {
+      for (const std::vector<int>& sub : decl->subgroups) {
+        if (std::find(sub.begin(), sub.end(), rank) != sub.end()) return sub;
+      }
+      return {rank};
+    }
     int size = std::clamp(graph_.group_size(group), 1, world_);
     int first = rank / size * size;
     std::vector<int> m;
@@ -96,7 +104,7 @@ class Simulator {
   int resolve_peer(const SimStep& s, int rank) const {
     std::vector<int> m = members(s.group, rank);
     int n = int(m.size());
-    int64_t local = rank - m.front();
+    int64_t local = std::find(m.begin(), m.end(), rank) - m.begin();
     int64_t p = s.peer_relative ? ir::resolve_rank_relative(s.peer, int(local), n) : s.peer;
     return p >= 0 && p < n ? m[size_t(p)] : -1;
   }
