@@ -26,7 +26,7 @@ struct ModelGraphOptions {
 inline std::unique_ptr<ir::Graph> model_graph(const ModelGraphOptions& o) {
   using ir::Arg;
   auto g = std::make_unique<ir::Graph>("model", o.world_size);
-  g->add_group({"tp", 0, {}});
+  g->add_group({"tp", 0, {}, {}});
   const ir::TensorType act{DType::f32, {o.tokens, o.hidden}};
   const ir::TensorType weight{DType::f32, {o.hidden, o.hidden}};
   ir::Value* x = g->add_input("x", act);

@@ -160,7 +160,7 @@ TEST(ApiExplain, MalformedJsonIsAnError) {
 // A program built with the IR builder (symmflow/ir/graph.hpp) compiles like a parsed one.
 TEST(ApiProgram, ProgramsBuiltInMemory) {
   symmflow::ir::Graph g("built", 2);
-  g.add_group({"tp", 0, {}});
+  g.add_group({"tp", 0, {}, {}});
   symmflow::ir::Value* x = g.add_input("x", {symmflow::DType::f32, {4, 8}});
   symmflow::ir::Node* r = g.add_op("symm_mem::one_shot_all_reduce",
                                    {symmflow::ir::Arg::of(x), symmflow::ir::Arg::of_literal("sum"),

@@ -24,8 +24,8 @@ class Generator {
   explicit Generator(const ProgramOptions& o)
       : o_(o), rng_(o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.world_size)) {
     g_ = std::make_unique<ir::Graph>("random", o.world_size);
-    g_->add_group({"tp", 0, {}});
-    g_->add_group({"sub", o.world_size % 2 == 0 ? 2 : 1, {}});
+    g_->add_group({"tp", 0, {}, {}});
+    g_->add_group({"sub", o.world_size % 2 == 0 ? 2 : 1, {}, {}});
   }
 
   Program run() {

@@ -180,7 +180,7 @@ TEST(Planner, ViewOfInputHasNoBuffer) {
 std::unique_ptr<ir::Graph> random_graph(int nodes, unsigned seed, int max_reach) {
   std::mt19937 rng(seed);
   auto g = std::make_unique<ir::Graph>("rand", 4);
-  g->add_group({"tp", 0, {}});
+  g->add_group({"tp", 0, {}, {}});
   const std::vector<int64_t> sizes = {1, 16, 17, 100, 1000, 4096};
   std::vector<std::vector<ir::Value*>> by_size(sizes.size());
   for (size_t s = 0; s < sizes.size(); ++s)

@@ -22,8 +22,8 @@ struct RandomGraphOptions {
 inline std::unique_ptr<ir::Graph> random_graph(const RandomGraphOptions& o) {
   using ir::Arg;
   auto g = std::make_unique<ir::Graph>("random", 4);
-  g->add_group({"tp", 0, {}});
-  g->add_group({"dp", 2, {}});
+  g->add_group({"tp", 0, {}, {}});
+  g->add_group({"dp", 2, {}, {}});
   std::mt19937 rng(o.seed);
   auto pick_int = [&rng](size_t n) {
     return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
