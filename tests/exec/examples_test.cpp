@@ -33,7 +33,11 @@ TEST(Examples, PeakWithinFivePercentOfLowerBound) {
     std::ifstream in(file);
     std::stringstream text;
     text << in.rdbuf();
-    for (int world : {1, 2, 4}) {
+    // Explicit groups name their members, so those examples are written for one world size.
+    std::vector<int> worlds = {1, 2, 4};
+    if (file.filename() == "tp_dp.sf") worlds = {4};
+    if (file.filename() == "tp_dp8.sf") worlds = {8};
+    for (int world : worlds) {
       SCOPED_TRACE(fmt::format("{} at {} ranks", file.filename().string(), world));
       std::shared_ptr<const passes::Plan> plan;
       try {
