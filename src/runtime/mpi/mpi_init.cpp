@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/exception_text.hpp"
 #include "mpi_bootstrap.hpp"
 #include "mpi_check.hpp"
 #include "symmflow/core/error.hpp"
@@ -76,17 +77,7 @@ void finalize_at_exit() {
 
 void on_terminate() {
   if (process && process->bootstrap) {
-    std::string what = "terminated";
-    if (std::exception_ptr e = std::current_exception()) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& x) {
-        what = fmt::format("uncaught exception: {}", x.what());
-      } catch (...) {
-        what = "uncaught exception";
-      }
-    }
-    process->bootstrap->poison(what);
+    process->bootstrap->poison(runtime_detail::current_exception_text());
   }
   if (previous_terminate) previous_terminate();
   std::abort();

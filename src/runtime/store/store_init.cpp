@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/exception_text.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
 #include "symmflow/runtime/tunables.hpp"
@@ -43,17 +44,7 @@ void tear_down_at_exit() {
 
 void on_terminate() {
   if (process && process->bootstrap) {
-    std::string what = "terminated";
-    if (std::exception_ptr e = std::current_exception()) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& x) {
-        what = fmt::format("uncaught exception: {}", x.what());
-      } catch (...) {
-        what = "uncaught exception";
-      }
-    }
-    process->bootstrap->poison(what);
+    process->bootstrap->poison(runtime_detail::current_exception_text());
   }
   if (previous_terminate) previous_terminate();
   std::abort();
