@@ -1,6 +1,8 @@
 // aten views (view, reshape, slice.Tensor, t, transpose.int share storage; reshape copies when it
 // must), cat (+ out), clone / _to_copy / copy_ and the factories, for every dtype, with the error
 // texts of bad inputs (incompatible view strides, bad dims, mismatched cat inputs, bad sizes).
+#include <limits>
+
 #include "test_util.hpp"
 
 namespace symmflow::test {
@@ -72,12 +74,15 @@ TEST(AtenViews, SliceTransposeAndT) {
   };
   const Case cases[] = {{1, int64_t(1), int64_t(5), 1, 1, 5}, {1, None{}, None{}, 3, 0, 7},
                         {0, int64_t(-2), None{}, 1, 3, 5},     {1, int64_t(4), int64_t(2), 1, 4, 4},
-                        {-1, int64_t(-100), int64_t(100), 2, 0, 7}, {0, int64_t(5), None{}, 1, 5, 5}};
+                        {-1, int64_t(-100), int64_t(100), 2, 0, 7}, {0, int64_t(5), None{}, 1, 5, 5},
+                        // steps past the size select one element and overflow nothing (ir_fuzz)
+                        {1, int64_t(2), None{}, std::numeric_limits<int64_t>::max(), 2, 7},
+                        {0, None{}, int64_t(8), 1000, 0, 5}};
   for (const Case& c : cases) {
     Tensor s = call_t("aten::slice.Tensor", {x, c.dim, c.start, c.end, c.step});
     expect_shares(s, x, "slice");
     int64_t d = (c.dim + 2) % 2;
-    int64_t len = (c.e - c.b + c.step - 1) / c.step;
+    int64_t len = c.e == c.b ? 0 : 1 + (c.e - c.b - 1) / c.step;
     ASSERT_EQ(s.size(d), len);
     for (int64_t i = 0; i < s.size(0); ++i) {
       for (int64_t j = 0; j < s.size(1); ++j) {

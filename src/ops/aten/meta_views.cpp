@@ -96,8 +96,10 @@ ViewGeometry slice_geometry(std::string_view op, const Tensor& self, const Value
   b = std::clamp<int64_t>(b, 0, size);
   e = std::clamp<int64_t>(e, b, size);
   ViewGeometry g{self.shape(), self.strides(), b * self.strides()[size_t(d)]};
-  g.shape[size_t(d)] = (e - b + st - 1) / st;
-  g.strides[size_t(d)] *= st;
+  // Written so that no step, however large, overflows: a step past the size selects at most one
+  // element, whose stride is then irrelevant (it is capped at the size).
+  g.shape[size_t(d)] = e == b ? 0 : 1 + (e - b - 1) / st;
+  g.strides[size_t(d)] *= std::min(st, std::max<int64_t>(size, 1));
   return g;
 }
 
