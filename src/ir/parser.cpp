@@ -13,248 +13,22 @@
 // bad lines cost what 21 do. A tensor type has at most 2^40 elements, so that shape functions and
 // the memory planner never overflow int64 on written sizes. Every other step is linear: names and groups are looked up in maps,
 // and diagnostics are rendered against a line index built once (diagnostics.cpp).
-#include <algorithm>
+#include "ir/parser.hpp"
+
 #include <cstdlib>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "ir/lexer.hpp"
-#include "symmflow/ir/text.hpp"
-
 namespace symmflow::ir {
 
-namespace {
-
-using text_lexer::lex;
-using text_lexer::Tok;
-using text_lexer::Token;
-
-struct ParseFailure {
-  SourceLoc loc;
-  std::string message;
-};
-
-// The most elements a parsed tensor type may have (Note [parser limits]).
-constexpr int64_t kMaxElements = int64_t{1} << 40;
-
-// Thrown when the parse must end at once (the nesting limit, too many errors); its diagnostic,
-// if any, is already reported.
-struct ParseStop {};
-
-class Parser {
- public:
-  Parser(std::vector<Token> toks, const ParseOptions& opts, std::vector<Diagnostic>& diags)
-      : toks_(std::move(toks)), opts_(opts), diags_(diags) {}
-
-  std::unique_ptr<Graph> parse_file();
-
- private:
-  const Token& peek(size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
-  bool is(const char* punct, size_t k = 0) const {
-    return peek(k).kind == Tok::punct && peek(k).text == punct;
-  }
-  bool is_ident(const char* word) const { return peek().kind == Tok::ident && peek().text == word; }
-  Token take() { return toks_[std::min(pos_++, toks_.size() - 1)]; }
-  [[noreturn]] void fail(const Token& t, const std::string& msg) { throw ParseFailure{t.loc, msg}; }
-  std::string describe(const Token& t) const {
-    if (t.kind == Tok::end) return "end of input";
-    if (t.kind == Tok::string) return fmt::format("\"{}\"", escape_bytes(t.text));
-    return fmt::format("'{}'", t.text);
-  }
-  void expect(const char* punct) {
-    if (!is(punct))
-      fail(peek(), fmt::format("expected '{}' but found {}", punct, describe(peek())));
-    take();
-  }
-  std::string expect_ident(const char* what) {
-    if (peek().kind != Tok::ident)
-      fail(peek(), fmt::format("expected {} but found {}", what, describe(peek())));
-    return take().text;
-  }
-  void skip_statement(int line) {
-    while (peek().kind != Tok::end && peek().loc.line == line) take();
-  }
-
-  void parse_group(Graph& g);
-  void parse_subgroups(Graph& g, GroupDecl& d);
-  TensorType parse_type();
-  Layout parse_layout();
-  std::vector<Layout> parse_layouts();
-  void parse_body(Graph& g, bool nested);
-  void parse_statement(Graph& g);
-  std::vector<Token> parse_targets(Graph& g);
-  Node* parse_copy(Graph& g);
-  void parse_fused(Graph& g, const Token& head, const std::vector<Token>& targets);
-  Node* parse_call(Graph& g, const std::vector<Token>& targets);
-  void parse_call_args(Graph& g, std::vector<Arg>& args, std::vector<KwArg>& kwargs);
-  void parse_attrs(Node* node);
-  std::string parse_op_name();
-  Arg parse_arg(Graph& g);
-  symmflow::Value parse_literal_list(Graph& g, std::vector<Value*>* values);
-  Value* lookup(Graph& g, const Token& t);
-
-  void report(const ParseFailure& f) {
-    if (f.message.empty()) return;
-    if (diags_.size() >= opts_.max_diagnostics) {
-      too_many_errors_ = true;
-      throw ParseStop{};
-    }
-    diags_.push_back({f.loc, f.message});
-  }
-
- public:
-  bool too_many_errors() const { return too_many_errors_; }
-
- private:
-
-  std::vector<Token> toks_;
-  std::set<std::string> poisoned_;  // names of statements that failed: uses are not re-reported
-  size_t pos_ = 0;
-  int depth_ = 0;  // fused regions open around the statement being parsed
-  bool too_many_errors_ = false;
-  const ParseOptions& opts_;
-  std::vector<Diagnostic>& diags_;
-};
+namespace text_parser {
 
 Value* Parser::lookup(Graph& g, const Token& t) {
   Value* v = g.find_value(t.text);
   if (!v && poisoned_.count(t.text)) fail(t, "");  // already reported where it was defined
   if (!v) fail(t, fmt::format("use of undefined value '{}'", t.text));
   return v;
-}
-
-TensorType Parser::parse_type() {
-  Token t = peek();
-  std::string name = expect_ident("a dtype");
-  auto dtype = parse_dtype(name);
-  if (!dtype) fail(t, fmt::format("unknown dtype '{}'", name));
-  expect("[");
-  Shape shape;
-  int64_t elements = 1;
-  while (!is("]")) {
-    Token d = peek();
-    if (d.kind != Tok::integer)
-      fail(d, fmt::format("expected a dimension but found {}", describe(d)));
-    take();
-    int64_t v = std::strtoll(d.text.c_str(), nullptr, 10);
-    if (v < 0) fail(d, fmt::format("negative dimension {}", v));
-    // Note [parser limits]: sizes stay far from int64 overflow in shape functions and planning.
-    if (v > kMaxElements || (v > 0 && elements > kMaxElements / v))
-      fail(d, fmt::format("tensor of more than 2^40 elements (dimension {})", d.text));
-    elements *= std::max<int64_t>(v, 1);
-    shape.push_back(v);
-    if (!is("]")) expect(",");
-  }
-  take();
-  return {*dtype, shape};
-}
-
-Layout Parser::parse_layout() {
-  Token t = peek();
-  std::string word = expect_ident("a layout (regular or symm[group])");
-  if (word == "regular") return Layout::regular();
-  if (word != "symm")
-    fail(t, fmt::format("unknown layout '{}' (expected regular or symm[group])", word));
-  expect("[");
-  std::string group = expect_ident("a group name");
-  expect("]");
-  return Layout::symm(group);
-}
-
-std::vector<Layout> Parser::parse_layouts() {
-  std::vector<Layout> out;
-  if (!is("@")) return out;
-  take();
-  if (is("(")) {
-    take();
-    while (!is(")")) {
-      out.push_back(parse_layout());
-      if (!is(")")) expect(",");
-    }
-    take();
-  } else {
-    out.push_back(parse_layout());
-  }
-  return out;
-}
-
-// `group tp`, `group tp(2)` or `group dp = {0, 2}, {1, 3}` (Note [explicit groups] in
-// graph.cpp); members are checked here so that each complaint points at its rank.
-void Parser::parse_group(Graph& g) {
-  Token kw = take();
-  GroupDecl d;
-  d.loc = kw.loc;
-  d.name = expect_ident("a group name");
-  if (is("(")) {
-    take();
-    Token n = peek();
-    if (n.kind != Tok::integer)
-      fail(n, fmt::format("expected a block size but found {}", describe(n)));
-    take();
-    long long block = std::strtoll(n.text.c_str(), nullptr, 10);
-    if (block <= 0 || block > g.world_size())
-      fail(n, fmt::format("group '{}': block size {} is not between 1 and the world size {}",
-                          d.name, n.text, g.world_size()));
-    d.block = int(block);
-    expect(")");
-  } else if (is("=")) {
-    take();
-    parse_subgroups(g, d);
-  } else if (peek().kind != Tok::end && peek().loc.line == kw.loc.line) {
-    fail(peek(), fmt::format("expected '(' or '=' after the group name but found {} (write "
-                             "`group {} = {{0, 2}}, {{1, 3}}` for listed members, `group {}(2)` "
-                             "for blocks of 2 ranks)",
-                             describe(peek()), d.name, d.name));
-  }
-  try {
-    g.add_group(d);
-  } catch (const Error& e) {
-    fail(kw, e.what());
-  }
-}
-
-// `{0, 2}, {1, 3}`: ranks within the world, each in one subgroup, subgroups of one size.
-void Parser::parse_subgroups(Graph& g, GroupDecl& d) {
-  std::vector<int> subgroup_of(size_t(std::max(g.world_size(), 0)), -1);
-  for (;;) {
-    Token open = peek();
-    expect("{");
-    std::vector<int> members;
-    while (!is("}")) {
-      Token m = peek();
-      if (m.kind != Tok::integer)
-        fail(m, fmt::format("expected a rank but found {}", describe(m)));
-      take();
-      long long r = std::strtoll(m.text.c_str(), nullptr, 10);
-      if (r < 0 || r >= g.world_size())
-        fail(m, fmt::format("group '{}': rank {} is outside the world of {} rank{}", d.name,
-                            m.text, g.world_size(), g.world_size() == 1 ? "" : "s"));
-      int& at = subgroup_of[size_t(r)];
-      if (at >= 0) {
-        const std::vector<int>& other = size_t(at) < d.subgroups.size() ? d.subgroups[size_t(at)]
-                                                                          : members;
-        fail(m, fmt::format("group '{}': rank {} is already in subgroup {{{}}} (a rank is in at "
-                            "most one subgroup of a group)",
-                            d.name, r, fmt::join(other, ", ")));
-      }
-      at = int(d.subgroups.size());
-      members.push_back(int(r));
-      if (!is("}")) expect(",");
-    }
-    take();
-    if (members.empty()) fail(open, fmt::format("group '{}': empty subgroup", d.name));
-    if (!d.subgroups.empty() && members.size() != d.subgroups[0].size())
-      fail(open, fmt::format("group '{}': subgroup {{{}}} has {} rank{} but {{{}}} has {} (the "
-                             "subgroups of a group have one size)",
-                             d.name, fmt::join(members, ", "), members.size(),
-                             members.size() == 1 ? "" : "s", fmt::join(d.subgroups[0], ", "),
-                             d.subgroups[0].size()));
-    d.subgroups.push_back(std::move(members));
-    if (!is(",")) break;
-    take();
-  }
 }
 
 std::string Parser::parse_op_name() {
@@ -617,11 +391,14 @@ std::unique_ptr<Graph> Parser::parse_file() {
   return g;
 }
 
-}  // namespace
+}  // namespace text_parser
+
+using text_parser::Parser;
+
 
 std::unique_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& options) {
   std::vector<Diagnostic> diags;
-  text_lexer::LexResult lexed = lex(text, diags, options.max_diagnostics);
+  text_lexer::LexResult lexed = text_lexer::lex(text, diags, options.max_diagnostics);
   bool too_many_errors = lexed.too_many_errors;
   std::unique_ptr<Graph> g;
   if (!too_many_errors) {
