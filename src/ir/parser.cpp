@@ -150,6 +150,9 @@ void Parser::parse_fused(Graph& g, const Token& head, const std::vector<Token>& 
     Token v = peek();
     expect_ident("a value");
     inputs.push_back(lookup(g, v));
+    for (size_t k = 0; k + 1 < inputs.size(); ++k)
+      if (inputs[k] == inputs.back())
+        fail(v, fmt::format("'{}' is passed to the fused region twice", v.text));
     if (!is(")")) expect(",");
   }
   take();
@@ -324,7 +327,15 @@ void Parser::parse_body(Graph& g, bool nested) {
     }
     size_t start = pos_;
     try {
-      parse_statement(g);
+      try {
+        parse_statement(g);
+      } catch (const DiagnosticError&) {
+        throw;
+      } catch (const Error& e) {
+        // A graph-building check the parser did not foresee still becomes a located
+        // diagnostic, never an exception of another type (the ir_fuzz contract).
+        throw ParseFailure{toks_[std::min(start, toks_.size() - 1)].loc, e.what()};
+      }
     } catch (const ParseFailure& f) {
       report(f);
       std::vector<std::string> targets;  // the names before '=' of the failed statement
@@ -336,6 +347,7 @@ void Parser::parse_body(Graph& g, bool nested) {
         if (toks_[k].kind == Tok::ident) targets.push_back(toks_[k].text);
       }
       skip_statement(line);
+      skip_open_region(start);
       if (nested && is("}")) return;
     }
   }

@@ -63,6 +63,17 @@ class Parser {
   void skip_statement(int line) {
     while (peek().kind != Tok::end && peek().loc.line == line) take();
   }
+  // After skip_statement: a failed `fused(...) {` left its region open; skip to its closing
+  // brace so the body's lines are not read as statements of the enclosing graph.
+  void skip_open_region(size_t start) {
+    int depth = 0;
+    for (size_t k = start; k < pos_ && k < toks_.size(); ++k) depth += brace(toks_[k]);
+    while (depth > 0 && peek().kind != Tok::end) depth += brace(take());
+  }
+  static int brace(const Token& t) {
+    if (t.kind != Tok::punct) return 0;
+    return t.text == "{" ? 1 : t.text == "}" ? -1 : 0;
+  }
 
   void parse_group(Graph& g);
   void parse_subgroups(Graph& g, GroupDecl& d);

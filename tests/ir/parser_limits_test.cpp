@@ -42,6 +42,22 @@ TEST(ParserLimits, NestingIsBoundedWithADiagnostic) {
             "g.sf:4:5: error: fused regions nested deeper than 2\n  y = fused(x) {\n      ^");
 }
 
+// Found by ir_fuzz: `fused(x, x)` reached Graph::add_input's check, whose symmflow::Error escaped
+// the parser instead of a located diagnostic.
+TEST(ParserLimits, AFusedInputPassedTwiceIsADiagnostic) {
+  const std::string text =
+      "graph g(x: f32[4]) {\n  y = fused(x, x) {\n    s = aten::add(x, x)\n    return s\n  }\n"
+      "  return y\n}\n";
+  try {
+    parse_graph(text, {"g.sf", 4});
+    ADD_FAILURE() << "parsed";
+  } catch (const DiagnosticError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "g.sf:2:16: error: 'x' is passed to the fused region twice\n"
+              "    y = fused(x, x) {\n                 ^");
+  }
+}
+
 TEST(ParserLimits, AtMostTwentyDiagnosticsThenOneLine) {
   std::string text = "graph g(x: f32[4]) {\n";
   for (int i = 0; i < 1000; ++i) text += "  y = aten::nope(x)\n";
