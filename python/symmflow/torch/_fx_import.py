@@ -1,0 +1,571 @@
+"""Imports a functionalized ATen FX graph (what AOT autograd hands a backend) as symmflow IR text.
+
+What it does: `import_graph` writes one `group` declaration per c10d group the graph names, a
+`graph` header with every placeholder as an input (dtype and shape from the example inputs), one
+statement per node (the op map of `_opmap`, Note [rule kinds]), and `return`.
+Expects: an inference graph from `aot_autograd(fw_compiler=...)` with `core_aten_decompositions()`
+(or make_fx, or one built by hand), static shapes, tensors of symmflow's dtypes; a
+`group_resolver(c10d_name)` giving the group's subgroups of global ranks (or one flat list).
+Guarantees: deterministic text; value names are the FX node names (made IR-safe); the returned
+`ImportedGraph` keeps the order of graph inputs and, for every FX output, where its value comes
+from (an IR result, possibly shared by several outputs, or a graph input or a view of one, left
+to Python: Note [outputs left to Python]).
+Refuses: with `UnsupportedGraph` naming the node and its op: ops the op map and the catalogue do
+not cover, symbolic shapes, dtypes symmflow lacks, non-finite float literals, in-place ops on
+views, groups that leave this rank out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.fx
+
+from symmflow.torch import _opmap
+from symmflow.torch._opmap import Catalogue, Rule
+
+DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+    torch.int8: "i8", torch.int32: "i32", torch.int64: "i64", torch.uint32: "u32",
+    torch.bool: "bool",
+}
+
+# Words the IR parser reads as something other than a value name.
+_RESERVED_NAMES = {"True", "False", "None", "rank", "graph", "group", "return", "writeback",
+                   "fused", "functional", "copy", "world"}
+
+# Keyword arguments of torch factory and copy ops that only place the tensor (symmflow decides
+# placement): dropped when they hold these values, refused otherwise.
+_PLACEMENT_KWARGS: dict[str, Callable[[Any], bool]] = {
+    "layout": lambda v: v is None or v == torch.strided,
+    "device": lambda v: True,
+    "pin_memory": lambda v: v is None or v is False,
+    "memory_format": lambda v: v in (None, torch.contiguous_format, torch.preserve_format),
+    "non_blocking": lambda v: v is False,
+}
+
+_HOP_NAMES = ("auto_functionalized", "auto_functionalized_v2")
+
+
+class UnsupportedGraph(Exception):
+    """A graph, or one node of it, that symmflow cannot import. `node` and `op` name the cause."""
+
+    def __init__(self, message: str, node: Optional[str] = None, op: Optional[str] = None):
+        super().__init__(message)
+        self.node = node
+        self.op = op
+
+
+GroupResolver = Callable[[str], Sequence[Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSource:
+    """Where one FX output comes from: kind "ir" (index into the IR's returns), "input" (a graph
+    input, index into the inputs), "python" (index into `python_outputs`'s results) or "none"."""
+
+    kind: str
+    index: int = 0
+
+
+@dataclasses.dataclass
+class ImportedGraph:
+    """A graph as symmflow IR text, with the bookkeeping to bind and unpack it."""
+
+    text: str
+    name: str
+    world_size: int
+    rank: int
+    input_names: list[str]  # IR input names, in placeholder order (all placeholders)
+    return_names: list[str]  # IR values returned, each once
+    outputs: list[OutputSource]  # one per FX output, in order
+    groups: dict[str, str]  # c10d group name -> IR group name
+    python_outputs: Optional[torch.fx.GraphModule] = None  # placeholders -> views of inputs
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def assemble_outputs(self, inputs: Sequence[Any], ir_results: Sequence[Any]) -> tuple:
+        """The FX graph's outputs from its inputs and the IR program's results."""
+        views = tuple(self.python_outputs(*inputs)) if self.python_outputs is not None else ()
+        out = []
+        for src in self.outputs:
+            if src.kind == "ir":
+                out.append(ir_results[src.index])
+            elif src.kind == "input":
+                out.append(inputs[src.index])
+            elif src.kind == "python":
+                out.append(views[src.index])
+            else:
+                out.append(None)
+        return tuple(out)
+
+
+def ir_dtype(dtype: torch.dtype, where: str) -> str:
+    name = DTYPE_NAMES.get(dtype)
+    if name is None:
+        raise UnsupportedGraph(f"{where}: dtype {dtype} is not one of symmflow's dtypes "
+                               f"({', '.join(sorted(DTYPE_NAMES.values()))})")
+    return name
+
+
+def tensor_type(t: Any, where: str) -> str:
+    """`f32[16, 64]` for a tensor (real or fake); refuses symbolic sizes."""
+    if not isinstance(t, torch.Tensor):
+        raise UnsupportedGraph(f"{where}: is {type(t).__name__}, not a tensor")
+    dims = []
+    for s in t.shape:
+        if not isinstance(s, int):
+            raise UnsupportedGraph(f"{where}: has a symbolic size {s} (dynamic shapes are not "
+                                   "supported)")
+        dims.append(str(s))
+    return f"{ir_dtype(t.dtype, where)}[{', '.join(dims)}]"
+
+
+def render_literal(v: Any, where: str) -> str:
+    """A Python argument as the IR writes it (ints, floats, strings, bools, None, dtypes, lists)."""
+    if v is None:
+        return "None"
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise UnsupportedGraph(f"{where}: the float {v} has no IR literal")
+        text = repr(v)
+        return text if any(c in text for c in ".e") else text + ".0"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, torch.dtype):
+        return ir_dtype(v, where)
+    raise UnsupportedGraph(f"{where}: argument {v!r} of type {type(v).__name__} has no IR form")
+
+
+def safe_name(name: str) -> str:
+    return name + "_v" if name in _RESERVED_NAMES else name
+
+
+def node_val(node: torch.fx.Node) -> Any:
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def describe_target(node: torch.fx.Node) -> str:
+    return _opmap.qualified_name(node.target) if node.op == "call_function" else node.op
+
+
+def hop_name(target: Any) -> Optional[str]:
+    """"auto_functionalized" / "auto_functionalized_v2" for those HOPs, else None."""
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return target.name() if target.name() in _HOP_NAMES else None
+    return None
+
+
+def is_view_node(node: torch.fx.Node) -> bool:
+    """A call of an op whose result aliases its first argument without writing it."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    returns = node.target._schema.returns
+    return len(returns) == 1 and returns[0].alias_info is not None and \
+        not returns[0].alias_info.is_write
+
+
+class GroupTable:
+    """c10d group names -> IR group declarations (Note [group names])."""
+
+    # Note [group names]
+    # Each c10d group name the graph uses becomes `g<k>` (k in order of first use). A resolver
+    # result covering every rank of the world as one subgroup is `group g<k>`; any other
+    # partition is written out (`group g<k> = {0, 2}, {1, 3}`). Subgroups must be disjoint, of
+    # one size, hold ranks of the world, and one of them must hold this rank.
+
+    def __init__(self, resolver: Optional[GroupResolver], world_size: int, rank: int):
+        self.resolver = resolver
+        self.world_size = world_size
+        self.rank = rank
+        self.names: dict[str, str] = {}
+        self.sizes: dict[str, int] = {}
+        self.decls: list[str] = []
+        self.permissive = False
+
+    @classmethod
+    def permissive_table(cls) -> "GroupTable":
+        """For support checks without a world: every group name resolves, sizes unchecked."""
+        table = cls(None, 1, 0)
+        table.permissive = True
+        return table
+
+    def resolve(self, c10d_name: Any, where: str) -> str:
+        key = str(c10d_name)
+        if key in self.names:
+            return self.names[key]
+        if self.permissive:  # support checks: any group, size unknown
+            return key
+        if self.resolver is None:
+            raise UnsupportedGraph(f"{where}: names c10d group '{key}' but no group resolver "
+                                   "was given")
+        raw = list(self.resolver(key))
+        subgroups = [list(s) for s in raw] if raw and not isinstance(raw[0], int) else [raw]
+        ir_name = f"g{len(self.names)}"
+        flat = [r for s in subgroups for r in s]
+        if not subgroups or any(not s for s in subgroups):
+            raise UnsupportedGraph(f"{where}: c10d group '{key}' resolves to an empty group")
+        if any(not (0 <= r < self.world_size) for r in flat) or len(set(flat)) != len(flat):
+            raise UnsupportedGraph(f"{where}: c10d group '{key}' resolves to {subgroups}, which "
+                                   f"are not distinct ranks of the world of {self.world_size}")
+        if len({len(s) for s in subgroups}) != 1:
+            raise UnsupportedGraph(f"{where}: c10d group '{key}' resolves to subgroups of "
+                                   f"different sizes {subgroups}")
+        if self.rank not in flat:
+            raise UnsupportedGraph(f"{where}: c10d group '{key}' resolves to {subgroups}, which "
+                                   f"leave out this rank {self.rank}")
+        if len(subgroups) == 1 and sorted(flat) == list(range(self.world_size)) and \
+                flat == sorted(flat):
+            self.decls.append(f"group {ir_name}")
+        else:
+            parts = ", ".join("{" + ", ".join(str(r) for r in s) + "}" for s in subgroups)
+            self.decls.append(f"group {ir_name} = {parts}")
+        self.names[key] = ir_name
+        self.sizes[key] = len(subgroups[0])
+        return ir_name
+
+
+class NodeTranslator:
+    """Translates one FX node into IR statements; shared by import and partitioning (a node is
+    supported exactly when it translates)."""
+
+    def __init__(self, catalogue: Catalogue, groups: GroupTable):
+        self.catalogue = catalogue
+        self.groups = groups
+        self.values: dict[torch.fx.Node, Any] = {}  # node -> IR name, or tuple of names
+
+    # --- arguments -------------------------------------------------------------------------
+    def arg(self, a: Any, where: str) -> str:
+        if isinstance(a, torch.fx.Node):
+            v = self.values.get(a)
+            if v is None:
+                raise UnsupportedGraph(f"{where}: uses {a.name}, which has no IR value")
+            if isinstance(v, tuple):
+                raise UnsupportedGraph(f"{where}: uses the tuple {a.name} as one value")
+            return v
+        if isinstance(a, (list, tuple)):
+            return "[" + ", ".join(self.arg(x, where) for x in a) + "]"
+        return render_literal(a, where)
+
+    def call(self, op: str, args: Sequence[Any], kwargs: dict, where: str) -> str:
+        parts = [self.arg(a, where) for a in args]
+        for k, v in kwargs.items():
+            if k in _PLACEMENT_KWARGS:
+                if _PLACEMENT_KWARGS[k](v):
+                    continue
+                raise UnsupportedGraph(f"{where}: keyword {k}={v} is not supported")
+            parts.append(f"{k}={self.arg(v, where)}")
+        return f"{op}({', '.join(parts)})"
+
+    # --- nodes -----------------------------------------------------------------------------
+    def translate(self, node: torch.fx.Node) -> list[str]:
+        """IR lines for `node` (possibly none); records its IR value. Raises UnsupportedGraph."""
+        op = describe_target(node)
+        where = f"{op} at node {node.name}"
+        name = safe_name(node.name)
+        if node.target is operator.getitem:
+            src, index = node.args
+            v = self.values.get(src)
+            if not isinstance(v, tuple) or not isinstance(index, int) or \
+                    not (0 <= index < len(v)) or v[index] is None:
+                raise UnsupportedGraph(f"{where}: takes item {index} of {src.name}, which has "
+                                       "no such IR result", node.name, op)
+            self.values[node] = v[index]
+            return []
+        hop = hop_name(node.target)
+        if hop is not None:
+            return self._functionalized(node, hop, name)
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise UnsupportedGraph(f"{where} is not an op symmflow can import", node.name, op)
+        rule = _opmap.RULES_BY_OP.get(op)
+        if rule is not None:
+            return self._by_rule(node, rule, name, where)
+        ns, opname, overload = op.split(".")
+        target = _opmap.map_namespace_op(ns, opname, overload, self.catalogue)
+        args = list(node.args)
+        if target is None:
+            raise UnsupportedGraph(f"{where} is not in symmflow's catalogue", node.name, op)
+        scalar_overload = _opmap.SCALAR_OVERLOADS.get(overload)
+        if scalar_overload and any(isinstance(a, (int, float)) and not isinstance(a, bool)
+                                   for a in args[1:2]):
+            alt = _opmap.catalogue_name(target.split("::")[0], opname, scalar_overload)
+            if not self.catalogue.has(alt):
+                raise UnsupportedGraph(f"{where}: a number for a Tensor argument needs {alt}, "
+                                       "which is not in symmflow's catalogue", node.name, op)
+            target = alt
+        self._check_result(node, where)
+        returns = node.target._schema.returns
+        if len(returns) == 0:
+            self.values[node] = None
+            return [self.call(target, args, dict(node.kwargs), where)]
+        if len(returns) == 1:
+            self.values[node] = name
+            return [f"{name} = {self.call(target, args, dict(node.kwargs), where)}"]
+        names = tuple(f"{name}_{i}" for i in range(len(returns)))
+        self.values[node] = names
+        return [f"{', '.join(names)} = {self.call(target, args, dict(node.kwargs), where)}"]
+
+    def _check_result(self, node: torch.fx.Node, where: str) -> None:
+        val = node_val(node)
+        for t in (val if isinstance(val, (list, tuple)) else [val]):
+            if isinstance(t, torch.Tensor):
+                tensor_type(t, where)  # refuses dtypes and symbolic shapes
+
+    def _by_rule(self, node: torch.fx.Node, rule: Rule, name: str, where: str) -> list[str]:
+        if rule.kind == "alias":
+            return self._alias(node, rule, where)
+        args = list(node.args) + [None] * 8
+        picked = []
+        for pos in rule.args:
+            a = args[pos]
+            if pos == rule.group_arg:
+                a = _IRGroup(self.groups.resolve(a, where))
+            picked.append(a)
+        if rule.group_size_arg is not None:
+            size = args[rule.group_size_arg]
+            expected = self.groups.sizes.get(str(args[rule.group_arg]))
+            if expected is not None and size != expected:
+                raise UnsupportedGraph(f"{where}: group size {size} differs from the size "
+                                       f"{expected} of c10d group '{args[rule.group_arg]}'",
+                                       node.name, describe_target(node))
+        if rule.reduce_op_arg is not None and args[rule.reduce_op_arg] not in _opmap.REDUCE_OPS:
+            raise UnsupportedGraph(f"{where}: reduce op {args[rule.reduce_op_arg]!r} is not one "
+                                   f"of {', '.join(_opmap.REDUCE_OPS)}", node.name,
+                                   describe_target(node))
+        assert rule.symmflow_op is not None
+        if not self.catalogue.has(rule.symmflow_op):
+            raise UnsupportedGraph(f"{where}: maps to {rule.symmflow_op}, which is not in "
+                                   "symmflow's catalogue", node.name, describe_target(node))
+        self._check_result(node, where)
+        text = self._render_call(rule.symmflow_op, picked, where)
+        if rule.kind == "inplace":
+            self.values[node] = self.arg(node.args[0], where)
+            return [text]
+        self.values[node] = name
+        return [f"{name} = {text}"]
+
+    def _render_call(self, op: str, args: Sequence[Any], where: str) -> str:
+        parts = [f'"{a.name}"' if isinstance(a, _IRGroup) else self.arg(a, where) for a in args]
+        return f"{op}({', '.join(parts)})"
+
+    def _alias(self, node: torch.fx.Node, rule: Rule, where: str) -> list[str]:
+        src = node.args[0] if rule.torch_op.endswith("wait_tensor.default") else node.args[1]
+        if not isinstance(src, torch.fx.Node):
+            raise UnsupportedGraph(f"{where}: its source is not a tensor", node.name,
+                                   describe_target(node))
+        if rule.torch_op == "aten.copy.default":
+            dst_val, src_val = node_val(node.args[0]), node_val(src)
+            if dst_val is None or src_val is None or dst_val.shape != src_val.shape or \
+                    dst_val.dtype != src_val.dtype:
+                raise UnsupportedGraph(f"{where}: copies between different shapes or dtypes",
+                                       node.name, describe_target(node))
+        else:
+            producer = _opmap.RULES_BY_OP.get(describe_target(src))
+            if producer is None or producer.kind != "op" or producer.group_arg is None:
+                raise UnsupportedGraph(f"{where}: waits on {src.name}, which is not a "
+                                       "collective symmflow runs", node.name,
+                                       describe_target(node))
+        self.values[node] = self.arg(src, where)
+        return []
+
+    def _functionalized(self, node: torch.fx.Node, hop: str, name: str) -> list[str]:
+        """auto_functionalized(_v2)(op, **kwargs) -> functional<op>(...) (Note [rule kinds])."""
+        mutable_op = node.args[0]
+        op = _opmap.qualified_name(mutable_op)
+        where = f"{hop}({op}) at node {node.name}"
+        if not isinstance(mutable_op, torch._ops.OpOverload):
+            raise UnsupportedGraph(f"{where} does not wrap an op", node.name, op)
+        ns, opname, overload = op.split(".")
+        rule = _opmap.RULES_BY_OP.get(op)
+        target = rule.symmflow_op if rule is not None else \
+            _opmap.map_namespace_op(ns, opname, overload, self.catalogue)
+        if target is None or not self.catalogue.has(target):
+            raise UnsupportedGraph(f"{where}: {op} is not in symmflow's catalogue", node.name, op)
+        schema = mutable_op._schema
+        kwargs = dict(node.kwargs)
+        bases = kwargs.pop("_all_bases", None)
+        args: list[Any] = []
+        mutated: list[str] = []
+        for i, a in enumerate(schema.arguments):
+            written = a.alias_info is not None and a.alias_info.is_write
+            if written:
+                mutated.append(a.name)
+            if hop == "auto_functionalized_v2" and written:
+                base_index = kwargs.get(f"_{a.name}_base_index")
+                extra = [k for k in kwargs if k.startswith(f"_{a.name}_")
+                         and k not in (f"_{a.name}_base_index", f"_{a.name}_alias")]
+                if base_index is None or extra or bases is None:
+                    raise UnsupportedGraph(f"{where}: argument '{a.name}' is a view of its base "
+                                           "(in-place ops on views are not supported)",
+                                           node.name, op)
+                args.append(bases[base_index])
+            elif a.name in kwargs:
+                args.append(kwargs[a.name])
+            elif a.has_default_value():
+                args.append(a.default_value)
+            else:
+                raise UnsupportedGraph(f"{where}: argument '{a.name}' is missing", node.name, op)
+        if hop == "auto_functionalized_v2":
+            used = [kwargs.get(f"_{m}_base_index") for m in mutated]
+            if len(set(used)) != len(used) or len(used) != len(bases):
+                raise UnsupportedGraph(f"{where}: written arguments share a base", node.name, op)
+        group_pos = rule.group_arg if rule is not None else next(
+            (i for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
+        rendered = [(_IRGroup(self.groups.resolve(a, where)) if i == group_pos else a)
+                    for i, a in enumerate(args)]
+        n_returns = len(schema.returns)
+        results = [f"{name}_r{i}" for i in range(n_returns)] + \
+            [f"{name}_{m}" for m in mutated]
+        # The HOP's tuple: the op's returns (one None for an op returning ()), then the new
+        # value of each base (v2, in _all_bases order) or each written argument (v1).
+        hop_items: list[Optional[str]] = results[:n_returns] if n_returns else [None]
+        if hop == "auto_functionalized_v2":
+            by_base = {kwargs[f"_{m}_base_index"]: f"{name}_{m}" for m in mutated}
+            hop_items += [by_base[i] for i in range(len(bases))]
+        else:
+            hop_items += results[n_returns:]
+        self.values[node] = tuple(hop_items)
+        call = self._render_call(f"functional<{target}>", rendered, where)
+        return [f"{', '.join(results)} = {call}"] if results else [call]
+
+
+@dataclasses.dataclass(frozen=True)
+class _IRGroup:
+    name: str
+
+
+def _python_output_module(gm: torch.fx.GraphModule,
+                          view_outputs: list[torch.fx.Node]) -> torch.fx.GraphModule:
+    """A GraphModule from the graph's placeholders to `view_outputs` (views of inputs)."""
+    g = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            env[n] = g.placeholder(n.name)
+    needed: set[torch.fx.Node] = set()
+    stack = list(view_outputs)
+    while stack:
+        n = stack.pop()
+        if n in needed or n.op == "placeholder":
+            continue
+        needed.add(n)
+        stack.extend(x for x in n.all_input_nodes)
+    for n in gm.graph.nodes:
+        if n in needed:
+            env[n] = g.node_copy(n, lambda x: env[x])
+    g.output(tuple(env[n] for n in view_outputs))
+    return torch.fx.GraphModule(gm, g)
+
+
+def _view_of_input(node: torch.fx.Node) -> bool:
+    """Whether `node` is a graph input seen through views only (Note [outputs left to Python])."""
+    while is_view_node(node):
+        node = node.args[0]
+    return node.op == "placeholder"
+
+
+# Note [outputs left to Python]
+# An FX output that is a graph input, or a view of one, shares storage with the caller's tensor;
+# symmflow returns fresh buffers. Such outputs are not returned by the IR program: the importer
+# records them (OutputSource "input" / "python") and `ImportedGraph.assemble_outputs` computes the
+# views from the inputs with the graph's own view ops, so aliasing is as PyTorch had it.
+
+
+def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, world_size: int,
+                 rank: int, group_resolver: Optional[GroupResolver] = None,
+                 catalogue: Optional[Catalogue] = None, name: str = "fx_graph") -> ImportedGraph:
+    """Imports `gm` as symmflow IR text. Raises UnsupportedGraph naming the first node that
+    cannot be imported (`node`, `op` attributes)."""
+    if catalogue is None:
+        catalogue = _opmap.load_catalogue()
+    groups = GroupTable(group_resolver, world_size, rank)
+    tr = NodeTranslator(catalogue, groups)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(example_inputs) != len(placeholders):
+        raise UnsupportedGraph(f"the graph has {len(placeholders)} inputs but "
+                               f"{len(example_inputs)} example inputs were given")
+    header, input_names = [], []
+    for n, ex in zip(placeholders, example_inputs):
+        ir = safe_name(n.name)
+        val = ex if isinstance(ex, torch.Tensor) else node_val(n)
+        header.append(f"{ir}: {tensor_type(val, f'input {n.name}')}")
+        input_names.append(ir)
+        tr.values[n] = ir
+    body: list[str] = []
+    output_node = None
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            output_node = n
+            break
+        if n.op != "call_function":
+            raise UnsupportedGraph(f"{n.op} {n.target} at node {n.name} is not an op symmflow "
+                                   "can import", n.name, str(n.target))
+        body.extend(tr.translate(n))
+    assert output_node is not None
+    fx_outputs = output_node.args[0]
+    if not isinstance(fx_outputs, (list, tuple)):
+        fx_outputs = (fx_outputs,)
+    outputs, returns, views, notes = [], [], [], []
+    for i, o in enumerate(fx_outputs):
+        if o is None:
+            outputs.append(OutputSource("none"))
+        elif not isinstance(o, torch.fx.Node):
+            raise UnsupportedGraph(f"output {i} is the constant {o!r}")
+        elif o.op == "placeholder":
+            outputs.append(OutputSource("input", placeholders.index(o)))
+            notes.append(f"output {i} is input {o.name}: left to Python")
+        elif _view_of_input(o):
+            outputs.append(OutputSource("python", len(views)))
+            views.append(o)
+            notes.append(f"output {i} ({o.name}) is a view of a graph input: left to Python")
+        else:
+            value = tr.arg(o, f"output {i}")
+            if value not in returns:
+                returns.append(value)
+            outputs.append(OutputSource("ir", returns.index(value)))
+    lines = list(groups.decls)
+    lines.append(f"graph {name}({', '.join(header)}) {{")
+    lines.extend(f"  {s}" for s in body)
+    lines.append(f"  return {', '.join(returns) if returns else '()'}")
+    lines.append("}")
+    return ImportedGraph(
+        text="\n".join(lines) + "\n", name=name, world_size=world_size, rank=rank,
+        input_names=input_names, return_names=returns, outputs=outputs,
+        groups=dict(groups.names),
+        python_outputs=_python_output_module(gm, views) if views else None, notes=notes)
+
+
+def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
+                       groups: Optional[GroupTable] = None) -> Optional[str]:
+    """Why `node` cannot be imported, or None when it can (its arguments assumed imported)."""
+    if node.op != "call_function":
+        return f"{node.op} {node.target} at node {node.name} is not an op symmflow can import"
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        return unsupported_reason(node.args[0], catalogue, groups)
+    tr = NodeTranslator(catalogue, groups or GroupTable.permissive_table())
+    for a in node.all_input_nodes:
+        tr.values[a] = _PermissiveValue(a)
+    try:
+        tr.translate(node)
+    except UnsupportedGraph as e:
+        return str(e)
+    return None
+
+
+class _PermissiveValue(str):
+    """Stands for an argument's IR value when only the node itself is checked; a multi-result
+    producer is taken to have any item asked for."""
+
+    def __new__(cls, node: torch.fx.Node):
+        self = super().__new__(cls, safe_name(node.name))
+        self.node = node
+        return self
