@@ -293,8 +293,11 @@ class NodeTranslator:
         if target is None:
             raise UnsupportedGraph(f"{where} is not in symmflow's catalogue", node.name, op)
         scalar_overload = _opmap.SCALAR_OVERLOADS.get(overload)
-        if scalar_overload and any(isinstance(a, (int, float)) and not isinstance(a, bool)
-                                   for a in args[1:2]):
+        schema_args = node.target._schema.arguments
+        if scalar_overload and any(
+                isinstance(a, (int, float)) and not isinstance(a, bool) and
+                isinstance(schema_args[i].type, torch.TensorType)
+                for i, a in enumerate(args[:len(schema_args)])):
             alt = _opmap.catalogue_name(target.split("::")[0], opname, scalar_overload)
             if not self.catalogue.has(alt):
                 raise UnsupportedGraph(f"{where}: a number for a Tensor argument needs {alt}, "

@@ -210,3 +210,163 @@ def test_mlp_through_aot_autograd_with_parameters(world, catalogue, cli):
     explain = compile_ok(cli, ig.text, 2, "explain")
     assert "compiler-added copies: 0" in explain
     assert "collectives: 8" in explain
+
+
+def call(g, target, *args, name=None, **kwargs):
+    """g.call_function named `name`, else after the op ("all_reduce", not "all_reduce_default")."""
+    return g.call_function(target, args, kwargs, name=name or target._schema.name.split("::")[1])
+
+
+def fx_graph(build):
+    """A GraphModule built by hand: build(graph) returns the output."""
+    g = torch.fx.Graph()
+    out = build(g)
+    g.output(out)
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_gather_and_scatter_map_to_low_contention_ops(catalogue, cli):
+    def build(g):
+        x = g.placeholder("x")
+        ag = call(g, c10d.all_gather_into_tensor.default, x, 2, "7")
+        agw = call(g, c10d.wait_tensor.default, ag)
+        rs = call(g, c10d.reduce_scatter_tensor.default, agw, "sum", 2, "7")
+        rsw = call(g, c10d.wait_tensor.default, rs)
+        return (agw, rsw)
+
+    ig = import_graph(fx_graph(build), [torch.empty(8, 16)], world_size=2, rank=0,
+                      group_resolver=whole_world(2), catalogue=catalogue, name="gs")
+    assert ig.text == (
+        "group g0\n"
+        "graph gs(x: f32[8, 16]) {\n"
+        '  all_gather_into_tensor = symm_mem::_low_contention_all_gather(x, "g0")\n'
+        "  reduce_scatter_tensor = symm_mem::_low_contention_reduce_scatter("
+        'all_gather_into_tensor, "sum", "g0")\n'
+        "  return all_gather_into_tensor, reduce_scatter_tensor\n"
+        "}\n")
+    assert ig.groups == {"7": "g0"}
+    compile_ok(cli, ig.text, 2)
+
+
+def test_group_size_must_match_the_resolved_group(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        return call(g, c10d.all_gather_into_tensor.default, x, 4, "7")
+
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(fx_graph(build), [torch.empty(8)], world_size=2, rank=0,
+                     group_resolver=whole_world(2), catalogue=catalogue)
+    assert str(e.value) == ("_c10d_functional.all_gather_into_tensor.default at node "
+                            "all_gather_into_tensor: group size 4 differs from the size 2 of "
+                            "c10d group '7'")
+
+
+def all_reduce_graph(group_name="3", op="sum"):
+    def build(g):
+        x = g.placeholder("x")
+        r = call(g, c10d.all_reduce.default, x, op, group_name)
+        w = call(g, c10d.wait_tensor.default, r)
+        return (call(g, torch.ops.aten.mul.Tensor, w, 2.0),)
+    return fx_graph(build)
+
+
+def test_resolver_partition_becomes_explicit_group(catalogue, cli):
+    ig = import_graph(all_reduce_graph(), [torch.empty(4, 8)], world_size=4, rank=2,
+                      group_resolver=lambda name: [[0, 2], [1, 3]], catalogue=catalogue,
+                      name="dp")
+    assert ig.text == (
+        "group g0 = {0, 2}, {1, 3}\n"
+        "graph dp(x: f32[4, 8]) {\n"
+        '  all_reduce = symm_mem::one_shot_all_reduce(x, "sum", "g0")\n'
+        "  mul = aten::mul.Scalar(all_reduce, 2.0)\n"
+        "  return mul\n"
+        "}\n")
+    compile_ok(cli, ig.text, 4)
+
+
+@pytest.mark.parametrize("resolved", [[[0, 1, 2, 3]], [0, 1, 2, 3]])
+def test_resolver_whole_world_is_a_plain_group(catalogue, resolved):
+    ig = import_graph(all_reduce_graph(), [torch.empty(4, 8)], world_size=4, rank=0,
+                      group_resolver=lambda name: resolved, catalogue=catalogue)
+    assert ig.text.splitlines()[0] == "group g0"
+
+
+@pytest.mark.parametrize("resolved,message", [
+    ([[0, 2]], "c10d group '3' resolves to [[0, 2]], which leave out this rank 1"),
+    ([[0, 1], [1, 2]], "c10d group '3' resolves to [[0, 1], [1, 2]], which are not distinct "
+                       "ranks of the world of 4"),
+    ([[0, 1, 2], [3]], "c10d group '3' resolves to subgroups of different sizes "
+                       "[[0, 1, 2], [3]]"),
+    ([[0, 4]], "c10d group '3' resolves to [[0, 4]], which are not distinct ranks of the world "
+               "of 4"),
+])
+def test_resolver_errors(catalogue, resolved, message):
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(all_reduce_graph(), [torch.empty(4, 8)], world_size=4, rank=1,
+                     group_resolver=lambda name: resolved, catalogue=catalogue)
+    assert str(e.value) == \
+        f"_c10d_functional.all_reduce.default at node all_reduce: {message}"
+
+
+def test_reduce_op_outside_the_catalogue_is_refused(catalogue):
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(all_reduce_graph(op="product"), [torch.empty(4)], world_size=1, rank=0,
+                     group_resolver=whole_world(1), catalogue=catalogue)
+    assert str(e.value) == ("_c10d_functional.all_reduce.default at node all_reduce: reduce op "
+                            "'product' is not one of sum, avg, max, min")
+
+
+def test_unsupported_node_error_names_node_and_op(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        y = call(g, torch.ops.aten.sin.default, x)
+        return call(g, torch.ops.aten.cumsum.default, y, 0)
+
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(fx_graph(build), [torch.empty(4)], world_size=1, rank=0,
+                     catalogue=catalogue)
+    assert str(e.value) == "aten.cumsum.default at node cumsum is not in symmflow's catalogue"
+    assert (e.value.node, e.value.op) == ("cumsum", "aten.cumsum.default")
+
+
+def test_literals_non_finite_float_and_dtype_refused(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        return call(g, torch.ops.aten.mul.Scalar, x, float("-inf"))
+
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(fx_graph(build), [torch.empty(4)], world_size=1, rank=0,
+                     catalogue=catalogue)
+    assert str(e.value) == "aten.mul.Scalar at node mul: the float -inf has no IR literal"
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(fx_graph(lambda g: g.placeholder("x")), [torch.empty(4, dtype=torch.cfloat)],
+                     world_size=1, rank=0, catalogue=catalogue)
+    assert str(e.value) == ("input x: dtype torch.complex64 is not one of symmflow's dtypes "
+                            "(bf16, bool, f16, f32, f64, i32, i64, i8, u32)")
+
+
+def test_literals_render_in_ir_syntax(world, catalogue, cli):
+    def fn(x):
+        y = (x + 1e-05).to(torch.bfloat16).float()
+        z = torch.zeros(4, 8, dtype=torch.float32)
+        s = torch.sum(y * 2, dim=[1], keepdim=True)
+        return torch.cat([y, z], dim=0)[1:3] - s.mean([0], keepdim=False)
+
+    x = torch.randn(4, 8)
+    (gm, ex), = aot_graphs(fn, x)
+    ig = import_graph(gm, ex, world_size=1, rank=0, catalogue=catalogue, name="lit")
+    assert ig.text == """graph lit(arg0_1: f32[4, 8]) {
+  add = aten::add.Scalar(arg0_1, 1e-05)
+  _to_copy = aten::_to_copy(add, dtype=bf16)
+  _to_copy_1 = aten::_to_copy(_to_copy, dtype=f32)
+  full = aten::full([4, 8], 0, dtype=f32)
+  mul = aten::mul.Scalar(_to_copy_1, 2)
+  sum_1 = aten::sum.dim_IntList(mul, [1], True)
+  cat = aten::cat([_to_copy_1, full])
+  slice_1 = aten::slice.Tensor(cat, 0, 1, 3)
+  mean = aten::mean.dim(sum_1, [0])
+  sub = aten::sub.Tensor(slice_1, mean)
+  return sub
+}
+"""
+    compile_ok(cli, ig.text, 1)
