@@ -371,7 +371,8 @@ class NodeTranslator:
                                        node.name, describe_target(node))
         else:
             producer = _opmap.RULES_BY_OP.get(describe_target(src))
-            if producer is None or producer.kind != "op" or producer.group_arg is None:
+            if producer is None or producer.kind not in ("op", "inplace") or \
+                    producer.group_arg is None:
                 raise UnsupportedGraph(f"{where}: waits on {src.name}, which is not a "
                                        "collective symmflow runs", node.name,
                                        describe_target(node))
