@@ -475,6 +475,16 @@ def _view_of_input(node: torch.fx.Node) -> bool:
     return node.op == "placeholder"
 
 
+def _views_only_for_outputs(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Views of graph inputs used only by outputs (or by such views): computed by Python."""
+    skipped: set[torch.fx.Node] = set()
+    for n in reversed(list(gm.graph.nodes)):
+        if is_view_node(n) and _view_of_input(n) and n.users and \
+                all(u.op == "output" or u in skipped for u in n.users):
+            skipped.add(n)
+    return skipped
+
+
 # Note [outputs left to Python]
 # An FX output that is a graph input, or a view of one, shares storage with the caller's tensor;
 # symmflow returns fresh buffers. Such outputs are not returned by the IR program: the importer
@@ -504,8 +514,9 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
         tr.values[n] = ir
     body: list[str] = []
     output_node = None
+    python_only = _views_only_for_outputs(gm)
     for n in gm.graph.nodes:
-        if n.op == "placeholder":
+        if n.op == "placeholder" or n in python_only:
             continue
         if n.op == "output":
             output_node = n

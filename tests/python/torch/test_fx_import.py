@@ -48,12 +48,18 @@ def aot_graphs(fn, *inputs, run=True):
 
 
 def split_backend(catalogue, results):
-    """A backend that partitions each graph and runs every partition eagerly."""
+    """A backend that partitions each graph and runs every partition eagerly; each call also
+    runs the unsplit graph and checks the split one's outputs equal it element by element."""
     def fw(gm, example_inputs):
         r = partition(gm, catalogue, compile_partition=lambda sub, ex: sub,
                       example_inputs=example_inputs)
         results.append(r)
-        return r.split_gm
+
+        def run(*args):
+            got = r.split_gm(*args)
+            assert_same(got, gm(*args))
+            return got
+        return run
 
     return aot_autograd(fw_compiler=fw, decompositions=core_aten_decompositions())
 
@@ -89,11 +95,11 @@ def symmflow_ops():
         def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                  enable_gqa=False):
             return F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
-                                                  scale=scale, enable_gqa=enable_gqa)
+                                                  scale=scale, enable_gqa=enable_gqa).contiguous()
 
         lib.impl("scaled_dot_product_attention", sdpa, "CompositeExplicitAutograd")
         torch.library.register_fake("symmflow::scaled_dot_product_attention",
-                                    lambda q, *a, **k: torch.empty_like(q), lib=lib)
+                                    lambda q, *a, **k: q.new_empty(q.shape), lib=lib)
     if not hasattr(torch.ops.symmflow, "two_shot_all_reduce_"):
         lib.define("two_shot_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()")
         lib.impl("two_shot_all_reduce_", lambda x, op, g: None, "CompositeExplicitAutograd")
@@ -165,6 +171,11 @@ class DecoderBlock(torch.nn.Module):
 def block_inputs():
     torch.manual_seed(0)
     return torch.randn(16, 64), torch.randn(16, 16), torch.randn(16, 16)
+
+
+def assert_close_to_eager(got, want):
+    """AOT autograd's decompositions (RMSNorm, attention) round differently from eager."""
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 def assert_same(got, want):
@@ -488,3 +499,214 @@ def test_symmflow_in_place_op_on_a_graph_input(world, catalogue, cli, symmflow_o
     assert ig.return_names == ["auto_functionalized_v2_input", "mul"]
     assert ig.outputs == [OutputSource("ir", 0), OutputSource("ir", 1)]
     compile_ok(cli, ig.text, 2)
+
+
+# --- outputs ----------------------------------------------------------------------------------
+def test_outputs_that_are_views_of_inputs_are_left_to_python(world, catalogue, cli):
+    def fn(x):
+        return funcol.all_reduce(x * 2.0, "sum", world), x, x.t(), x[1:]
+
+    x = torch.randn(8, 4)
+    (gm, ex), = aot_graphs(fn, x)
+    # AOT autograd drops the output that is an input (its wrapper returns it), keeps the views.
+    ig = import_graph(gm, ex, world_size=1, rank=0, group_resolver=whole_world(1),
+                      catalogue=catalogue)
+    assert ig.return_names == ["all_reduce"]
+    assert "permute" not in ig.text  # aten::permute is not needed: Python makes the view
+    assert ig.outputs == [OutputSource("ir", 0), OutputSource("python", 0),
+                          OutputSource("python", 1)]
+    assert ig.notes == ["output 1 (permute) is a view of a graph input: left to Python",
+                        "output 2 (slice_1) is a view of a graph input: left to Python"]
+    compile_ok(cli, ig.text, 1)
+    result = torch.full((8, 4), 7.0)
+    out = ig.assemble_outputs([x], [result])
+    assert out[0] is result
+    assert torch.equal(out[1], x.t()) and out[1].data_ptr() == x.data_ptr()
+    assert torch.equal(out[2], x[1:]) and out[2].untyped_storage().data_ptr() == x.data_ptr()
+
+
+def test_outputs_repeated_inputs_and_none(catalogue, cli):
+    def build(g):
+        x = g.placeholder("x")
+        y = call(g, torch.ops.aten.sin.default, x)
+        return (y, x, y, None)
+
+    x = torch.randn(4)
+    ig = import_graph(fx_graph(build), [x], world_size=1, rank=0, catalogue=catalogue)
+    assert ig.return_names == ["sin"]
+    assert ig.outputs == [OutputSource("ir", 0), OutputSource("input", 0),
+                          OutputSource("ir", 0), OutputSource("none")]
+    assert ig.notes == ["output 1 is input x: left to Python"]
+    y = torch.sin(x)
+    assert ig.assemble_outputs([x], [y]) == (y, x, y, None)
+    compile_ok(cli, ig.text, 1)
+
+
+# --- partitioning -----------------------------------------------------------------------------
+def mlp_with(world, middle):
+    def fn(x, w0, w1):
+        h = funcol.all_reduce(torch.mm(x, w0), "sum", world)
+        h = middle(h)
+        return funcol.all_reduce(torch.mm(h, w1), "sum", world)
+    return fn
+
+
+def mlp_inputs():
+    torch.manual_seed(1)
+    return torch.randn(16, 64), torch.randn(64, 64) / 8, torch.randn(64, 64) / 8
+
+
+def test_unsupported_op_in_the_middle_gives_two_boundaries(world, catalogue, cli):
+    fn = mlp_with(world, lambda h: torch.cumsum(h, 0) / 4.0)
+    inputs = mlp_inputs()
+    out, results = run_split(fn, catalogue, *inputs)
+    assert_same(out, fn(*inputs))
+    r, = results
+    assert [(p.name, p.supported) for p in r.partitions] == [
+        ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
+    assert r.partitions[1].reason == \
+        "aten.cumsum.default at node cumsum is not in symmflow's catalogue"
+    assert r.boundaries == [
+        "boundary 1: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(symmflow_0 -> torch_0)",
+        "boundary 2: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(torch_0 -> symmflow_1)"]
+    assert [(s is r.partitions[i].submodule, ok) for i, (s, ok, _) in enumerate(r)] == \
+        [(True, True), (True, False), (True, True)]
+
+
+def test_partitions_import_and_compile(world, catalogue, cli):
+    """Every partition the support check accepts imports and compiles (the check is the
+    importer's own translation)."""
+    compiled = []
+
+    def compile_partition(sub, example_inputs):
+        ig = import_graph(sub, example_inputs, world_size=2, rank=1,
+                          group_resolver=whole_world(2), catalogue=catalogue)
+        compile_ok(cli, ig.text, 2)
+        compiled.append(ig)
+        return sub
+
+    fn = mlp_with(world, lambda h: torch.cumsum(h, 0) / 4.0)
+    (gm, ex), = aot_graphs(fn, *mlp_inputs())
+    r = partition(gm, catalogue, compile_partition=compile_partition)
+    assert len(compiled) == 2
+    assert "symm_mem::one_shot_all_reduce" in compiled[0].text
+    assert "aten::div.Scalar" in compiled[1].text
+    inputs = mlp_inputs()
+    assert_same(r.split_gm(*inputs), gm(*inputs))
+
+
+def test_wait_on_a_collective_left_to_pytorch_stays_with_it(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        a = call(g, c10d.all_to_all_single.default, x, [4, 4], [4, 4], "0")
+        w = call(g, c10d.wait_tensor.default, a)
+        return (call(g, torch.ops.aten.sin.default, w),)
+
+    gm = fx_graph(build)
+    r = partition(gm, catalogue, example_inputs=[torch.randn(8, 4)])
+    assert [(p.name, p.supported) for p in r.partitions] == [("torch_0", False),
+                                                             ("symmflow_0", True)]
+    assert [n.name for n in r.partitions[0].submodule.graph.nodes
+            if n.op == "call_function"] == ["all_to_all_single", "wait_tensor"]
+
+
+def test_partitioning_is_deterministic(world, catalogue):
+    (gm, ex), = aot_graphs(DecoderBlock(world), *block_inputs())
+    first = partition(gm, catalogue)
+    for _ in range(2):
+        again = partition(gm, catalogue)
+        assert again.boundaries == first.boundaries
+        assert [(p.name, p.supported, p.reason, p.submodule.code) for p in again.partitions] == \
+            [(p.name, p.supported, p.reason, p.submodule.code) for p in first.partitions]
+
+
+def test_decoder_block_with_torch_sdpa(world, catalogue):
+    """AOT autograd decomposes F.scaled_dot_product_attention into a masked softmax; the
+    partitioner keeps what symmflow lacks in PyTorch, names each boundary, and the split module
+    computes the block exactly."""
+    block = DecoderBlock(world)
+    inputs = block_inputs()
+    (gm, ex), = aot_graphs(block, *inputs)
+    ops = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    assert {"aten.bmm.default", "aten._softmax.default", "aten.where.self",
+            "aten.logical_and.default", "aten.arange.start_step", "aten.expand.default",
+            "aten.scalar_tensor.default"} <= ops
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" not in ops
+    out, (r,) = run_split(block, catalogue, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    assert len(r.boundaries) >= 2
+    for b in r.boundaries:
+        assert "is not in symmflow's catalogue" in b or "has no IR literal" in b, b
+    for p in r.partitions:
+        for n in p.submodule.graph.nodes:
+            if n.op == "call_function" and p.supported:
+                assert _opmap.qualified_name(n.target) not in ("aten.permute.default",
+                                                               "aten.rsqrt.default")
+    # With the ops the catalogue is getting, the decomposed causal mask (arange, comparisons,
+    # logical ops, where, scalar_tensor(-inf)) still falls back; the rest runs in symmflow.
+    grown = with_ops(catalogue, BLOCK_OPS)
+    out, (r,) = run_split(block, grown, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    why = "is not in symmflow's catalogue"
+    assert r.boundaries == [
+        f"boundary 1: aten.arange.start_step at node arange {why} (torch_0 -> symmflow_0)",
+        f"boundary 2: aten.le.Scalar at node le {why} (symmflow_0 -> torch_1)",
+        f"boundary 3: aten.where.self at node where {why} (torch_1 -> symmflow_1)",
+        f"boundary 4: aten.eq.Scalar at node eq {why} (symmflow_1 -> torch_2)",
+        f"boundary 5: aten.where.self at node where_1 {why} (torch_2 -> symmflow_2)"]
+    assert [n.name for n in r.partitions[2].submodule.graph.nodes
+            if n.op == "call_function"] == ["le", "logical_and", "scalar_tensor",
+                                            "scalar_tensor_1", "where"]
+
+
+def test_decoder_block_with_symmflow_sdpa_is_one_partition(world, catalogue, symmflow_ops):
+    block = DecoderBlock(world, sdpa="symmflow")
+    inputs = block_inputs()
+    (gm, ex), = aot_graphs(block, *inputs)
+    grown = with_ops(catalogue, BLOCK_OPS)
+    ig = import_graph(gm, ex, world_size=4, rank=0, group_resolver=whole_world(4),
+                      catalogue=grown, name="decoder_block")
+    assert "aten::scaled_dot_product_attention(" in ig.text
+    assert "None, 0.0, True, enable_gqa=True)" in ig.text
+    assert ig.text.count("symm_mem::one_shot_all_reduce(") == 2
+    out, (r,) = run_split(block, grown, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    assert [(p.name, p.supported) for p in r.partitions] == [("symmflow_0", True)]
+    assert r.boundaries == []
+
+
+def test_decoder_block_with_an_unsupported_op_gives_two_boundaries(world, catalogue,
+                                                                   symmflow_ops):
+    block = DecoderBlock(world, sdpa="symmflow", extra=lambda x: x + torch.cumsum(x, 0) / 64.0)
+    inputs = block_inputs()
+    out, (r,) = run_split(block, with_ops(catalogue, BLOCK_OPS), *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    assert [(p.name, p.supported) for p in r.partitions] == [
+        ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
+    assert r.boundaries == [
+        "boundary 1: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(symmflow_0 -> torch_0)",
+        "boundary 2: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(torch_0 -> symmflow_1)"]
+
+
+# --- the catalogue and the docs table ---------------------------------------------------------
+def test_catalogue_from_the_ops_listing(catalogue):
+    mm = catalogue.ops["aten::mm"]
+    assert mm["schema"] == "aten::mm(Tensor self, Tensor mat2) -> Tensor"
+    assert mm["backends"] == ["cpu"]
+    assert catalogue.ops["symm_mem::one_shot_all_reduce"]["tags"] == ["collective"]
+    assert catalogue.has("aten::add.Tensor") and not catalogue.has("aten::add")
+
+
+def test_docs_table_is_current():
+    with open(os.path.join(ROOT, "docs", "pytorch_ops_table.md"), encoding="utf-8") as f:
+        assert f.read() == _opmap.render_table_markdown(), \
+            "regenerate: PYTHONPATH=python python3 -m symmflow.torch._opmap --write " \
+            "docs/pytorch_ops_table.md"
