@@ -305,6 +305,10 @@ class NodeTranslator:
             target = alt
         self._check_result(node, where)
         returns = node.target._schema.returns
+        written = _written_alias_arg(node)
+        if written is not None:  # torch returns the argument it wrote; symmflow returns ()
+            self.values[node] = self.arg(written, where)
+            return [self.call(target, args, dict(node.kwargs), where)]
         if len(returns) == 0:
             self.values[node] = None
             return [self.call(target, args, dict(node.kwargs), where)]
@@ -438,6 +442,21 @@ class NodeTranslator:
         self.values[node] = tuple(hop_items)
         call = self._render_call(f"functional<{target}>", rendered, where)
         return [f"{', '.join(results)} = {call}"] if results else [call]
+
+
+def _written_alias_arg(node: torch.fx.Node) -> Any:
+    """For an op returning the argument it writes (`add_(Tensor(a!) self, ...) -> Tensor(a!)`),
+    that argument of the node; else None."""
+    schema = node.target._schema
+    if len(schema.returns) != 1:
+        return None
+    info = schema.returns[0].alias_info
+    if info is None or not info.is_write:
+        return None
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.before_set == info.before_set:
+            return node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

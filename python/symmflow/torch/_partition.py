@@ -168,7 +168,7 @@ def partition(gm: torch.fx.GraphModule, catalogue: Optional[Catalogue] = None, *
             if not call.target.startswith(SYMMFLOW_PREFIX):
                 continue
             sub = getattr(split, call.target)
-            args = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in call.args]
+            args = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
             compiled = compile_partition(sub, args)
             setattr(split, call.target, _CompiledPartition(compiled))
         split.recompile()

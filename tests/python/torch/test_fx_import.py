@@ -452,6 +452,23 @@ def test_unfunctionalized_in_place_all_reduces_stay_in_place(catalogue, cli):
     compile_ok(cli, ig.text, 2)
 
 
+def test_unfunctionalized_aten_in_place_ops_alias_their_argument(catalogue, cli):
+    def build(g):
+        x = g.placeholder("x")
+        y = g.placeholder("y")
+        a = call(g, torch.ops.aten.add_.Tensor, y, x)
+        return (call(g, torch.ops.aten.mul.Tensor, a, x),)
+
+    ig = import_graph(fx_graph(build), [torch.empty(4), torch.empty(4)], world_size=1, rank=0,
+                      catalogue=catalogue, name="inplace_input")
+    assert ig.text == ("graph inplace_input(x: f32[4], y: f32[4]) {\n"
+                       "  aten::add_.Tensor(y, x)\n"
+                       "  mul = aten::mul.Tensor(y, x)\n"
+                       "  return mul\n"
+                       "}\n")
+    compile_ok(cli, ig.text, 1)
+
+
 def test_symm_mem_one_shot_on_a_graph_input(world, catalogue, cli):
     fn = lambda x: torch.ops.symm_mem.one_shot_all_reduce(x, "sum", world)  # noqa: E731
     (gm, ex), = aot_graphs(fn, torch.randn(32, 64), run=False)
@@ -610,6 +627,34 @@ def test_wait_on_a_collective_left_to_pytorch_stays_with_it(catalogue):
                                                              ("symmflow_0", True)]
     assert [n.name for n in r.partitions[0].submodule.graph.nodes
             if n.op == "call_function"] == ["all_to_all_single", "wait_tensor"]
+
+
+def test_sequence_parallel_block_gathers_and_scatters(world, catalogue, cli):
+    """The sequence-parallel form: all-gather before attention and MLP, reduce-scatter after."""
+    class SPBlock(DecoderBlock):
+        def forward(self, x, cos, sin):
+            full = funcol.all_gather_single(x, 0, self.group)
+            h = self.norm1(full)
+            y = funcol.reduce_scatter_single(self.o(self.q(h)), "sum", 0, self.group)
+            x = x + y
+            h = self.norm2(funcol.all_gather_single(x, 0, self.group))
+            return x + funcol.reduce_scatter_single(
+                self.down(F.silu(self.gate(h)) * self.up(h)), "sum", 0, self.group)
+
+    block = SPBlock(world)
+    inputs = block_inputs()
+    (gm, ex), = aot_graphs(block, *inputs)
+    grown = with_ops(catalogue, BLOCK_OPS)
+    ig = import_graph(gm, ex, world_size=1, rank=0, group_resolver=whole_world(1),
+                      catalogue=grown)
+    assert ig.text.count("symm_mem::_low_contention_all_gather(") == 2
+    assert ig.text.count("symm_mem::_low_contention_reduce_scatter(") == 2
+    out, (r,) = run_split(block, catalogue, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    gathers = [p for p in r.partitions if p.supported and any(
+        "all_gather" in str(n.target) for n in p.submodule.graph.nodes)]
+    assert len(gathers) == 2
 
 
 def test_partitioning_is_deterministic(world, catalogue):
