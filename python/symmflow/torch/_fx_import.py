@@ -586,20 +586,10 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
         return unsupported_reason(node.args[0], catalogue, groups)
     tr = NodeTranslator(catalogue, groups or GroupTable.permissive_table())
-    for a in node.all_input_nodes:
-        tr.values[a] = _PermissiveValue(a)
+    for a in node.all_input_nodes:  # arguments stand for IR values of the same names
+        tr.values[a] = safe_name(a.name)
     try:
         tr.translate(node)
     except UnsupportedGraph as e:
         return str(e)
     return None
-
-
-class _PermissiveValue(str):
-    """Stands for an argument's IR value when only the node itself is checked; a multi-result
-    producer is taken to have any item asked for."""
-
-    def __new__(cls, node: torch.fx.Node):
-        self = super().__new__(cls, safe_name(node.name))
-        self.node = node
-        return self

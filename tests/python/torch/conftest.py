@@ -11,6 +11,8 @@ import sys
 import tempfile
 
 import pytest
+import torch
+import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -99,3 +101,28 @@ def structure(text: str) -> list[str]:
             toks.append(t)
         out.append(" ".join(toks))
     return out
+
+
+@pytest.fixture(scope="module")
+def symmflow_ops():
+    """torch.ops.symmflow ops as symmflow.torch will register them (defined here when absent)."""
+    lib = torch.library.Library("symmflow", "FRAGMENT")
+    if not hasattr(torch.ops.symmflow, "scaled_dot_product_attention"):
+        lib.define("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
+                   "Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, "
+                   "float? scale=None, bool enable_gqa=False) -> Tensor")
+
+        def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                 enable_gqa=False):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                                  scale=scale, enable_gqa=enable_gqa).contiguous()
+
+        lib.impl("scaled_dot_product_attention", sdpa, "CompositeExplicitAutograd")
+        torch.library.register_fake("symmflow::scaled_dot_product_attention",
+                                    lambda q, *a, **k: q.new_empty(q.shape), lib=lib)
+    if not hasattr(torch.ops.symmflow, "two_shot_all_reduce_"):
+        lib.define("two_shot_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()")
+        lib.impl("two_shot_all_reduce_", lambda x, op, g: None, "CompositeExplicitAutograd")
+        torch.library.register_fake("symmflow::two_shot_all_reduce_", lambda x, op, g: None,
+                                    lib=lib)
+    yield torch.ops.symmflow

@@ -1,0 +1,185 @@
+"""symmflow.torch capability-based partitioning: symmflow partitions hold exactly what the importer
+translates, boundaries name the unsupported node, and the split module computes what the
+unsplit graph does, element by element (each partition run eagerly)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed._functional_collectives as funcol
+import torch.nn.functional as F
+
+from conftest import compile_ok
+from fx_models import (BLOCK_OPS, DecoderBlock, aot_graphs, assert_close_to_eager, assert_same,
+                       block_inputs, c10d, call, fx_graph, mlp_inputs, mlp_with, run_split,
+                       whole_world, with_ops)
+from symmflow.torch import _opmap
+from symmflow.torch._fx_import import import_graph
+from symmflow.torch._partition import partition
+
+
+def test_unsupported_op_in_the_middle_gives_two_boundaries(world, catalogue, cli):
+    fn = mlp_with(world, lambda h: torch.cumsum(h, 0) / 4.0)
+    inputs = mlp_inputs()
+    out, results = run_split(fn, catalogue, *inputs)
+    assert_same(out, fn(*inputs))
+    r, = results
+    assert [(p.name, p.supported) for p in r.partitions] == [
+        ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
+    assert r.partitions[1].reason == \
+        "aten.cumsum.default at node cumsum is not in symmflow's catalogue"
+    assert r.boundaries == [
+        "boundary 1: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(symmflow_0 -> torch_0)",
+        "boundary 2: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(torch_0 -> symmflow_1)"]
+    assert [(s is r.partitions[i].submodule, ok) for i, (s, ok, _) in enumerate(r)] == \
+        [(True, True), (True, False), (True, True)]
+
+
+def test_partitions_import_and_compile(world, catalogue, cli):
+    """Every partition the support check accepts imports and compiles (the check is the
+    importer's own translation)."""
+    compiled = []
+
+    def compile_partition(sub, example_inputs):
+        ig = import_graph(sub, example_inputs, world_size=2, rank=1,
+                          group_resolver=whole_world(2), catalogue=catalogue)
+        compile_ok(cli, ig.text, 2)
+        compiled.append(ig)
+        return sub
+
+    fn = mlp_with(world, lambda h: torch.cumsum(h, 0) / 4.0)
+    (gm, ex), = aot_graphs(fn, *mlp_inputs())
+    r = partition(gm, catalogue, compile_partition=compile_partition)
+    assert len(compiled) == 2
+    assert "symm_mem::one_shot_all_reduce" in compiled[0].text
+    assert "aten::div.Scalar" in compiled[1].text
+    inputs = mlp_inputs()
+    assert_same(r.split_gm(*inputs), gm(*inputs))
+
+
+def test_wait_on_a_collective_left_to_pytorch_stays_with_it(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        a = call(g, c10d.all_to_all_single.default, x, [4, 4], [4, 4], "0")
+        w = call(g, c10d.wait_tensor.default, a)
+        return (call(g, torch.ops.aten.sin.default, w),)
+
+    gm = fx_graph(build)
+    r = partition(gm, catalogue, example_inputs=[torch.randn(8, 4)])
+    assert [(p.name, p.supported) for p in r.partitions] == [("torch_0", False),
+                                                             ("symmflow_0", True)]
+    assert [n.name for n in r.partitions[0].submodule.graph.nodes
+            if n.op == "call_function"] == ["all_to_all_single", "wait_tensor"]
+
+
+def test_sequence_parallel_block_gathers_and_scatters(world, catalogue, cli):
+    """The sequence-parallel form: all-gather before attention and MLP, reduce-scatter after."""
+    class SPBlock(DecoderBlock):
+        def forward(self, x, cos, sin):
+            full = funcol.all_gather_single(x, 0, self.group)
+            h = self.norm1(full)
+            y = funcol.reduce_scatter_single(self.o(self.q(h)), "sum", 0, self.group)
+            x = x + y
+            h = self.norm2(funcol.all_gather_single(x, 0, self.group))
+            return x + funcol.reduce_scatter_single(
+                self.down(F.silu(self.gate(h)) * self.up(h)), "sum", 0, self.group)
+
+    block = SPBlock(world)
+    inputs = block_inputs()
+    (gm, ex), = aot_graphs(block, *inputs)
+    grown = with_ops(catalogue, BLOCK_OPS)
+    ig = import_graph(gm, ex, world_size=1, rank=0, group_resolver=whole_world(1),
+                      catalogue=grown)
+    assert ig.text.count("symm_mem::_low_contention_all_gather(") == 2
+    assert ig.text.count("symm_mem::_low_contention_reduce_scatter(") == 2
+    out, (r,) = run_split(block, catalogue, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    gathers = [p for p in r.partitions if p.supported and any(
+        "all_gather" in str(n.target) for n in p.submodule.graph.nodes)]
+    assert len(gathers) == 2
+
+
+def test_partitioning_is_deterministic(world, catalogue):
+    (gm, ex), = aot_graphs(DecoderBlock(world), *block_inputs())
+    first = partition(gm, catalogue)
+    for _ in range(2):
+        again = partition(gm, catalogue)
+        assert again.boundaries == first.boundaries
+        assert [(p.name, p.supported, p.reason, p.submodule.code) for p in again.partitions] == \
+            [(p.name, p.supported, p.reason, p.submodule.code) for p in first.partitions]
+
+
+def test_decoder_block_with_torch_sdpa(world, catalogue):
+    """AOT autograd decomposes F.scaled_dot_product_attention into a masked softmax; the
+    partitioner keeps what symmflow lacks in PyTorch, names each boundary, and the split module
+    computes the block exactly."""
+    block = DecoderBlock(world)
+    inputs = block_inputs()
+    (gm, ex), = aot_graphs(block, *inputs)
+    ops = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    assert {"aten.bmm.default", "aten._softmax.default", "aten.where.self",
+            "aten.logical_and.default", "aten.arange.start_step", "aten.expand.default",
+            "aten.scalar_tensor.default"} <= ops
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" not in ops
+    out, (r,) = run_split(block, catalogue, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    assert len(r.boundaries) >= 2
+    for b in r.boundaries:
+        assert "is not in symmflow's catalogue" in b or "has no IR literal" in b, b
+    for p in r.partitions:
+        for n in p.submodule.graph.nodes:
+            if n.op == "call_function" and p.supported:
+                assert _opmap.qualified_name(n.target) not in ("aten.permute.default",
+                                                               "aten.rsqrt.default")
+    # With the ops the catalogue is getting, the decomposed causal mask (arange, comparisons,
+    # logical ops, where, scalar_tensor(-inf)) still falls back; the rest runs in symmflow.
+    grown = with_ops(catalogue, BLOCK_OPS)
+    out, (r,) = run_split(block, grown, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    why = "is not in symmflow's catalogue"
+    assert r.boundaries == [
+        f"boundary 1: aten.arange.start_step at node arange {why} (torch_0 -> symmflow_0)",
+        f"boundary 2: aten.le.Scalar at node le {why} (symmflow_0 -> torch_1)",
+        f"boundary 3: aten.where.self at node where {why} (torch_1 -> symmflow_1)",
+        f"boundary 4: aten.eq.Scalar at node eq {why} (symmflow_1 -> torch_2)",
+        f"boundary 5: aten.where.self at node where_1 {why} (torch_2 -> symmflow_2)"]
+    assert [n.name for n in r.partitions[2].submodule.graph.nodes
+            if n.op == "call_function"] == ["le", "logical_and", "scalar_tensor",
+                                            "scalar_tensor_1", "where"]
+
+
+def test_decoder_block_with_symmflow_sdpa_is_one_partition(world, catalogue, symmflow_ops):
+    block = DecoderBlock(world, sdpa="symmflow")
+    inputs = block_inputs()
+    (gm, ex), = aot_graphs(block, *inputs)
+    grown = with_ops(catalogue, BLOCK_OPS)
+    ig = import_graph(gm, ex, world_size=4, rank=0, group_resolver=whole_world(4),
+                      catalogue=grown, name="decoder_block")
+    assert "aten::scaled_dot_product_attention(" in ig.text
+    assert "None, 0.0, True, enable_gqa=True)" in ig.text
+    assert ig.text.count("symm_mem::one_shot_all_reduce(") == 2
+    out, (r,) = run_split(block, grown, *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    assert [(p.name, p.supported) for p in r.partitions] == [("symmflow_0", True)]
+    assert r.boundaries == []
+
+
+def test_decoder_block_with_an_unsupported_op_gives_two_boundaries(world, catalogue,
+                                                                   symmflow_ops):
+    block = DecoderBlock(world, sdpa="symmflow", extra=lambda x: x + torch.cumsum(x, 0) / 64.0)
+    inputs = block_inputs()
+    out, (r,) = run_split(block, with_ops(catalogue, BLOCK_OPS), *inputs)
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+    assert [(p.name, p.supported) for p in r.partitions] == [
+        ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
+    assert r.boundaries == [
+        "boundary 1: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(symmflow_0 -> torch_0)",
+        "boundary 2: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
+        "(torch_0 -> symmflow_1)"]
