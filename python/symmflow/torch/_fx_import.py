@@ -240,6 +240,15 @@ class NodeTranslator:
         self.catalogue = catalogue
         self.groups = groups
         self.values: dict[torch.fx.Node, Any] = {}  # node -> IR name, or tuple of names
+        self.taken: set[str] = set()  # IR names in use (the graph's node names, made safe)
+
+    def fresh(self, base: str) -> str:
+        """An IR name for an extra result (`mm_0`), distinct from every node's name."""
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
 
     # --- arguments -------------------------------------------------------------------------
     def arg(self, a: Any, where: str) -> str:
@@ -250,9 +259,24 @@ class NodeTranslator:
             if isinstance(v, tuple):
                 raise UnsupportedGraph(f"{where}: uses the tuple {a.name} as one value")
             return v
+        if isinstance(a, _IRGroup):
+            return f'"{a.name}"'
         if isinstance(a, (list, tuple)):
             return "[" + ", ".join(self.arg(x, where) for x in a) + "]"
         return render_literal(a, where)
+
+    def named_args(self, schema: Any, args: list[Any], kwargs: dict, where: str) -> None:
+        """Resolves, in place, the arguments named `group_name` (c10d group -> IR group) and
+        checks those named `reduce_op`: how the catalogue's collectives name them."""
+        for i, a in enumerate(schema.arguments):
+            container, key = (args, i) if i < len(args) else (kwargs, a.name)
+            if key not in kwargs and container is kwargs:
+                continue
+            if a.name == "group_name":
+                container[key] = _IRGroup(self.groups.resolve(container[key], where))
+            elif a.name == "reduce_op" and container[key] not in _opmap.REDUCE_OPS:
+                raise UnsupportedGraph(f"{where}: reduce op {container[key]!r} is not one of "
+                                       f"{', '.join(_opmap.REDUCE_OPS)}")
 
     def call(self, op: str, args: Sequence[Any], kwargs: dict, where: str) -> str:
         parts = [self.arg(a, where) for a in args]
@@ -266,7 +290,16 @@ class NodeTranslator:
 
     # --- nodes -----------------------------------------------------------------------------
     def translate(self, node: torch.fx.Node) -> list[str]:
-        """IR lines for `node` (possibly none); records its IR value. Raises UnsupportedGraph."""
+        """IR lines for `node` (possibly none); records its IR value. Raises UnsupportedGraph
+        naming the node and its op."""
+        try:
+            return self._translate(node)
+        except UnsupportedGraph as e:
+            if e.node is None:
+                e.node, e.op = node.name, describe_target(node)
+            raise
+
+    def _translate(self, node: torch.fx.Node) -> list[str]:
         op = describe_target(node)
         where = f"{op} at node {node.name}"
         name = safe_name(node.name)
@@ -304,20 +337,23 @@ class NodeTranslator:
                                        "which is not in symmflow's catalogue", node.name, op)
             target = alt
         self._check_result(node, where)
+        kwargs = dict(node.kwargs)
+        self.named_args(node.target._schema, args, kwargs, where)
+        text = self.call(target, args, kwargs, where)
         returns = node.target._schema.returns
         written = _written_alias_arg(node)
         if written is not None:  # torch returns the argument it wrote; symmflow returns ()
             self.values[node] = self.arg(written, where)
-            return [self.call(target, args, dict(node.kwargs), where)]
+            return [text]
         if len(returns) == 0:
             self.values[node] = None
-            return [self.call(target, args, dict(node.kwargs), where)]
+            return [text]
         if len(returns) == 1:
             self.values[node] = name
-            return [f"{name} = {self.call(target, args, dict(node.kwargs), where)}"]
-        names = tuple(f"{name}_{i}" for i in range(len(returns)))
+            return [f"{name} = {text}"]
+        names = tuple(self.fresh(f"{name}_{i}") for i in range(len(returns)))
         self.values[node] = names
-        return [f"{', '.join(names)} = {self.call(target, args, dict(node.kwargs), where)}"]
+        return [f"{', '.join(names)} = {text}"]
 
     def _check_result(self, node: torch.fx.Node, where: str) -> None:
         val = node_val(node)
@@ -359,8 +395,7 @@ class NodeTranslator:
         return [f"{name} = {text}"]
 
     def _render_call(self, op: str, args: Sequence[Any], where: str) -> str:
-        parts = [f'"{a.name}"' if isinstance(a, _IRGroup) else self.arg(a, where) for a in args]
-        return f"{op}({', '.join(parts)})"
+        return f"{op}({', '.join(self.arg(a, where) for a in args)})"
 
     def _alias(self, node: torch.fx.Node, rule: Rule, where: str) -> list[str]:
         src = node.args[0] if rule.torch_op.endswith("wait_tensor.default") else node.args[1]
@@ -424,23 +459,20 @@ class NodeTranslator:
             used = [kwargs.get(f"_{m}_base_index") for m in mutated]
             if len(set(used)) != len(used) or len(used) != len(bases):
                 raise UnsupportedGraph(f"{where}: written arguments share a base", node.name, op)
-        group_pos = rule.group_arg if rule is not None else next(
-            (i for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
-        rendered = [(_IRGroup(self.groups.resolve(a, where)) if i == group_pos else a)
-                    for i, a in enumerate(args)]
+        self.named_args(schema, args, {}, where)
         n_returns = len(schema.returns)
-        results = [f"{name}_r{i}" for i in range(n_returns)] + \
-            [f"{name}_{m}" for m in mutated]
+        results = [self.fresh(f"{name}_r{i}") for i in range(n_returns)] + \
+            [self.fresh(f"{name}_{m}") for m in mutated]
         # The HOP's tuple: the op's returns (one None for an op returning ()), then the new
         # value of each base (v2, in _all_bases order) or each written argument (v1).
         hop_items: list[Optional[str]] = results[:n_returns] if n_returns else [None]
         if hop == "auto_functionalized_v2":
-            by_base = {kwargs[f"_{m}_base_index"]: f"{name}_{m}" for m in mutated}
+            by_base = {kwargs[f"_{m}_base_index"]: r for m, r in zip(mutated, results[n_returns:])}
             hop_items += [by_base[i] for i in range(len(bases))]
         else:
             hop_items += results[n_returns:]
         self.values[node] = tuple(hop_items)
-        call = self._render_call(f"functional<{target}>", rendered, where)
+        call = self._render_call(f"functional<{target}>", args, where)
         return [f"{', '.join(results)} = {call}"] if results else [call]
 
 
@@ -520,6 +552,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
         catalogue = _opmap.load_catalogue()
     groups = GroupTable(group_resolver, world_size, rank)
     tr = NodeTranslator(catalogue, groups)
+    tr.taken = {safe_name(n.name) for n in gm.graph.nodes}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(example_inputs) != len(placeholders):
         raise UnsupportedGraph(f"the graph has {len(placeholders)} inputs but "

@@ -125,4 +125,16 @@ def symmflow_ops():
         lib.impl("two_shot_all_reduce_", lambda x, op, g: None, "CompositeExplicitAutograd")
         torch.library.register_fake("symmflow::two_shot_all_reduce_", lambda x, op, g: None,
                                     lib=lib)
+    if not hasattr(torch.ops.symmflow, "fused_all_reduce_add_rms_norm"):
+        lib.define("fused_all_reduce_add_rms_norm(Tensor input, Tensor residual, Tensor weight, "
+                   "float eps, str reduce_op, str group_name) -> (Tensor, Tensor)")
+
+        def fused(x, residual, weight, eps, reduce_op, group_name):  # world of 1: no reduce
+            s = x + residual
+            return F.rms_norm(s, [s.shape[-1]], weight, eps), s
+
+        lib.impl("fused_all_reduce_add_rms_norm", fused, "CompositeExplicitAutograd")
+        torch.library.register_fake("symmflow::fused_all_reduce_add_rms_norm",
+                                    lambda x, r, *a: (torch.empty_like(x), torch.empty_like(x)),
+                                    lib=lib)
     yield torch.ops.symmflow

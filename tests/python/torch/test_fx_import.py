@@ -3,6 +3,7 @@ the `symmflow` command; what torch 2.13 hands over for in-place collectives; the
 
 from __future__ import annotations
 
+import operator
 import os
 
 import pytest
@@ -170,6 +171,7 @@ def test_literals_non_finite_float_and_dtype_refused(catalogue):
         import_graph(fx_graph(build), [torch.empty(4)], world_size=1, rank=0,
                      catalogue=catalogue)
     assert str(e.value) == "aten.mul.Scalar at node mul: the float -inf has no IR literal"
+    assert (e.value.node, e.value.op) == ("mul", "aten.mul.Scalar")
     with pytest.raises(UnsupportedGraph) as e:
         import_graph(fx_graph(lambda g: g.placeholder("x")), [torch.empty(4, dtype=torch.cfloat)],
                      world_size=1, rank=0, catalogue=catalogue)
@@ -389,3 +391,26 @@ def test_docs_table_is_current():
         assert f.read() == _opmap.render_table_markdown(), \
             "regenerate: PYTHONPATH=python python3 -m symmflow.torch._opmap --write " \
             "docs/pytorch_ops_table.md"
+
+
+def test_several_results_get_names_distinct_from_every_node(catalogue, cli, symmflow_ops):
+    def build(g):
+        x, r, w = g.placeholder("x"), g.placeholder("r"), g.placeholder("w")
+        f = call(g, symmflow_ops.fused_all_reduce_add_rms_norm.default, x, r, w, 1e-05, "sum",
+                 "0", name="f")
+        out = g.call_function(operator.getitem, (f, 0), name="out")
+        res = g.call_function(operator.getitem, (f, 1), name="res")
+        return (call(g, torch.ops.aten.add.Tensor, out, res, name="f_0"),)
+
+    ig = import_graph(fx_graph(build), [torch.empty(16, 64), torch.empty(16, 64),
+                                        torch.empty(64)], world_size=2, rank=0,
+                      group_resolver=whole_world(2), catalogue=catalogue, name="fused")
+    assert ig.text == (
+        "group g0\n"
+        "graph fused(x: f32[16, 64], r: f32[16, 64], w: f32[64]) {\n"
+        "  f_0_1, f_1 = symm_mem::fused_all_reduce_add_rms_norm(x, r, w, 1e-05, \"sum\", "
+        "\"g0\")\n"
+        "  f_0 = aten::add.Tensor(f_0_1, f_1)\n"
+        "  return f_0\n"
+        "}\n")
+    compile_ok(cli, ig.text, 2)
