@@ -38,11 +38,15 @@ def aot_graphs(fn, *inputs, run=True):
     return captured
 
 
-def split_backend(catalogue, results):
+def eager_partition(sub, example_inputs):
+    return sub
+
+
+def split_backend(catalogue, results, compile_partition=eager_partition):
     """A backend that partitions each graph and runs every partition eagerly; each call also
     runs the unsplit graph and checks the split one's outputs equal it element by element."""
     def fw(gm, example_inputs):
-        r = partition(gm, catalogue, compile_partition=lambda sub, ex: sub,
+        r = partition(gm, catalogue, compile_partition=compile_partition,
                       example_inputs=example_inputs)
         results.append(r)
 
@@ -55,11 +59,12 @@ def split_backend(catalogue, results):
     return aot_autograd(fw_compiler=fw, decompositions=core_aten_decompositions())
 
 
-def run_split(fn, catalogue, *inputs):
+def run_split(fn, catalogue, *inputs, compile_partition=eager_partition):
     results: list = []
     torch._dynamo.reset()
+    backend = split_backend(catalogue, results, compile_partition)
     with torch.no_grad():
-        out = torch.compile(fn, backend=split_backend(catalogue, results), fullgraph=True)(*inputs)
+        out = torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
     return out, results
 
 

@@ -183,3 +183,35 @@ def test_decoder_block_with_an_unsupported_op_gives_two_boundaries(world, catalo
         "(symmflow_0 -> torch_0)",
         "boundary 2: aten.cumsum.default at node cumsum is not in symmflow's catalogue "
         "(torch_0 -> symmflow_1)"]
+
+
+def test_every_partition_of_the_decoder_block_imports_and_compiles(world, catalogue, cli):
+    compiled = []
+
+    def compile_partition(sub, example_inputs):
+        ig = import_graph(sub, example_inputs, world_size=2, rank=0,
+                          group_resolver=whole_world(2), catalogue=catalogue,
+                          name=f"part{len(compiled)}")
+        compile_ok(cli, ig.text, 2)
+        compiled.append(ig)
+        return sub
+
+    block = DecoderBlock(world)
+    inputs = block_inputs()
+    out, (r,) = run_split(block, catalogue, *inputs, compile_partition=compile_partition)
+    assert len(compiled) == sum(p.supported for p in r.partitions) >= 2
+    assert sum(ig.text.count("symm_mem::one_shot_all_reduce(") for ig in compiled) == 2
+    with torch.no_grad():
+        assert_close_to_eager(out, block(*inputs))
+
+
+def test_a_partition_of_views_alone_stays_in_pytorch(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        a = call(g, torch.ops.aten.cumsum.default, x, 0)
+        v = call(g, torch.ops.aten.view.default, a, [4, 4])
+        return (call(g, torch.ops.aten.cumsum.default, v, 1),)
+
+    r = partition(fx_graph(build), catalogue, example_inputs=[torch.randn(16)])
+    assert [(p.name, p.supported) for p in r.partitions] == [("torch_0", False)]
+    assert r.boundaries == []
