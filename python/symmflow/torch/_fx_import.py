@@ -242,6 +242,12 @@ class NodeTranslator:
         if rule.kind == "alias":
             return self._alias(node, rule, where)
         args = list(node.args) + [None] * 8
+        data = node_val(args[0]) if isinstance(args[0], torch.fx.Node) else None
+        if rule.group_arg is not None and isinstance(data, torch.Tensor) and \
+                data.dtype not in _opmap.COLLECTIVE_DTYPES:
+            raise UnsupportedGraph(f"{where}: symmflow's collectives take "
+                                   f"{', '.join(_opmap.COLLECTIVE_DTYPES.values())}, not "
+                                   f"{data.dtype}")
         picked = []
         for pos in rule.args:
             a = args[pos]
@@ -495,6 +501,13 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
         return f"{node.op} {node.target} at node {node.name} is not an op symmflow can import"
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
         return unsupported_reason(node.args[0], catalogue, groups)
+    rule = _opmap.RULES_BY_OP.get(describe_target(node))
+    if rule is not None and rule.torch_op.endswith("wait_tensor.default") and \
+            isinstance(node.args[0], torch.fx.Node):
+        # A wait goes where its collective goes: symmflow must not read an unfinished result.
+        if unsupported_reason(node.args[0], catalogue, groups) is not None:
+            return (f"{describe_target(node)} at node {node.name}: waits on {node.args[0].name}, "
+                    "which stays in PyTorch")
     tr = NodeTranslator(catalogue, groups or GroupTable.permissive_table())
     for a in node.all_input_nodes:  # arguments stand for IR values of the same names
         tr.values[a] = safe_name(a.name)

@@ -25,6 +25,8 @@ import shutil
 import subprocess
 from typing import Iterable, Optional
 
+import torch
+
 # Note [rule kinds]
 # Each special torch op is handled in one of these ways by _fx_import:
 # - "op":          a call of `symmflow_op`, arguments rearranged by `args` (positions of the torch
@@ -104,6 +106,11 @@ RULES_BY_OP: dict[str, Rule] = {r.torch_op: r for r in RULES}
 
 # Reduce ops symmflow's all-reduces accept (OPS.md).
 REDUCE_OPS = ("sum", "avg", "max", "min")
+# Dtypes every symmflow collective takes on every backend (OPS.md: f32, bf16, f16 on GPUs; f64,
+# i32, i64 on CPU too). A collective of another dtype stays in PyTorch.
+COLLECTIVE_DTYPES: dict[torch.dtype, str] = {
+    torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.float64: "f64",
+    torch.int32: "i32", torch.int64: "i64"}
 
 
 def qualified_name(target: object) -> str:

@@ -73,6 +73,25 @@ def test_wait_on_a_collective_left_to_pytorch_stays_with_it(catalogue):
             if n.op == "call_function"] == ["all_to_all_single", "wait_tensor"]
 
 
+def test_collective_of_a_dtype_symmflow_lacks_stays_in_pytorch_with_its_wait(catalogue):
+    def build(g):
+        x = g.placeholder("x")
+        y = call(g, torch.ops.aten.mul.Scalar, x, 2)
+        a = call(g, c10d.all_reduce.default, y, "sum", "0")
+        w = call(g, c10d.wait_tensor.default, a)
+        return (call(g, torch.ops.aten.mul.Scalar, w, 3),)
+
+    gm = fx_graph(build)
+    r = partition(gm, catalogue, example_inputs=[torch.ones(8, dtype=torch.int8)])
+    assert [(p.name, p.supported) for p in r.partitions] == [
+        ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
+    assert [n.name for n in r.partitions[1].submodule.graph.nodes
+            if n.op == "call_function"] == ["all_reduce", "wait_tensor"]
+    assert r.partitions[1].reason == (
+        "_c10d_functional.all_reduce.default at node all_reduce: symmflow's collectives take "
+        "f32, bf16, f16, f64, i32, i64, not torch.int8")
+
+
 def test_sequence_parallel_block_gathers_and_scatters(world, catalogue, cli):
     """The sequence-parallel form: all-gather before attention and MLP, reduce-scatter after."""
     class SPBlock(DecoderBlock):
