@@ -414,3 +414,20 @@ def test_several_results_get_names_distinct_from_every_node(catalogue, cli, symm
         "  return f_0\n"
         "}\n")
     compile_ok(cli, ig.text, 2)
+
+
+def test_in_place_op_on_a_view_is_refused(world, catalogue, symmflow_ops):
+    def fn(x):
+        y = x * 2.0
+        symmflow_ops.two_shot_all_reduce_(y[2:6], "sum", world)
+        return y + 1.0
+
+    (gm, ex), = aot_graphs(fn, torch.randn(8, 4))
+    with pytest.raises(UnsupportedGraph) as e:
+        import_graph(gm, ex, world_size=1, rank=0, group_resolver=whole_world(1),
+                     catalogue=catalogue)
+    assert str(e.value) == (
+        "auto_functionalized_v2(symmflow.two_shot_all_reduce_.default) at node "
+        "auto_functionalized_v2: argument 'input' is a view of its base (in-place ops on views "
+        "are not supported)")
+    assert e.value.op == "symmflow.two_shot_all_reduce_.default"
