@@ -1,6 +1,9 @@
-// cuda kernels of aten::embedding and aten::scaled_dot_product_attention, on attention.cu. Inputs
-// that are not contiguous are first copied contiguous on the GPU; i32 indices are widened to i64.
-// Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's (aten_meta), except that an
+// cuda kernels of aten::embedding and aten::scaled_dot_product_attention, on attention.cu. They
+// read their inputs in place through strides wherever the layout allows (the weight of
+// embedding: any; q, k, v: any layout that can be seen as [batch, heads, len, dim], such as the
+// permuted views of a decoder block), so that a plan's step allocates nothing and can be captured
+// into a CUDA graph; other layouts (leading dims that do not merge, non-contiguous indices) are
+// copied contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's (aten_meta), except that an
 // out-of-range embedding index cannot be raised from the GPU: its row comes out as NaN.
 // Attention refuses a key length whose scores do not fit in 48 KiB of shared memory (12288 keys
 // in float), naming it.
@@ -34,19 +37,32 @@ void embedding_kernel(KernelCall& call) {
   aten_meta::embedding_spec(op, weight, indices, call.arg("padding_idx"),
                             call.arg("scale_grad_by_freq"), call.arg("sparse"));
   check_float(op, weight.dtype());
-  Tensor idx = indices;
-  if (idx.dtype() != DType::i64 || !idx.is_contiguous()) {
-    idx = Tensor::uninitialized(indices.shape(), DType::i64, indices.device());
-    aten::copy_(idx, indices);
-  }
-  Tensor w = contiguous_on_gpu(weight);
+  Tensor idx = contiguous_on_gpu(indices);
   const Tensor& dst = call.out(0);
   Tensor y = contiguous_destination(dst);
-  SF_CUDA_CHECK(cudaError_t(launch_embedding(w.raw_data(), pw_type(w.dtype()),
-                                             static_cast<const int64_t*>(idx.raw_data()),
-                                             y.raw_data(), idx.numel(), weight.shape()[0],
-                                             weight.shape()[1], current_stream())));
+  SF_CUDA_CHECK(cudaError_t(launch_embedding(
+      weight.raw_data(), pw_type(weight.dtype()), weight.strides()[0], weight.strides()[1],
+      idx.raw_data(), idx.dtype() == DType::i32, y.raw_data(), idx.numel(), weight.shape()[0],
+      weight.shape()[1], current_stream())));
   finish_into(dst, y);
+}
+
+// `t` seen as [batch, heads, len, dim] through its strides, or a contiguous copy when its leading
+// dims do not merge into one.
+AttentionOperand operand_of(const Tensor& t, int64_t batch, Tensor& keep) {
+  const Shape& s = t.shape();
+  const size_t r = s.size();
+  const Shape four = {batch, s[r - 3], s[r - 2], s[r - 1]};
+  std::optional<Strides> strides = aten_meta::compute_view_strides(s, t.strides(), four);
+  keep = t;
+  if (!strides) {
+    keep = aten::clone(t);
+    strides = contiguous_strides(four);
+  }
+  AttentionOperand o;
+  o.data = keep.raw_data();
+  for (size_t d = 0; d < 4; ++d) o.strides[d] = (*strides)[d];
+  return o;
 }
 
 void sdpa_kernel(KernelCall& call) {
@@ -63,13 +79,16 @@ void sdpa_kernel(KernelCall& call) {
            "{}: key length {} is too long for the cuda kernel (its scores need {} bytes of shared "
            "memory, at most {})",
            op, info.kv_len, shared, kMaxSharedBytes);
-  Tensor q = contiguous_on_gpu(query), k = contiguous_on_gpu(key), v = contiguous_on_gpu(value);
+  Tensor q_keep, k_keep, v_keep;
+  AttentionOperand q = operand_of(query, info.batch, q_keep);
+  AttentionOperand k = operand_of(key, info.batch, k_keep);
+  AttentionOperand v = operand_of(value, info.batch, v_keep);
   const Tensor& dst = call.out(0);
   Tensor y = contiguous_destination(dst);
-  SF_CUDA_CHECK(cudaError_t(launch_attention(
-      q.raw_data(), k.raw_data(), v.raw_data(), y.raw_data(), pw_type(q.dtype()), info.batch,
-      info.heads, info.kv_heads, info.q_len, info.kv_len, info.head_dim, info.v_dim, info.causal,
-      info.scale, current_stream())));
+  SF_CUDA_CHECK(cudaError_t(launch_attention(q, k, v, y.raw_data(), pw_type(query.dtype()),
+                                             info.batch, info.heads, info.kv_heads, info.q_len,
+                                             info.kv_len, info.head_dim, info.v_dim, info.causal,
+                                             info.scale, current_stream())));
   finish_into(dst, y);
 }
 

@@ -17,8 +17,9 @@ namespace {
 
 Tensor contiguous_on_gpu(const Tensor& t) { return t.is_contiguous() ? t : aten::clone(t); }
 
-// A contiguous copy of `self` with the kept dims first and the reduced dims last: each output is
-// one row.
+// `self` with the kept dims first and the reduced dims last, contiguous (each output is one row):
+// itself when it already is (a reduction over the last dims of a contiguous tensor, the common
+// case: nothing is allocated, so it can run inside a CUDA graph capture), else a copy.
 Tensor kept_then_reduced(const Tensor& self, const aten_meta::ReduceInfo& info) {
   Shape shape;
   Strides strides;
@@ -29,7 +30,8 @@ Tensor kept_then_reduced(const Tensor& self, const aten_meta::ReduceInfo& info) 
       strides.push_back(self.strides()[d]);
     }
   }
-  return aten::clone(self.as_strided(shape, strides, 0));
+  Tensor rows = self.as_strided(shape, strides, 0);
+  return rows.is_contiguous() ? rows : aten::clone(rows);
 }
 
 void rms_norm_kernel(KernelCall& call) {
