@@ -68,7 +68,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 82u);
+  EXPECT_EQ(r.ops("aten").size(), 91u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {

@@ -61,7 +61,7 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
                                  const AttentionOperand v, void* o, PwType t, int64_t heads,
                                  int64_t kv_heads, int64_t L, int64_t S, int64_t E, int64_t Ev,
                                  bool causal, A scale) {
-  extern __shared__ unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem[];
   A* p = reinterpret_cast<A*>(smem);
   const int64_t row = blockIdx.x;  // (b * heads + h) * L + i
   const int64_t i = row % L;

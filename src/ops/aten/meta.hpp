@@ -152,6 +152,23 @@ SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
                    const Tensor& value, const Value& attn_mask, const Value& dropout_p,
                    const Value& is_causal, const Value& scale, const Value& enable_gqa);
 
+// ---- Mask ops (meta_mask.cpp): what a decomposed causal attention mask uses ----------------------
+// arange.start_step: i64 when start, end and step are all ints (else f32) unless dtype= is given;
+// `count` elements start + i * step.
+struct ArangeInfo {
+  TensorSpec spec;
+  double start = 0, step = 1;
+};
+ArangeInfo arange_info(std::string_view op, const Value& start, const Value& end, const Value& step,
+                       const Value& dtype);
+// le.Scalar / eq.Scalar: bool of self's shape.
+TensorSpec compare_scalar_spec(std::string_view op, const Tensor& self, const Value& other);
+// logical_and (broadcast) and logical_not: bool.
+TensorSpec logical_spec(std::string_view op, const Tensor& self, const Tensor* other);
+// where.self: condition (bool) broadcast with self and other; the promoted dtype of self and other.
+TensorSpec where_spec(std::string_view op, const Tensor& condition, const Tensor& self,
+                      const Tensor& other);
+
 // ---- Definition helper --------------------------------------------------------------------------
 // Bound arguments by name, with the qualified op name for messages.
 class Args {
