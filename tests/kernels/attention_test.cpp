@@ -75,7 +75,8 @@ std::vector<double> ref_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, 
         for (size_t j = 0; j < s.size(); ++j) {
           for (int64_t e = 0; e < c.v_dim; ++e) {
             out[size_t(((b * c.heads + h) * c.q_len + i) * c.v_dim + e)] +=
-                s[j] / sum * vv[size_t(((b * c.kv_heads + hk) * c.kv_len + int64_t(j)) * c.v_dim + e)];
+                s[j] / sum *
+                vv[size_t(((b * c.kv_heads + hk) * c.kv_len + int64_t(j)) * c.v_dim + e)];
           }
         }
       }
@@ -122,8 +123,9 @@ TEST(AtenAttention, EveryElementAgainstANaiveReference) {
                      fmt::format("sdpa {} H={} Hkv={} L={} S={} permuted={}", dtype_name(dt),
                                  c.heads, c.kv_heads, c.q_len, c.kv_len, permuted));
         // An explicit scale.
-        Tensor scaled = call_t("aten::scaled_dot_product_attention", {q, k, v, Value(), 0.0, c.causal},
-                               {{"scale", 0.3}, {"enable_gqa", gqa}});
+        Tensor scaled =
+            call_t("aten::scaled_dot_product_attention", {q, k, v, Value(), 0.0, c.causal},
+                   {{"scale", 0.3}, {"enable_gqa", gqa}});
         expect_close(scaled, ref_sdpa(q, k, v, c, 0.3), dt, "sdpa scale=0.3");
       }
     }
@@ -132,7 +134,9 @@ TEST(AtenAttention, EveryElementAgainstANaiveReference) {
 
 Tensor pattern(const Shape& shape, double offset) {
   Tensor t = Tensor::empty(shape, DType::f64);
-  for (int64_t n = 0; n < t.numel(); ++n) store_double(t.view(), n, std::sin(0.37 * double(n) + offset));
+  for (int64_t n = 0; n < t.numel(); ++n) {
+    store_double(t.view(), n, std::sin(0.37 * double(n) + offset));
+  }
   return t;
 }
 
@@ -165,12 +169,14 @@ TEST(AtenAttention, Errors) {
                "aten::scaled_dot_product_attention: attn_mask is not supported (only None; pass "
                "is_causal=True for a causal mask)");
   expect_error([&] { call(op, {q, k, v, Value(), 0.1}, {{"enable_gqa", true}}); },
-               "aten::scaled_dot_product_attention: dropout_p must be 0.0 (inference only), got 0.1");
+               "aten::scaled_dot_product_attention: dropout_p must be 0.0 (inference only), got "
+               "0.1");
   expect_error([&] { call(op, {q, k, v}); },
                "aten::scaled_dot_product_attention: query has 4 heads and key/value have 2; "
                "expected the same number of heads (pass enable_gqa=True for grouped key/value "
                "heads)");
-  Tensor k3 = random_tensor({1, 3, 5, 8}, DType::f32, 2), v3 = random_tensor({1, 3, 5, 8}, DType::f32, 3);
+  Tensor k3 = random_tensor({1, 3, 5, 8}, DType::f32, 2);
+  Tensor v3 = random_tensor({1, 3, 5, 8}, DType::f32, 3);
   expect_error([&] { call(op, {q, k3, v3}, {{"enable_gqa", true}}); },
                "aten::scaled_dot_product_attention: query has 4 heads and key/value have 3; with "
                "enable_gqa the query heads must be a multiple of the key/value heads");
@@ -223,7 +229,10 @@ TEST(AtenEmbedding, GathersRowsForEveryDtypeAndIndexType) {
   store_double(one.view(), 0, 2);
   Tensor row = call_t("aten::embedding", {w, one, int64_t(2), true, true});
   ASSERT_EQ(row.shape(), (Shape{3}));
-  for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(row.item_as_double(std::vector<int64_t>{c}), w.item_as_double(std::vector<int64_t>{2, c}));
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(row.item_as_double(std::vector<int64_t>{c}),
+              w.item_as_double(std::vector<int64_t>{2, c}));
+  }
 }
 
 TEST(AtenEmbedding, Errors) {

@@ -53,7 +53,9 @@ TEST(AtenCall, SchemasAsDefined) {
       "aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
       "aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
       "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
-      "aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",
+      "aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
+      "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
+      "enable_gqa=False) -> Tensor",
   };
   for (const char* s : schemas) {
     FunctionSchema parsed = parse_schema(s);

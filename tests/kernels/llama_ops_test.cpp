@@ -109,9 +109,9 @@ TEST(AtenLlamaViews, UnsqueezeAndUnsafeView) {
 
 TEST(AtenLlamaPointwise, RsqrtEveryFloatDtypeAndLayout) {
   for (DType dt : kFloatTypes) {
-    for (auto [shape, layout] : {std::pair{Shape{37}, Layout::contiguous},
-                                 std::pair{Shape{3, 5}, Layout::transposed},
-                                 std::pair{Shape{2, 1, 7}, Layout::strided}, std::pair{Shape{}, Layout::contiguous}}) {
+    for (auto [shape, layout] :
+         {std::pair{Shape{37}, Layout::contiguous}, std::pair{Shape{3, 5}, Layout::transposed},
+          std::pair{Shape{2, 1, 7}, Layout::strided}, std::pair{Shape{}, Layout::contiguous}}) {
       Tensor x = call_t("aten::add.Scalar", {random_tensor(shape, dt, 11, layout), 2.5});
       std::vector<double> want = x.to_doubles();
       for (double& v : want) v = 1 / std::sqrt(v);
@@ -134,7 +134,8 @@ TEST(AtenLlamaPointwise, RsqrtEveryFloatDtypeAndLayout) {
 TEST(AtenLlamaPointwise, PowScalarEveryExponentAndDtype) {
   for (DType dt : kFloatTypes) {
     for (double e : {2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.7, 0.0, 1.0}) {
-      Tensor x = call_t("aten::add.Scalar", {random_tensor({4, 9}, dt, 13, Layout::transposed), 2.5});
+      Tensor x =
+          call_t("aten::add.Scalar", {random_tensor({4, 9}, dt, 13, Layout::transposed), 2.5});
       std::vector<double> want = x.to_doubles();
       for (double& v : want) v = std::pow(v, e);
       Tensor got = call_t("aten::pow.Tensor_Scalar", {x, e});
@@ -218,7 +219,8 @@ TEST(AtenLlamaRotary, SliceNegCatOnNonContiguousHalves) {
     Tensor x = call_t("aten::permute", {base, std::vector<int64_t>{0, 2, 1, 3}});
     Tensor x1 = call_t("aten::slice.Tensor", {x, int64_t(-1), int64_t(0), int64_t(4)});
     Tensor x2 = call_t("aten::slice.Tensor", {x, int64_t(-1), int64_t(4), Value()});
-    Tensor rot = call_t("aten::cat", {std::vector<Tensor>{call_t("aten::neg", {x2}), x1}, int64_t(-1)});
+    Tensor rot =
+        call_t("aten::cat", {std::vector<Tensor>{call_t("aten::neg", {x2}), x1}, int64_t(-1)});
     Tensor cos = random_tensor({5, 8}, dt, 29), sin = random_tensor({5, 8}, dt, 31);
     Tensor y = call_t("aten::add.Tensor", {call_t("aten::mul.Tensor", {x, cos}),
                                            call_t("aten::mul.Tensor", {rot, sin})});
@@ -227,9 +229,11 @@ TEST(AtenLlamaRotary, SliceNegCatOnNonContiguousHalves) {
     for (int64_t n = 0; n < y.numel(); ++n) {
       std::vector<int64_t> i = unravel(n, y.shape());
       double xv = at(base, {i[0], i[2], i[1], i[3]});
-      double r = i[3] < 4 ? -at(base, {i[0], i[2], i[1], i[3] + 4}) : at(base, {i[0], i[2], i[1], i[3] - 4});
+      double r = i[3] < 4 ? -at(base, {i[0], i[2], i[1], i[3] + 4})
+                          : at(base, {i[0], i[2], i[1], i[3] - 4});
       // Each product and the sum round to the dtype, as the ops do.
-      double a = as_stored(xv * at(cos, {i[2], i[3]}), dt), b = as_stored(r * at(sin, {i[2], i[3]}), dt);
+      double a = as_stored(xv * at(cos, {i[2], i[3]}), dt);
+      double b = as_stored(r * at(sin, {i[2], i[3]}), dt);
       want[size_t(n)] = a + b;
     }
     expect_close(y, want, dt, "rotary");

@@ -40,7 +40,8 @@ TEST(AtenMask, ComparisonsAndLogic) {
   EXPECT_EQ(eq.dtype(), DType::boolean);
   EXPECT_EQ(eq.to_doubles(), (std::vector<double>{0, 0, 0, 0, 1, 0}));
   Tensor i = from_doubles({3, -4, 0}, {3}, DType::i64);
-  EXPECT_EQ(call_t("aten::le.Scalar", {i, int64_t(0)}).to_doubles(), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(call_t("aten::le.Scalar", {i, int64_t(0)}).to_doubles(),
+            (std::vector<double>{0, 1, 1}));
   Tensor n = call_t("aten::logical_not", {x});
   EXPECT_EQ(n.dtype(), DType::boolean);
   EXPECT_EQ(n.to_doubles(), (std::vector<double>{0, 1, 0, 0, 0, 0}));  // NaN is true
@@ -85,7 +86,8 @@ TEST(AtenMask, WhereFullLikeScalarTensor) {
   ASSERT_EQ(wi.shape(), (Shape{2, 3}));
   EXPECT_EQ(wi.dtype(), DType::f32);
   for (int64_t n = 0; n < 6; ++n) {
-    EXPECT_EQ(wi.to_doubles()[size_t(n)], n % 3 == 1 ? f.to_doubles()[size_t(n)] : double(n % 3 + 1));
+    double want = n % 3 == 1 ? f.to_doubles()[size_t(n)] : double(n % 3 + 1);
+    EXPECT_EQ(wi.to_doubles()[size_t(n)], want);
   }
   expect_error([&] { call("aten::where.self", {f, f, f}); },
                "aten::where.self: condition has dtype f32, which is not supported (expected bool)");
@@ -98,39 +100,49 @@ TEST(AtenMask, WhereFullLikeScalarTensor) {
 
 // torch 2.13, core_aten_decompositions, F.scaled_dot_product_attention(q, k, v, is_causal=True,
 // enable_gqa=True) with q [1, H, L, E] and k, v [1, Hkv, L, E]: the recorded op sequence.
+// op(x, arg): most steps of the trace take one tensor and one literal.
+Tensor op1(std::string_view op, const Tensor& x, const Value& arg) {
+  return call_t(op, {x, arg});
+}
+std::vector<int64_t> dims(std::initializer_list<int64_t> d) { return d; }
+
 Tensor decomposed_sdpa(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t H = q.shape()[1], Hkv = k.shape()[1], L = q.shape()[2], E = q.shape()[3];
   const double root_scale = std::sqrt(1 / std::sqrt(double(E)));
-  Tensor qs = call_t("aten::mul.Scalar", {q, root_scale});
-  Tensor ones = call_t("aten::full", {std::vector<int64_t>{L, L}, true}, {{"dtype", DType::boolean}});
-  Tensor cols = call_t("aten::unsqueeze", {call_t("aten::arange.start_step", {int64_t(0), L}), int64_t(-2)});
-  Tensor rows = call_t("aten::unsqueeze", {call_t("aten::arange.start_step", {int64_t(0), L}), int64_t(-1)});
-  Tensor diff = call_t("aten::sub.Tensor", {cols, rows});
-  Tensor lower = call_t("aten::le.Scalar", {diff, int64_t(0)});
+  Tensor qs = op1("aten::mul.Scalar", q, root_scale);
+  Tensor ones = call_t("aten::full", {dims({L, L}), true}, {{"dtype", DType::boolean}});
+  Tensor cols = op1("aten::unsqueeze", call_t("aten::arange.start_step", {int64_t(0), L}), -2);
+  Tensor rows = op1("aten::unsqueeze", call_t("aten::arange.start_step", {int64_t(0), L}), -1);
+  Tensor lower = op1("aten::le.Scalar", call_t("aten::sub.Tensor", {cols, rows}), int64_t(0));
   Tensor mask = call_t("aten::logical_and", {ones, lower});
   Tensor ninf = call_t("aten::scalar_tensor", {-INFINITY}, {{"dtype", DType::f32}});
   Tensor zero = call_t("aten::scalar_tensor", {0.0}, {{"dtype", DType::f32}});
   Tensor bias = call_t("aten::where.self", {mask, zero, ninf});
   auto repeat_kv = [&](const Tensor& t) {
-    Tensor u = call_t("aten::unsqueeze", {t, int64_t(2)});
-    Tensor e = call_t("aten::expand", {u, std::vector<int64_t>{1, Hkv, H / Hkv, L, E}});
-    return call_t("aten::view", {call_t("aten::clone", {e}), std::vector<int64_t>{1, H, L, E}});
+    Tensor u = op1("aten::unsqueeze", t, int64_t(2));
+    Tensor e = op1("aten::expand", u, dims({1, Hkv, H / Hkv, L, E}));
+    return op1("aten::view", call_t("aten::clone", {e}), dims({1, H, L, E}));
   };
   Tensor kr = repeat_kv(k), vr = repeat_kv(v);
-  Tensor kt = call_t("aten::mul.Scalar", {call_t("aten::permute", {kr, std::vector<int64_t>{0, 1, 3, 2}}), root_scale});
-  Tensor qv = call_t("aten::view", {call_t("aten::expand", {qs, std::vector<int64_t>{1, H, L, E}}), std::vector<int64_t>{H, L, E}});
-  Tensor kv = call_t("aten::_unsafe_view", {call_t("aten::clone", {call_t("aten::expand", {kt, std::vector<int64_t>{1, H, E, L}})}), std::vector<int64_t>{H, E, L}});
-  Tensor scores = call_t("aten::view", {call_t("aten::bmm", {qv, kv}), std::vector<int64_t>{1, H, L, L}});
-  Tensor sm = call_t("aten::_softmax", {call_t("aten::add.Tensor", {scores, bias}), int64_t(-1), false});
-  Tensor dead = call_t("aten::logical_not", {call_t("aten::any.dim", {call_t("aten::logical_not", {call_t("aten::eq.Scalar", {sm, -INFINITY})}), int64_t(-1), true})});
-  Tensor p = call_t("aten::where.self", {dead, call_t("aten::full_like", {sm, int64_t(0)}), sm});
-  Tensor pv = call_t("aten::view", {call_t("aten::expand", {p, std::vector<int64_t>{1, H, L, L}}), std::vector<int64_t>{H, L, L}});
-  Tensor vv = call_t("aten::view", {call_t("aten::expand", {vr, std::vector<int64_t>{1, H, L, E}}), std::vector<int64_t>{H, L, E}});
-  return call_t("aten::view", {call_t("aten::bmm", {pv, vv}), std::vector<int64_t>{1, H, L, E}});
+  Tensor kt = op1("aten::mul.Scalar", op1("aten::permute", kr, dims({0, 1, 3, 2})), root_scale);
+  Tensor qv = op1("aten::view", op1("aten::expand", qs, dims({1, H, L, E})), dims({H, L, E}));
+  Tensor kc = call_t("aten::clone", {op1("aten::expand", kt, dims({1, H, E, L}))});
+  Tensor kv = op1("aten::_unsafe_view", kc, dims({H, E, L}));
+  Tensor scores = op1("aten::view", call_t("aten::bmm", {qv, kv}), dims({1, H, L, L}));
+  Tensor masked = call_t("aten::add.Tensor", {scores, bias});
+  Tensor sm = call_t("aten::_softmax", {masked, int64_t(-1), false});
+  Tensor live = call_t("aten::logical_not", {op1("aten::eq.Scalar", sm, -INFINITY)});
+  Tensor any_live = call_t("aten::any.dim", {live, int64_t(-1), true});
+  Tensor dead = call_t("aten::logical_not", {any_live});
+  Tensor p = call_t("aten::where.self", {dead, op1("aten::full_like", sm, int64_t(0)), sm});
+  Tensor pv = op1("aten::view", op1("aten::expand", p, dims({1, H, L, L})), dims({H, L, L}));
+  Tensor vv = op1("aten::view", op1("aten::expand", vr, dims({1, H, L, E})), dims({H, L, E}));
+  return op1("aten::view", call_t("aten::bmm", {pv, vv}), dims({1, H, L, E}));
 }
 
 TEST(AtenMask, DecomposedCausalAttentionEqualsTheOp) {
-  for (auto [H, Hkv, L, E] : {std::tuple{4, 2, 5, 8}, std::tuple{8, 2, 17, 7}, std::tuple{2, 2, 1, 3}}) {
+  for (auto [H, Hkv, L, E] :
+       {std::tuple{4, 2, 5, 8}, std::tuple{8, 2, 17, 7}, std::tuple{2, 2, 1, 3}}) {
     Tensor q = random_tensor({1, H, L, E}, DType::f32, 1);
     Tensor k = random_tensor({1, Hkv, L, E}, DType::f32, 2);
     Tensor v = random_tensor({1, Hkv, L, E}, DType::f32, 3);

@@ -38,7 +38,8 @@ void embedding_kernel(KernelCall& call) {
   const auto* src = static_cast<const uint8_t*>(w.raw_data());
   auto* dst = static_cast<uint8_t*>(d.tensor().raw_data());
   for (int64_t n = 0; n < idx.numel(); ++n) {
-    if (row_bytes) std::memcpy(dst + size_t(n) * row_bytes, src + size_t(ip[n]) * row_bytes, row_bytes);
+    if (row_bytes == 0) continue;
+    std::memcpy(dst + size_t(n) * row_bytes, src + size_t(ip[n]) * row_bytes, row_bytes);
   }
   d.finish();
 }

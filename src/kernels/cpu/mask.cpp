@@ -18,7 +18,9 @@ void elementwise(const Tensor& out, const std::vector<Tensor>& inputs,
                  const std::function<double(const double*)>& f) {
   const Shape& shape = out.shape();
   std::vector<Strides> strides;
-  for (const Tensor& t : inputs) strides.push_back(broadcast_strides(t.shape(), t.strides(), shape));
+  for (const Tensor& t : inputs) {
+    strides.push_back(broadcast_strides(t.shape(), t.strides(), shape));
+  }
   std::vector<double> args(inputs.size());
   std::vector<int64_t> idx(shape.size(), 0);
   for (int64_t n = 0; n < out.numel(); ++n) {
@@ -79,8 +81,10 @@ void any_kernel(KernelCall& call) {
   aten_meta::ReduceInfo info = aten_meta::reduce_info(call.op.name(), self, call.arg("dim"),
                                                       call.arg("keepdim"), Value(), false);
   // Seen with the reduced dim kept as 1, the output is where each input element lands.
-  Tensor out = call.out(0).as_strided(info.keepdim_shape, contiguous_strides(info.keepdim_shape), 0);
-  SF_CHECK(call.out(0).is_contiguous(), "{}: internal: the output must be contiguous", call.op.name());
+  SF_CHECK(call.out(0).is_contiguous(), "{}: internal: the output must be contiguous",
+           call.op.name());
+  Tensor out =
+      call.out(0).as_strided(info.keepdim_shape, contiguous_strides(info.keepdim_shape), 0);
   fill(out, Value(false));
   Strides acc = contiguous_strides(info.keepdim_shape);
   for (size_t d = 0; d < acc.size(); ++d) {

@@ -1,11 +1,12 @@
 // CPU kernels of the aten pointwise ops (add/sub/mul/div in every overload, sin ... neg, rsqrt with
-// their out and in-place variants, pow.Tensor_Scalar). One implementation per family: inputs are converted to the result
-// dtype (PyTorch's promotion, from aten_meta), the typed loop writes the destination (the fresh
-// output, `out`, or `self`), and a destination of another dtype gets the result through a copy.
-// Loops: contiguous rows run a plain `__restrict` loop the compiler vectorizes (a Scalar or
-// broadcast operand is a stride-0 operand); anything else uses the strided N-d path of
-// strided.hpp. 16-bit floats compute in float. Exact aliasing of the destination with an input
-// (in-place) is fine since each element is read before it is written; partial overlap is not.
+// their out and in-place variants, pow.Tensor_Scalar). One implementation per family: inputs are
+// converted to the result dtype (PyTorch's promotion, from aten_meta), the typed loop writes the
+// destination (the fresh output, `out`, or `self`), and a destination of another dtype gets the
+// result through a copy. Loops: contiguous rows run a plain `__restrict` loop the compiler
+// vectorizes (a Scalar or broadcast operand is a stride-0 operand); anything else uses the strided
+// N-d path of strided.hpp. 16-bit floats compute in float. Exact aliasing of the destination with
+// an input (in-place) is fine since each element is read before it is written; partial overlap is
+// not.
 #include <cmath>
 #include <numbers>
 

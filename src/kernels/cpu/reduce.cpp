@@ -1,8 +1,9 @@
 // CPU kernels of aten::sum.dim_IntList, mean.dim (+ their out variants), amax, rms_norm and
 // _softmax (+ out). amax keeps the dtype and propagates NaN. Accumulation is in float for
-// f32/f16/bf16, double for f64, and wrapping int64 for integers. sum/mean iterate the input once with a stride-0 accumulator along the reduced dims
-// (rows along a reduced dim are summed in 8 independent lanes first); rms_norm and _softmax work
-// on a contiguous copy laid out as [outer, n, inner]. Empty reductions give 0 (sum) and NaN (mean).
+// f32/f16/bf16, double for f64, and wrapping int64 for integers. sum/mean iterate the input once
+// with a stride-0 accumulator along the reduced dims (rows along a reduced dim are summed in 8
+// independent lanes first); rms_norm and _softmax work on a contiguous copy laid out as [outer, n,
+// inner]. Empty reductions give 0 (sum) and NaN (mean).
 #include <cmath>
 #include <limits>
 
@@ -109,7 +110,9 @@ void amax_kernel(KernelCall& call) {
     if constexpr (!std::is_same_v<T, bool>) {
       using A = std::conditional_t<kIsFloat<T>, acc_t<T>, T>;
       std::vector<A> acc(size_t(numel(info.keepdim_shape)), std::numeric_limits<A>::lowest());
-      if constexpr (kIsFloat<T>) std::fill(acc.begin(), acc.end(), -std::numeric_limits<A>::infinity());
+      if constexpr (kIsFloat<T>) {
+        std::fill(acc.begin(), acc.end(), -std::numeric_limits<A>::infinity());
+      }
       Strides acc_strides = contiguous_strides(info.keepdim_shape);
       for (size_t k = 0; k < acc_strides.size(); ++k) {
         if (info.reduced[k]) acc_strides[k] = 0;

@@ -1,12 +1,12 @@
 // cuda kernels of aten::embedding and aten::scaled_dot_product_attention, on attention.cu. They
-// read their inputs in place through strides wherever the layout allows (the weight of
-// embedding: any; q, k, v: any layout that can be seen as [batch, heads, len, dim], such as the
-// permuted views of a decoder block), so that a plan's step allocates nothing and can be captured
-// into a CUDA graph; other layouts (leading dims that do not merge, non-contiguous indices) are
-// copied contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's (aten_meta), except that an
-// out-of-range embedding index cannot be raised from the GPU: its row comes out as NaN.
-// Attention refuses a key length whose scores do not fit in 48 KiB of shared memory (12288 keys
-// in float), naming it.
+// read their inputs in place through strides wherever the layout allows (the weight of embedding:
+// any; q, k, v: any layout that can be seen as [batch, heads, len, dim], such as the permuted views
+// of a decoder block), so that a plan's step allocates nothing and can be captured into a CUDA
+// graph; other layouts (leading dims that do not merge, non-contiguous indices) are copied
+// contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's
+// (aten_meta), except that an out-of-range embedding index cannot be raised from the GPU: its row
+// comes out as NaN. Attention refuses a key length whose scores do not fit in 48 KiB of shared
+// memory (12288 keys in float), naming it.
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/program.hpp"
 #include "ops/aten/meta.hpp"

@@ -51,7 +51,9 @@ __device__ A block_reduce(A v, bool is_max) {
   if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
   __syncthreads();
   A total = partial[0];
-  for (int w = 1; w < kThreads / 32; ++w) total = is_max ? max(total, partial[w]) : total + partial[w];
+  for (int w = 1; w < kThreads / 32; ++w) {
+    total = is_max ? max(total, partial[w]) : total + partial[w];
+  }
   __syncthreads();
   return total;
 }

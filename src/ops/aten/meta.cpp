@@ -323,7 +323,8 @@ ReduceInfo reduce_info(std::string_view op, const Tensor& self, const Value& dim
   return info;
 }
 
-ReduceInfo amax_info(std::string_view op, const Tensor& self, const Value& dim, const Value& keepdim) {
+ReduceInfo amax_info(std::string_view op, const Tensor& self, const Value& dim,
+                     const Value& keepdim) {
   check_dtype(self.dtype() != DType::boolean, op, "self", self.dtype(),
               "a floating or integer dtype");
   ReduceInfo info = reduce_info(op, self, dim, keepdim, Value(), /*is_mean=*/false);

@@ -95,7 +95,8 @@ struct SoftmaxInfo {
 };
 // amax: reduce_info with the input's dtype kept; refuses bool and an empty reduced dim (PyTorch:
 // "Expected reduction dim ... to have non-zero size").
-ReduceInfo amax_info(std::string_view op, const Tensor& self, const Value& dim, const Value& keepdim);
+ReduceInfo amax_info(std::string_view op, const Tensor& self, const Value& dim,
+                     const Value& keepdim);
 SoftmaxInfo softmax_info(std::string_view op, const Tensor& self, const Value& dim,
                          const Value& half_to_float);
 
@@ -152,7 +153,7 @@ SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
                    const Tensor& value, const Value& attn_mask, const Value& dropout_p,
                    const Value& is_causal, const Value& scale, const Value& enable_gqa);
 
-// ---- Mask ops (meta_mask.cpp): what a decomposed causal attention mask uses ----------------------
+// ---- Mask ops (meta_mask.cpp): what a decomposed causal attention mask uses -------------------
 // arange.start_step: i64 when start, end and step are all ints (else f32) unless dtype= is given;
 // `count` elements start + i * step.
 struct ArangeInfo {

@@ -14,8 +14,9 @@ TensorSpec embedding_spec(std::string_view op, const Tensor& weight, const Tenso
   (void)padding_idx.to_int();
   (void)scale_grad_by_freq.to_bool();
   (void)sparse.to_bool();
-  SF_CHECK(weight.dim() == 2, "{}: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
-           op, shape_str(weight.shape()));
+  SF_CHECK(weight.dim() == 2,
+           "{}: weight must be 2-D [num_embeddings, embedding_dim], got shape {}", op,
+           shape_str(weight.shape()));
   check_dtype(indices.dtype() == DType::i64 || indices.dtype() == DType::i32, op, "indices",
               indices.dtype(), "i64 or i32");
   Shape shape = indices.shape();
@@ -31,8 +32,8 @@ struct Dims {
 };
 
 Dims dims_of(std::string_view op, const char* name, const Tensor& t, const Tensor& query) {
-  SF_CHECK(t.dim() >= 3, "{}: {} must have at least 3 dims [..., heads, len, dim], got shape {}", op,
-           name, shape_str(t.shape()));
+  SF_CHECK(t.dim() >= 3, "{}: {} must have at least 3 dims [..., heads, len, dim], got shape {}",
+           op, name, shape_str(t.shape()));
   SF_CHECK(t.dim() == query.dim(),
            "{}: {} has shape {} and query has shape {}; expected the same number of dims", op, name,
            shape_str(t.shape()), shape_str(query.shape()));
@@ -72,8 +73,8 @@ SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
   const bool gqa = enable_gqa.to_bool();
   if (gqa) {
     SF_CHECK(k.heads > 0 && q.heads % k.heads == 0,
-             "{}: query has {} heads and key/value have {}; with enable_gqa the query heads must be "
-             "a multiple of the key/value heads",
+             "{}: query has {} heads and key/value have {}; with enable_gqa the query heads must "
+             "be a multiple of the key/value heads",
              op, q.heads, k.heads);
   } else {
     SF_CHECK(k.heads == q.heads,

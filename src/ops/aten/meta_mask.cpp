@@ -23,9 +23,13 @@ ArangeInfo arange_info(std::string_view op, const Value& start, const Value& end
   SF_CHECK((info.step > 0 && e >= info.start) || (info.step < 0 && e <= info.start),
            "{}: upper bound and larger bound inconsistent with step sign", op);
   info.spec.dtype = dtype.to_optional_dtype().value_or(all_int ? DType::i64 : DType::f32);
-  int64_t count = all_int ? (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) /
-                                step.to_int()
-                          : int64_t(std::ceil((e - info.start) / info.step));
+  int64_t count = 0;
+  if (all_int) {  // ceil((end - start) / step) in integers
+    const int64_t st = step.to_int();
+    count = (end.to_int() - start.to_int() + st - (st > 0 ? 1 : -1)) / st;
+  } else {
+    count = int64_t(std::ceil((e - info.start) / info.step));
+  }
   info.spec.shape = {std::max<int64_t>(count, 0)};
   return info;
 }
@@ -43,8 +47,9 @@ Shape broadcast_checked(std::string_view op, const char* a_name, const Shape& a,
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    SF_CHECK(da == db || da == 1 || db == 1, "{}: {} with shape {} and {} with shape {} do not broadcast",
-             op, a_name, shape_str(a), b_name, shape_str(b));
+    SF_CHECK(da == db || da == 1 || db == 1,
+             "{}: {} with shape {} and {} with shape {} do not broadcast", op, a_name, shape_str(a),
+             b_name, shape_str(b));
   }
   return broadcast_shapes(a, b);
 }

@@ -1,5 +1,6 @@
-// aten reductions and normalizations: sum.dim_IntList, mean.dim, amax, rms_norm, _softmax (with
-// out variants, amax without). Integral sums give i64 unless dtype= is given; mean and the norms need floats.
+// aten reductions and normalizations: sum.dim_IntList, mean.dim, amax, rms_norm, _softmax (with out
+// variants, amax without). Integral sums give i64 unless dtype= is given; mean and the norms need
+// floats.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
