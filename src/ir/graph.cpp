@@ -39,7 +39,8 @@ bool maybe_strided(const Value* v) {
       int64_t dim = p->args()[1].literal.to_int(), step = p->args()[4].literal.to_int();
       if (dim < 0) dim += int64_t(base.value->type().shape.size());
       if (dim != 0 || step != 1) return true;
-    } else if (op != "aten::view" && op != "aten::reshape") {
+    } else if (op != "aten::view" && op != "aten::_unsafe_view" && op != "aten::reshape" &&
+               op != "aten::unsqueeze") {
       return true;
     }
     v = base.value;

@@ -20,8 +20,7 @@ void register_pointwise_kernels(Library& m, BinaryKernelFactory binary, UnaryKer
     m.impl(n + ".out", binary(kind, has_alpha, "out"));
     m.impl(n + "_.Tensor", binary(kind, has_alpha, "self"));
   }
-  for (UnaryOp kind : {UnaryOp::sin, UnaryOp::cos, UnaryOp::exp, UnaryOp::tanh, UnaryOp::relu,
-                       UnaryOp::gelu, UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::neg}) {
+  for (UnaryOp kind : aten_meta::kAllUnaryOps) {
     const std::string n = aten_meta::unary_name(kind);
     m.impl(n, unary(kind, ""));
     m.impl(n + "_", unary(kind, "self"));

@@ -12,8 +12,8 @@ namespace symmflow::kernels {
 using BinaryKernelFactory = Kernel (*)(aten_meta::BinaryOp kind, bool has_alpha,
                                        const char* written);
 using UnaryKernelFactory = Kernel (*)(aten_meta::UnaryOp kind, const char* written);
-// add, sub, mul, div (.Tensor, .Scalar, .out, _.Tensor) and sin ... neg (with _ and .out; relu
-// has no .out).
+// add, sub, mul, div (.Tensor, .Scalar, .out, _.Tensor) and sin ... neg, rsqrt (with _ and .out;
+// relu has no .out).
 void register_pointwise_kernels(Library& m, BinaryKernelFactory binary, UnaryKernelFactory unary);
 
 using MatmulKernelFactory = Kernel (*)(bool batched, const char* written);

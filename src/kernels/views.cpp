@@ -73,10 +73,29 @@ void transpose_kernel(KernelCall& call) {
                                          call.arg("dim1").to_int()));
 }
 
+void permute_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self, aten_meta::permute_geometry(call.op.name(), self, call.arg("dims")));
+}
+
+void expand_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self, aten_meta::expand_geometry(call.op.name(), self, call.arg("size")));
+}
+
+void unsqueeze_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self, aten_meta::unsqueeze_geometry(call.op.name(), self, call.arg("dim")));
+}
+
 }  // namespace
 
 void register_view_kernels(Library& m) {
   m.impl("view", view_kernel);
+  m.impl("_unsafe_view", view_kernel);
+  m.impl("permute", permute_kernel);
+  m.impl("expand", expand_kernel);
+  m.impl("unsqueeze", unsqueeze_kernel);
   m.impl("reshape", reshape_kernel);
   m.impl("slice.Tensor", slice_kernel);
   m.impl("t", t_kernel);

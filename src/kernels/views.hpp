@@ -9,7 +9,8 @@
 
 namespace symmflow::kernels {
 
-// view, reshape, slice.Tensor, t, transpose.int, cat, cat.out.
+// view, _unsafe_view, reshape, slice.Tensor, t, transpose.int, permute, expand, unsqueeze, cat,
+// cat.out.
 void register_view_kernels(Library& m);
 
 }  // namespace symmflow::kernels

@@ -113,7 +113,8 @@ TEST_P(CudaExec, MatchesTheInterpreterAndReplays) {
 INSTANTIATE_TEST_SUITE_P(Examples, CudaExec,
                          ::testing::Values("tp_mlp_small.sf", "pointwise_then_allreduce.sf",
                                            "input_allreduce.sf", "inplace_allreduce.sf",
-                                           "halo_exchange.sf", "halo_exchange_signal.sf"),
+                                           "halo_exchange.sf", "halo_exchange_signal.sf",
+                                           "decoder_block.sf", "decoder_block_aten.sf"),
                          [](const auto& param_info) {
                            const std::string& file = param_info.param;
                            return file.substr(0, file.find('.'));

@@ -49,6 +49,13 @@ TEST(AtenCall, SchemasAsDefined) {
       "aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
       "aten::cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> ()",
       "aten::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+      "aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)",
+      "aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
+      "aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+      "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+      "aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
+      "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
+      "enable_gqa=False) -> Tensor",
   };
   for (const char* s : schemas) {
     FunctionSchema parsed = parse_schema(s);
@@ -63,7 +70,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 71u);
+  EXPECT_EQ(r.ops("aten").size(), 91u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {

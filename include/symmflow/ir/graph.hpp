@@ -275,8 +275,8 @@ GroupSizeResolver group_sizes(const Graph& g);
 // Whether `v` may be laid out non-contiguously at run time (types are contiguous shapes, but a
 // view's memory is its base's): true for a view chain holding aten::t, aten::transpose.int, or an
 // aten::slice.Tensor off the first dim or with a step other than 1 (conservative: any other op
-// whose return aliases an argument counts too, except aten::view and aten::reshape of a
-// contiguous value). False for values that own their buffer.
+// whose return aliases an argument counts too, except aten::view, _unsafe_view, reshape and
+// unsqueeze of a contiguous value). False for values that own their buffer.
 bool maybe_strided(const Value* v);
 
 }  // namespace symmflow::ir

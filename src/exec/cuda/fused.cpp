@@ -25,8 +25,7 @@ std::optional<BinaryOp> binary_of(std::string_view base) {
 }
 
 std::optional<UnaryOp> unary_of(std::string_view base) {
-  for (UnaryOp k : {UnaryOp::sin, UnaryOp::cos, UnaryOp::exp, UnaryOp::tanh, UnaryOp::relu,
-                    UnaryOp::gelu, UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::neg}) {
+  for (UnaryOp k : aten_meta::kAllUnaryOps) {
     if (base == aten_meta::unary_name(k)) return k;
   }
   return std::nullopt;

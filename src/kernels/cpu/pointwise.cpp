@@ -1,11 +1,12 @@
-// CPU kernels of the aten pointwise ops (add/sub/mul/div in every overload, sin ... neg with their
-// out and in-place variants). One implementation per family: inputs are converted to the result
-// dtype (PyTorch's promotion, from aten_meta), the typed loop writes the destination (the fresh
-// output, `out`, or `self`), and a destination of another dtype gets the result through a copy.
-// Loops: contiguous rows run a plain `__restrict` loop the compiler vectorizes (a Scalar or
-// broadcast operand is a stride-0 operand); anything else uses the strided N-d path of
-// strided.hpp. 16-bit floats compute in float. Exact aliasing of the destination with an input
-// (in-place) is fine since each element is read before it is written; partial overlap is not.
+// CPU kernels of the aten pointwise ops (add/sub/mul/div in every overload, sin ... neg, rsqrt with
+// their out and in-place variants, pow.Tensor_Scalar). One implementation per family: inputs are
+// converted to the result dtype (PyTorch's promotion, from aten_meta), the typed loop writes the
+// destination (the fresh output, `out`, or `self`), and a destination of another dtype gets the
+// result through a copy. Loops: contiguous rows run a plain `__restrict` loop the compiler
+// vectorizes (a Scalar or broadcast operand is a stride-0 operand); anything else uses the strided
+// N-d path of strided.hpp. 16-bit floats compute in float. Exact aliasing of the destination with
+// an input (in-place) is fine since each element is read before it is written; partial overlap is
+// not.
 #include <cmath>
 #include <numbers>
 
@@ -164,6 +165,7 @@ struct UnaryFns {
   static A cos(A x) { return std::cos(x); }
   static A exp(A x) { return std::exp(x); }
   static A tanh(A x) { return std::tanh(x); }
+  static A rsqrt(A x) { return A(1) / std::sqrt(x); }
   static A sigmoid(A x) { return A(1) / (A(1) + std::exp(-x)); }
   static A silu(A x) { return x / (A(1) + std::exp(-x)); }
   static A gelu(A x) { return A(0.5) * x * (A(1) + std::erf(x * A(1 / std::numbers::sqrt2))); }
@@ -210,6 +212,7 @@ void unary_compute(UnaryOp kind, bool tanh_gelu, const Tensor& out, const Tensor
         case UnaryOp::relu:  // NaN stays NaN (the comparison is false)
           return unary_loop<T>(out, in, [](A x) { return x < A(0) ? A(0) : x; });
         case UnaryOp::neg: return unary_loop<T>(out, in, [](A x) { return -x; });
+        case UnaryOp::rsqrt: return unary_loop<T>(out, in, [](A x) { return Fn::rsqrt(x); });
       }
     } else if constexpr (kIsInt<T>) {
       using U = std::make_unsigned_t<T>;
@@ -243,10 +246,42 @@ Kernel unary_kernel(UnaryOp kind, const char* written) {
   };
 }
 
+// ---- pow.Tensor_Scalar ------------------------------------------------------------------------
+
+// Note [pow special exponents]: PyTorch computes x ** 2 as x * x, x ** 3 as x * x * x, 0.5 as
+// sqrt, -0.5 as 1 / sqrt, -1 as 1 / x and -2 as 1 / (x * x), std::pow otherwise, in the compute
+// type (float for 16-bit floats); the GPU's pow instruction does the same (cuda/pointwise.cu).
+template <typename A>
+A pow_scalar(A x, A e) {
+  if (e == A(2)) return x * x;
+  if (e == A(3)) return x * x * x;
+  if (e == A(0.5)) return std::sqrt(x);
+  if (e == A(-0.5)) return A(1) / std::sqrt(x);
+  if (e == A(-1)) return A(1) / x;
+  if (e == A(-2)) return A(1) / (x * x);
+  return std::pow(x, e);
+}
+
+void pow_scalar_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  const Value& exponent = call.arg("exponent");
+  TensorSpec spec = aten_meta::pow_scalar_spec(call.op.name(), self, exponent);
+  Tensor in = as_dtype(self, spec.dtype);
+  visit_dtype(spec.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) {
+      using A = acc_t<T>;
+      const A e = scalar_as<A>(exponent);
+      unary_loop<T>(call.out(0), in, [e](A x) { return pow_scalar(x, e); });
+    }
+  });
+}
+
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   kernels::register_pointwise_kernels(m, binary_kernel, unary_kernel);
+  m.impl("pow.Tensor_Scalar", pow_scalar_kernel);
 }
 
 }  // namespace symmflow::cpu

@@ -1,8 +1,9 @@
-// CPU kernels of aten::sum.dim_IntList, mean.dim (+ their out variants), rms_norm and _softmax
-// (+ out). Accumulation is in float for f32/f16/bf16, double for f64, and wrapping int64 for
-// integers. sum/mean iterate the input once with a stride-0 accumulator along the reduced dims
-// (rows along a reduced dim are summed in 8 independent lanes first); rms_norm and _softmax work
-// on a contiguous copy laid out as [outer, n, inner]. Empty reductions give 0 (sum) and NaN (mean).
+// CPU kernels of aten::sum.dim_IntList, mean.dim (+ their out variants), amax, rms_norm and
+// _softmax (+ out). amax keeps the dtype and propagates NaN. Accumulation is in float for
+// f32/f16/bf16, double for f64, and wrapping int64 for integers. sum/mean iterate the input once
+// with a stride-0 accumulator along the reduced dims (rows along a reduced dim are summed in 8
+// independent lanes first); rms_norm and _softmax work on a contiguous copy laid out as [outer, n,
+// inner]. Empty reductions give 0 (sum) and NaN (mean).
 #include <cmath>
 #include <limits>
 
@@ -86,6 +87,49 @@ Kernel reduce_kernel(bool is_mean, bool out_variant) {
     });
     d.finish();
   };
+}
+
+// ---- amax ------------------------------------------------------------------------------------
+
+// The larger of a and b; NaN wins (PyTorch's amax propagates NaN).
+template <typename A>
+inline A max_nan(A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
+    if (std::isnan(b)) return b;
+  }
+  return b > a ? b : a;
+}
+
+void amax_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  aten_meta::ReduceInfo info =
+      aten_meta::amax_info(call.op.name(), self, call.arg("dim"), call.arg("keepdim"));
+  Destination d(call.out(0), info.spec.dtype, /*need_contiguous=*/true);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      using A = std::conditional_t<kIsFloat<T>, acc_t<T>, T>;
+      std::vector<A> acc(size_t(numel(info.keepdim_shape)), std::numeric_limits<A>::lowest());
+      if constexpr (kIsFloat<T>) {
+        std::fill(acc.begin(), acc.end(), -std::numeric_limits<A>::infinity());
+      }
+      Strides acc_strides = contiguous_strides(info.keepdim_shape);
+      for (size_t k = 0; k < acc_strides.size(); ++k) {
+        if (info.reduced[k]) acc_strides[k] = 0;
+      }
+      StridedLoop<2> loop = make_loop<2>(self.shape(), {acc_strides, self.strides()});
+      const T* base = static_cast<const T*>(self.raw_data());
+      for_each_row(loop, [&](const auto& off, const auto& step, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          A& a = acc[size_t(off[0] + i * step[0])];
+          a = max_nan(a, A(base[off[1] + i * step[1]]));
+        }
+      });
+      T* o = static_cast<T*>(d.tensor().raw_data());
+      for (size_t i = 0; i < acc.size(); ++i) o[i] = T(acc[i]);
+    }
+  });
+  d.finish();
 }
 
 // ---- rms_norm -------------------------------------------------------------------------------
@@ -200,6 +244,7 @@ Kernel softmax_kernel(bool out_variant) {
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel);
+  m.impl("amax", amax_kernel);
 }
 
 }  // namespace symmflow::cpu

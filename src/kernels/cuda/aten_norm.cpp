@@ -1,6 +1,7 @@
-// cuda kernels of aten::sum.dim_IntList, mean.dim, rms_norm and _softmax (+ out), on the row
-// kernels of norm.cu. Inputs that are not contiguous are first copied contiguous (sum/mean: with
-// the kept dims first and the reduced dims last, so each output is one row); 16-bit floats
+// cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm and _softmax (+ out), on the
+// row kernels of norm.cu. Inputs that are not contiguous are first copied contiguous
+// (sum/mean/amax: with the kept dims first and the reduced dims last, so each output is one
+// row); 16-bit floats
 // accumulate in float. Floating dtypes only, like the other GPU arithmetic.
 #include "kernels/cuda/norm.hpp"
 #include "kernels/cuda/program.hpp"
@@ -15,6 +16,23 @@ namespace symmflow::cuda {
 namespace {
 
 Tensor contiguous_on_gpu(const Tensor& t) { return t.is_contiguous() ? t : aten::clone(t); }
+
+// `self` with the kept dims first and the reduced dims last, contiguous (each output is one row):
+// itself when it already is (a reduction over the last dims of a contiguous tensor, the common
+// case: nothing is allocated, so it can run inside a CUDA graph capture), else a copy.
+Tensor kept_then_reduced(const Tensor& self, const aten_meta::ReduceInfo& info) {
+  Shape shape;
+  Strides strides;
+  for (int pass = 0; pass < 2; ++pass) {  // kept dims, then reduced dims
+    for (size_t d = 0; d < size_t(self.dim()); ++d) {
+      if (info.reduced[d] != (pass == 1)) continue;
+      shape.push_back(self.shape()[d]);
+      strides.push_back(self.strides()[d]);
+    }
+  }
+  Tensor rows = self.as_strided(shape, strides, 0);
+  return rows.is_contiguous() ? rows : aten::clone(rows);
+}
 
 void rms_norm_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
@@ -44,16 +62,7 @@ Kernel reduce_kernel(bool is_mean, bool out_variant) {
     check_float(op, info.spec.dtype);
     const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
     if (out_variant) aten_meta::check_out(op, "out", dst, info.spec, /*exact_dtype=*/true);
-    Shape shape;
-    Strides strides;
-    for (int pass = 0; pass < 2; ++pass) {  // kept dims, then reduced dims
-      for (size_t d = 0; d < size_t(self.dim()); ++d) {
-        if (info.reduced[d] != (pass == 1)) continue;
-        shape.push_back(self.shape()[d]);
-        strides.push_back(self.strides()[d]);
-      }
-    }
-    Tensor x = aten::clone(self.as_strided(shape, strides, 0));
+    Tensor x = kept_then_reduced(self, info);
     Tensor y = dst.is_contiguous()
                    ? dst
                    : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
@@ -62,6 +71,21 @@ Kernel reduce_kernel(bool is_mean, bool out_variant) {
                                              current_stream())));
     if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
   };
+}
+
+void amax_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  aten_meta::ReduceInfo info = aten_meta::amax_info(op, self, call.arg("dim"), call.arg("keepdim"));
+  check_float(op, self.dtype());
+  const Tensor& dst = call.out(0);
+  Tensor x = kept_then_reduced(self, info);
+  Tensor y = dst.is_contiguous() ? dst
+                                 : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
+  SF_CUDA_CHECK(cudaError_t(launch_row_max(x.raw_data(), pw_type(x.dtype()), y.raw_data(),
+                                           pw_type(y.dtype()), y.numel(), info.count,
+                                           current_stream())));
+  if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
 }
 
 Kernel softmax_kernel(bool out_variant) {
@@ -89,6 +113,7 @@ Kernel softmax_kernel(bool out_variant) {
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel);
+  m.impl("amax", amax_kernel);
 }
 
 }  // namespace symmflow::cuda

@@ -1,5 +1,6 @@
 // cuda kernels of the aten pointwise, copy and factory ops, as pointwise programs (program.hpp):
-// add/sub/mul/div in every overload, sin ... neg with out and in-place variants, copy_ (also
+// add/sub/mul/div in every overload, sin ... neg, rsqrt with out and in-place variants,
+// pow.Tensor_Scalar, copy_ (also
 // between host and GPU), clone, _to_copy, empty/zeros/full (+ out), and the view ops
 // (kernels/views.hpp). Arithmetic takes f32, bf16, f16 and f64, like PyTorch's promotion on
 // these (aten_meta); copies and fills take every dtype. Results equal the CPU kernels' bits for
@@ -121,9 +122,27 @@ Kernel unary_kernel(UnaryOp kind, const char* written) {
   };
 }
 
+void pow_scalar_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Value& exponent = call.arg("exponent");
+  TensorSpec spec = aten_meta::pow_scalar_spec(op, self, exponent);
+  check_float(op, spec.dtype);
+  const Tensor& dst = call.out(0);
+  if (dst.numel() == 0) return;
+  // The exponent in the compute type, as the CPU kernel converts it (float for 16-bit floats).
+  double e = exponent.to_double();
+  if (spec.dtype != DType::f64) e = double(float(e));
+  ProgramBuilder b(dst.shape());
+  int x = b.load(self, spec.dtype);
+  b.store(dst, b.op(PwOp::pow, x, x, spec.dtype, e));
+  b.launch();
+}
+
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
+  m.impl("pow.Tensor_Scalar", pow_scalar_kernel);
   kernels::register_view_kernels(m);
   m.impl("copy_", copy_kernel);
   m.impl("clone", clone_kernel);

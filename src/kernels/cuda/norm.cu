@@ -1,5 +1,6 @@
-// Row kernels: sum/mean (one block per row; rows in blockIdx.x, grid-strided), rms_norm (one block
-// per row, a block-wide sum of squares) and softmax (one thread
+// Row kernels: sum/mean (one block per row; rows in blockIdx.x, grid-strided), max (one warp per
+// row, grid-strided), rms_norm (one block per row, a block-wide sum of squares) and softmax (one
+// thread
 // per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
 // arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
 // x * scale * w; max, sum of exp(x - max), exp(x - max) / sum; float accumulation (double for
@@ -83,6 +84,24 @@ __global__ void row_sum_kernel(const void* x, PwType xt, void* y, PwType yt, int
   }
 }
 
+// The larger of a and b; NaN wins (amax propagates NaN, as on the CPU).
+template <typename A>
+__device__ __forceinline__ A max_nan(A a, A b) {
+  return (b != b || b > a) ? b : a;
+}
+
+// y[r] = max of x[r, :]; one warp per row, rows grid-strided.
+template <typename A>
+__global__ void row_max_kernel(const void* x, PwType xt, void* y, PwType yt, int64_t rows,
+                               int64_t n) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    A m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += 32) m = max_nan(m, ld<A>(x, xt, r * n + j));
+    for (int o = 16; o > 0; o /= 2) m = max_nan(m, A(__shfl_xor_sync(0xffffffffu, m, o)));
+    if (threadIdx.x == 0) st(y, yt, r, m);
+  }
+}
+
 // One warp per row of n (inner == 1).
 template <typename A>
 __global__ void softmax_rows(const void* x, PwType xt, void* y, PwType yt, int64_t rows,
@@ -146,6 +165,19 @@ int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, i
     row_sum_kernel<double><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, mean);
   } else {
     row_sum_kernel<float><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, mean);
+  }
+  return int(cudaGetLastError());
+}
+
+int launch_row_max(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
+                   void* stream) {
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const unsigned blocks = unsigned(rows < 65535 ? rows : 65535);
+  if (xt == PwType::f64) {
+    row_max_kernel<double><<<blocks, 32, 0, s>>>(x, xt, y, yt, rows, n);
+  } else {
+    row_max_kernel<float><<<blocks, 32, 0, s>>>(x, xt, y, yt, rows, n);
   }
   return int(cudaGetLastError());
 }

@@ -16,6 +16,9 @@ int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y,
 // inputs); a mean of no element is NaN.
 int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
                    bool mean, void* stream);
+// y[r] = max of x[r, :] (NaN if any element is NaN), for `rows` contiguous rows of n >= 1.
+int launch_row_max(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
+                   void* stream);
 // Softmax along the middle dim of a contiguous [outer, n, inner] block.
 int launch_softmax(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t n,
                    int64_t inner, void* stream);

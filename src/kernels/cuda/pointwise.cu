@@ -25,6 +25,20 @@ __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, 
 __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
 __device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float sqrt_rn(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double sqrt_rn(double a) { return __dsqrt_rn(a); }
+
+// Note [pow special exponents] (kernels/cpu/pointwise.cpp); e is the exponent in the compute type.
+template <typename F>
+__device__ __forceinline__ F pow_scalar(F x, F e) {
+  if (e == F(2)) return mul_rn(x, x);
+  if (e == F(3)) return mul_rn(mul_rn(x, x), x);
+  if (e == F(0.5)) return sqrt_rn(x);
+  if (e == F(-0.5)) return div_rn(F(1), sqrt_rn(x));
+  if (e == F(-1)) return div_rn(F(1), x);
+  if (e == F(-2)) return div_rn(F(1), mul_rn(x, x));
+  return pow(x, e);
+}
 
 template <typename F>
 __device__ __forceinline__ F load_as(const PwOperand& o, int64_t off) {
@@ -94,6 +108,8 @@ __device__ __forceinline__ F apply(const PwInstr& in, const F* r) {
       return mul_rn(mul_rn(F(0.5), a), add_rn(F(1), tanh(inner)));
     }
     case PwOp::relu: return a < F(0) ? F(0) : a;  // NaN stays NaN
+    case PwOp::rsqrt: return div_rn(F(1), sqrt_rn(a));
+    case PwOp::pow: return pow_scalar(a, F(in.c));
     default: return F(0);
   }
 }

@@ -35,6 +35,8 @@ enum class PwOp : uint8_t {
   gelu,       // erf form
   gelu_tanh,  // tanh approximation
   relu,
+  rsqrt,  // 1 / sqrt(a), both correctly rounded
+  pow,    // a ** c, with the CPU's special exponents (Note [pow special exponents])
 };
 
 struct PwOperand {

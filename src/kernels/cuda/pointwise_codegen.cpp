@@ -63,12 +63,12 @@ static_assert(kPwMaxOperands == 10, "the prelude's Args must match Args");
 
 // Round-to-nearest arithmetic and the math functions of compute type F ("float" or "double").
 struct Spelling {
-  const char *F, *add, *mul, *div, *sin, *cos, *exp, *tanh, *erf;
+  const char *F, *add, *mul, *div, *sin, *cos, *exp, *tanh, *erf, *sqrt;
 };
 constexpr Spelling kFloat{"float", "__fadd_rn", "__fmul_rn", "__fdiv_rn", "sinf",
-                          "cosf",  "expf",      "tanhf",     "erff"};
+                          "cosf",  "expf",      "tanhf",     "erff",      "__fsqrt_rn"};
 constexpr Spelling kDouble{"double", "__dadd_rn", "__dmul_rn", "__ddiv_rn", "sin",
-                           "cos",    "exp",       "tanh",      "erf"};
+                           "cos",    "exp",       "tanh",      "erf",       "__dsqrt_rn"};
 
 // An exact double literal of the compute type.
 std::string literal(const Spelling& s, double c) {
@@ -140,7 +140,8 @@ std::string op_expr(const Spelling& s, const PwInstr& in) {
           "{3}({2}, {0}({0}({0}({7}, {2}), {2}), {2}))))))",
           s.mul, k("0.5"), a, s.add, k("1"), s.tanh, k("0.79788456080286535588"), k("0.044715"));
     case PwOp::relu: return fmt::format("({0} < {1}(0) ? {1}(0) : {0})", a, s.F);
-    default: break;
+    case PwOp::rsqrt: return fmt::format("{}({}, {}({}))", s.div, k("1"), s.sqrt, a);
+    default: break;  // pow is not fused (aten::pow.Tensor_Scalar is not tagged pointwise)
   }
   invalid_usage("pointwise codegen: instruction {} has no spelling", int(in.op));
 }

@@ -147,6 +147,7 @@ PwOp unary_instr(aten_meta::UnaryOp kind, bool tanh_gelu) {
     case UnaryOp::silu: return PwOp::silu;
     case UnaryOp::sigmoid: return PwOp::sigmoid;
     case UnaryOp::neg: return PwOp::neg;
+    case UnaryOp::rsqrt: return PwOp::rsqrt;
   }
   return PwOp::neg;
 }

@@ -111,6 +111,7 @@ const char* unary_name(UnaryOp op) {
     case UnaryOp::silu: return "silu";
     case UnaryOp::sigmoid: return "sigmoid";
     case UnaryOp::neg: return "neg";
+    case UnaryOp::rsqrt: return "rsqrt";
   }
   return "?";
 }
@@ -166,6 +167,7 @@ TensorSpec unary_spec(std::string_view op, UnaryOp kind, const Tensor& self) {
     case UnaryOp::exp:
     case UnaryOp::tanh:
     case UnaryOp::sigmoid:
+    case UnaryOp::rsqrt:
       return {is_floating(t) ? t : DType::f32, self.shape()};  // ints and bool compute in f32
     case UnaryOp::gelu:
     case UnaryOp::silu:
@@ -180,6 +182,15 @@ TensorSpec unary_spec(std::string_view op, UnaryOp kind, const Tensor& self) {
       return {t, self.shape()};
   }
   return {t, self.shape()};
+}
+
+TensorSpec pow_scalar_spec(std::string_view op, const Tensor& self, const Value& exponent) {
+  SF_CHECK(exponent.is_number(), "{}: exponent must be a Scalar, got {}", op, exponent.kind_name());
+  Operand operands[] = {operand_of(self), operand_of(exponent)};
+  DType dtype = result_type(operands);
+  check_dtype(is_floating(dtype), op, "self", self.dtype(),
+              "a floating dtype, or a floating exponent (integral powers have no kernel)");
+  return {dtype, self.shape()};
 }
 
 bool gelu_is_tanh(std::string_view op, const Value& approximate) {
@@ -309,6 +320,20 @@ ReduceInfo reduce_info(std::string_view op, const Tensor& self, const Value& dim
              "(pass dtype=)",
              op, dtype_name(info.spec.dtype));
   }
+  return info;
+}
+
+ReduceInfo amax_info(std::string_view op, const Tensor& self, const Value& dim,
+                     const Value& keepdim) {
+  check_dtype(self.dtype() != DType::boolean, op, "self", self.dtype(),
+              "a floating or integer dtype");
+  ReduceInfo info = reduce_info(op, self, dim, keepdim, Value(), /*is_mean=*/false);
+  info.spec.dtype = self.dtype();
+  for (size_t d = 0; d < info.reduced.size(); ++d) {
+    SF_CHECK(!info.reduced[d] || self.shape()[d] != 0,
+             "{}: expected reduction dim {} to have non-zero size", op, d);
+  }
+  SF_CHECK(self.dim() > 0 || self.numel() > 0, "{}: expected a non-empty input", op);
   return info;
 }
 

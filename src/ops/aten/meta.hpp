@@ -48,7 +48,12 @@ void check_dtype(bool ok, std::string_view op, std::string_view arg, DType dtype
 
 // ---- Pointwise ----------------------------------------------------------------------------------
 enum class BinaryOp { add, sub, mul, div };
-enum class UnaryOp { sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg };
+enum class UnaryOp { sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg, rsqrt };
+// Every UnaryOp, for the lists that register or recognize them all.
+inline constexpr UnaryOp kAllUnaryOps[] = {UnaryOp::sin,  UnaryOp::cos,  UnaryOp::exp,
+                                           UnaryOp::tanh, UnaryOp::relu, UnaryOp::gelu,
+                                           UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::neg,
+                                           UnaryOp::rsqrt};
 const char* unary_name(UnaryOp op);
 // Result of `self op other` (other a tensor or a Scalar), with alpha for add/sub (None otherwise).
 TensorSpec binary_spec(std::string_view op, BinaryOp kind, const Tensor& self, const Value& other,
@@ -56,6 +61,9 @@ TensorSpec binary_spec(std::string_view op, BinaryOp kind, const Tensor& self, c
 TensorSpec unary_spec(std::string_view op, UnaryOp kind, const Tensor& self);
 // gelu's `approximate`: false for 'none', true for 'tanh'; anything else is an error.
 bool gelu_is_tanh(std::string_view op, const Value& approximate);
+// pow.Tensor_Scalar: the result type of self ** exponent (PyTorch's promotion with a Scalar);
+// floating results only (integral powers are refused, naming the dtype).
+TensorSpec pow_scalar_spec(std::string_view op, const Tensor& self, const Value& exponent);
 
 // ---- Matmul -------------------------------------------------------------------------------------
 TensorSpec mm_spec(std::string_view op, const Tensor& self, const Tensor& mat2);
@@ -85,6 +93,10 @@ struct SoftmaxInfo {
   // self as a contiguous [outer, n, inner] block, softmax along n.
   int64_t outer = 1, n = 1, inner = 1;
 };
+// amax: reduce_info with the input's dtype kept; refuses bool and an empty reduced dim (PyTorch:
+// "Expected reduction dim ... to have non-zero size").
+ReduceInfo amax_info(std::string_view op, const Tensor& self, const Value& dim,
+                     const Value& keepdim);
 SoftmaxInfo softmax_info(std::string_view op, const Tensor& self, const Value& dim,
                          const Value& half_to_float);
 
@@ -111,6 +123,10 @@ ViewGeometry slice_geometry(std::string_view op, const Tensor& self, const Value
 ViewGeometry transpose_geometry(std::string_view op, const Tensor& self, int64_t dim0,
                                 int64_t dim1);
 ViewGeometry t_geometry(std::string_view op, const Tensor& self);
+ViewGeometry permute_geometry(std::string_view op, const Tensor& self, const Value& dims);
+// PyTorch's inferExpandGeometry: new leading dims and size-1 dims get stride 0; -1 keeps a size.
+ViewGeometry expand_geometry(std::string_view op, const Tensor& self, const Value& size);
+ViewGeometry unsqueeze_geometry(std::string_view op, const Tensor& self, const Value& dim);
 struct CatInfo {
   TensorSpec spec;
   int64_t dim = 0;
@@ -119,6 +135,40 @@ struct CatInfo {
 CatInfo cat_info(std::string_view op, const std::vector<Tensor>& tensors, const Value& dim);
 // copy_: src must broadcast to self's shape.
 void check_copy(std::string_view op, const Tensor& self, const Tensor& src);
+
+// ---- Embedding and attention (meta_attention.cpp) ---------------------------------------------
+// embedding: weight [N, D] (floating), indices i32 or i64 of any shape -> indices.shape + [D].
+TensorSpec embedding_spec(std::string_view op, const Tensor& weight, const Tensor& indices,
+                          const Value& padding_idx, const Value& scale_grad_by_freq,
+                          const Value& sparse);
+// scaled_dot_product_attention over query [..., H, L, E], key [..., Hkv, S, E], value
+// [..., Hkv, S, Ev] (the same leading dims, flattened to `batch`), out [..., H, L, Ev].
+struct SdpaInfo {
+  TensorSpec spec;
+  int64_t batch = 1, heads = 1, kv_heads = 1, q_len = 0, kv_len = 0, head_dim = 0, v_dim = 0;
+  bool causal = false;
+  double scale = 1;
+};
+SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
+                   const Tensor& value, const Value& attn_mask, const Value& dropout_p,
+                   const Value& is_causal, const Value& scale, const Value& enable_gqa);
+
+// ---- Mask ops (meta_mask.cpp): what a decomposed causal attention mask uses -------------------
+// arange.start_step: i64 when start, end and step are all ints (else f32) unless dtype= is given;
+// `count` elements start + i * step.
+struct ArangeInfo {
+  TensorSpec spec;
+  double start = 0, step = 1;
+};
+ArangeInfo arange_info(std::string_view op, const Value& start, const Value& end, const Value& step,
+                       const Value& dtype);
+// le.Scalar / eq.Scalar: bool of self's shape.
+TensorSpec compare_scalar_spec(std::string_view op, const Tensor& self, const Value& other);
+// logical_and (broadcast) and logical_not: bool.
+TensorSpec logical_spec(std::string_view op, const Tensor& self, const Tensor* other);
+// where.self: condition (bool) broadcast with self and other; the promoted dtype of self and other.
+TensorSpec where_spec(std::string_view op, const Tensor& condition, const Tensor& self,
+                      const Tensor& other);
 
 // ---- Definition helper --------------------------------------------------------------------------
 // Bound arguments by name, with the qualified op name for messages.

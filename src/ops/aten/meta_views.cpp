@@ -125,6 +125,64 @@ ViewGeometry t_geometry(std::string_view op, const Tensor& self) {
   return transpose_geometry(op, self, 0, 1);
 }
 
+ViewGeometry permute_geometry(std::string_view op, const Tensor& self, const Value& dims) {
+  std::vector<int64_t> order = dims.to_int_list();
+  SF_CHECK(int64_t(order.size()) == self.dim(),
+           "{}: dims has {} entries but self has {} dimensions (shape {}); expected one entry per "
+           "dimension",
+           op, order.size(), self.dim(), shape_str(self.shape()));
+  ViewGeometry g{Shape(order.size()), Strides(order.size()), 0};
+  std::vector<bool> seen(order.size(), false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    size_t d = size_t(wrap_dim(order[i], self.dim(), "dims entry"));
+    SF_CHECK(!seen[d], "{}: dim {} appears more than once in dims {}", op, d, shape_str(order));
+    seen[d] = true;
+    g.shape[i] = self.shape()[d];
+    g.strides[i] = self.strides()[d];
+  }
+  return g;
+}
+
+ViewGeometry expand_geometry(std::string_view op, const Tensor& self, const Value& size) {
+  std::vector<int64_t> sizes = size.to_int_list();
+  SF_CHECK(int64_t(sizes.size()) >= self.dim(),
+           "{}: the number of sizes provided ({}) must be greater or equal to the number of "
+           "dimensions in the tensor ({})",
+           op, sizes.size(), self.dim());
+  ViewGeometry g{Shape(sizes.size()), Strides(sizes.size()), 0};
+  const size_t lead = sizes.size() - size_t(self.dim());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i < lead) {
+      SF_CHECK(sizes[i] >= 0,
+               "{}: the expanded size {} is not allowed in a leading, non-existing dimension {}",
+               op, sizes[i], i);
+      g.shape[i] = sizes[i];
+      g.strides[i] = 0;
+      continue;
+    }
+    const int64_t have = self.shape()[i - lead], want = sizes[i] == -1 ? have : sizes[i];
+    SF_CHECK(have == want || have == 1,
+             "{}: the expanded size of the tensor ({}) must match the existing size ({}) at "
+             "non-singleton dimension {}; target sizes {}, tensor sizes {}",
+             op, want, have, i, shape_str(sizes), shape_str(self.shape()));
+    SF_CHECK(want >= 0, "{}: invalid expanded size {} at dimension {}", op, want, i);
+    g.shape[i] = want;
+    g.strides[i] = have == want ? self.strides()[i - lead] : 0;
+  }
+  return g;
+}
+
+ViewGeometry unsqueeze_geometry(std::string_view op, const Tensor& self, const Value& dim) {
+  (void)op;
+  size_t d = size_t(wrap_dim(dim.to_int(), self.dim() + 1, "dim"));
+  ViewGeometry g{self.shape(), self.strides(), 0};
+  // The new dim's stride is what a contiguous layout would give it (PyTorch's choice).
+  int64_t stride = d < size_t(self.dim()) ? g.shape[d] * g.strides[d] : 1;
+  g.shape.insert(g.shape.begin() + int64_t(d), 1);
+  g.strides.insert(g.strides.begin() + int64_t(d), stride);
+  return g;
+}
+
 CatInfo cat_info(std::string_view op, const std::vector<Tensor>& tensors, const Value& dim) {
   SF_CHECK(!tensors.empty(), "{}: expected a non-empty list of tensors", op);
   CatInfo info;

@@ -1,6 +1,7 @@
-// aten pointwise ops: schemas (PyTorch's native_functions, mutating ops returning `()`) and shape
-// functions. Binary ops broadcast and promote like PyTorch; out/in-place variants validate their
-// written argument and return nothing. Every variant is tagged pointwise (Note [op tags]).
+// aten pointwise ops (add ... div, sin ... neg, rsqrt, pow.Tensor_Scalar): schemas (PyTorch's
+// native_functions, mutating ops returning `()`) and shape functions. Binary ops broadcast and
+// promote like PyTorch; out/in-place variants validate their written argument and return nothing.
+// Every variant is tagged pointwise (Note [op tags]).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -89,6 +90,12 @@ SYMMFLOW_LIBRARY(aten, m) {
   def_unary(m, UnaryOp::silu, true);
   def_unary(m, UnaryOp::sigmoid, true);
   def_unary(m, UnaryOp::neg, true);
+  def_unary(m, UnaryOp::rsqrt, true);
+  // Not tagged pointwise: the GPU's fused regions have no instruction for it (it runs alone).
+  aten_meta::def(m, "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", [](const Args& a) {
+    return std::vector<TensorSpec>{
+        aten_meta::pow_scalar_spec(a.op(), a.tensor("self"), a["exponent"])};
+  });
 }
 
 }  // namespace symmflow

@@ -1,5 +1,6 @@
-// aten reductions and normalizations: sum.dim_IntList, mean.dim, rms_norm, _softmax (with out
-// variants). Integral sums give i64 unless dtype= is given; mean and the norms need floats.
+// aten reductions and normalizations: sum.dim_IntList, mean.dim, amax, rms_norm, _softmax (with out
+// variants, amax without). Integral sums give i64 unless dtype= is given; mean and the norms need
+// floats.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -48,6 +49,11 @@ SYMMFLOW_LIBRARY(aten, m) {
                        aten_meta::rms_norm_info(a.op(), a.tensor("input"), a["normalized_shape"],
                                                 a["weight"], a["eps"])
                            .spec};
+                 });
+  aten_meta::def(m, "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+                 [](const Args& a) {
+                   return std::vector<TensorSpec>{
+                       aten_meta::amax_info(a.op(), a.tensor("self"), a["dim"], a["keepdim"]).spec};
                  });
   aten_meta::def(m, "_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
                  [](const Args& a) { return std::vector<TensorSpec>{softmax(a)}; });

@@ -1,5 +1,7 @@
-// aten views and shape ops: view, reshape, slice.Tensor, t, transpose.int (returns alias self in
-// eager mode; reshape copies when no view exists) and cat (+ cat.out).
+// aten views and shape ops: view, _unsafe_view, reshape, slice.Tensor, t, transpose.int, permute,
+// expand, unsqueeze (return alias self in eager mode; reshape copies when no view exists) and cat
+// (+ cat.out). _unsafe_view is declared aliasing, Tensor(a) -> Tensor(a), unlike PyTorch's schema,
+// so that the planner treats it exactly as view (its kernel returns a view).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -16,6 +18,20 @@ std::vector<TensorSpec> spec_of(const Args& a, const Shape& shape) {
 SYMMFLOW_LIBRARY(aten, m) {
   aten_meta::def(m, "view(Tensor(a) self, SymInt[] size) -> Tensor(a)", [](const Args& a) {
     return spec_of(a, aten_meta::view_geometry(a.op(), a.tensor("self"), a["size"]).shape);
+  });
+  aten_meta::def(m, "_unsafe_view(Tensor(a) self, SymInt[] size) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::view_geometry(a.op(), a.tensor("self"), a["size"]).shape);
+  });
+  aten_meta::def(m, "permute(Tensor(a) self, int[] dims) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::permute_geometry(a.op(), a.tensor("self"), a["dims"]).shape);
+  });
+  aten_meta::def(m, "expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
+                 [](const Args& a) {
+                   return spec_of(
+                       a, aten_meta::expand_geometry(a.op(), a.tensor("self"), a["size"]).shape);
+                 });
+  aten_meta::def(m, "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::unsqueeze_geometry(a.op(), a.tensor("self"), a["dim"]).shape);
   });
   aten_meta::def(m, "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", [](const Args& a) {
     return spec_of(a, aten_meta::reshape_geometry(a.op(), a.tensor("self"), a["shape"]).shape);

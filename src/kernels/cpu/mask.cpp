@@ -1,0 +1,134 @@
+// CPU kernels of the mask ops (ops/aten/mask.cpp). They work element by element through doubles
+// (core's load_double/store_double) over broadcast strides: these ops build [L, S] masks, so
+// clarity wins over speed. Comparisons are exact for floats and for integers below 2^53 in
+// magnitude. any.dim is true where some element along dim is non-zero (NaN counts as non-zero).
+#include <cmath>
+#include <functional>
+
+#include "kernels/cpu/common.hpp"
+#include "kernels/cpu/strided.hpp"
+#include "ops/aten/meta.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+// out[i] = f(inputs[0][i], inputs[1][i], ...) over out's shape, inputs broadcast to it.
+void elementwise(const Tensor& out, const std::vector<Tensor>& inputs,
+                 const std::function<double(const double*)>& f) {
+  const Shape& shape = out.shape();
+  std::vector<Strides> strides;
+  for (const Tensor& t : inputs) {
+    strides.push_back(broadcast_strides(t.shape(), t.strides(), shape));
+  }
+  std::vector<double> args(inputs.size());
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t n = 0; n < out.numel(); ++n) {
+    int64_t o = 0;
+    for (size_t d = 0; d < idx.size(); ++d) o += idx[d] * out.strides()[d];
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides[k][d];
+      args[k] = load_double(inputs[k].view(), off);
+    }
+    store_double(out.view(), o, f(args.data()));
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void arange_kernel(KernelCall& call) {
+  aten_meta::ArangeInfo info = aten_meta::arange_info(call.op.name(), call.arg("start"),
+                                                      call.arg("end"), call.arg("step"),
+                                                      call.arg("dtype"));
+  const Tensor& out = call.out(0);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    store_double(out.view(), i * out.strides()[0], info.start + double(i) * info.step);
+  }
+}
+
+Kernel compare_kernel(bool is_le) {
+  return [=](KernelCall& call) {
+    const Tensor& self = call.arg("self").to_tensor();
+    const Value& other = call.arg("other");
+    aten_meta::compare_scalar_spec(call.op.name(), self, other);
+    const double o = other.to_double();
+    if (is_le) {
+      elementwise(call.out(0), {self}, [o](const double* x) { return x[0] <= o ? 1.0 : 0.0; });
+    } else {
+      elementwise(call.out(0), {self}, [o](const double* x) { return x[0] == o ? 1.0 : 0.0; });
+    }
+  };
+}
+
+void logical_and_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& other = call.arg("other").to_tensor();
+  aten_meta::logical_spec(call.op.name(), self, &other);
+  elementwise(call.out(0), {self, other},
+              [](const double* x) { return x[0] != 0 && x[1] != 0 ? 1.0 : 0.0; });
+}
+
+void logical_not_kernel(KernelCall& call) {
+  elementwise(call.out(0), {call.arg("self").to_tensor()},
+              [](const double* x) { return x[0] == 0 ? 1.0 : 0.0; });
+}
+
+void any_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  aten_meta::ReduceInfo info = aten_meta::reduce_info(call.op.name(), self, call.arg("dim"),
+                                                      call.arg("keepdim"), Value(), false);
+  // Seen with the reduced dim kept as 1, the output is where each input element lands.
+  SF_CHECK(call.out(0).is_contiguous(), "{}: internal: the output must be contiguous",
+           call.op.name());
+  Tensor out =
+      call.out(0).as_strided(info.keepdim_shape, contiguous_strides(info.keepdim_shape), 0);
+  fill(out, Value(false));
+  Strides acc = contiguous_strides(info.keepdim_shape);
+  for (size_t d = 0; d < acc.size(); ++d) {
+    if (info.reduced[d]) acc[d] = 0;
+  }
+  std::vector<int64_t> idx(self.shape().size(), 0);
+  for (int64_t n = 0; n < self.numel(); ++n) {
+    int64_t in = 0, o = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      in += idx[d] * self.strides()[d];
+      o += idx[d] * acc[d];
+    }
+    if (load_double(self.view(), in) != 0) store_double(out.view(), o, 1);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < self.shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void where_kernel(KernelCall& call) {
+  const Tensor& cond = call.arg("condition").to_tensor();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& other = call.arg("other").to_tensor();
+  TensorSpec spec = aten_meta::where_spec(call.op.name(), cond, self, other);
+  // Both branches in the result dtype first, so each value rounds as PyTorch's promotion does.
+  Tensor a = as_dtype(self, spec.dtype), b = as_dtype(other, spec.dtype);
+  elementwise(call.out(0), {cond, a, b}, [](const double* x) { return x[0] != 0 ? x[1] : x[2]; });
+}
+
+void fill_kernel(const char* arg, KernelCall& call) { fill(call.out(0), call.arg(arg)); }
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
+  m.impl("arange.start_step", arange_kernel);
+  m.impl("le.Scalar", compare_kernel(true));
+  m.impl("eq.Scalar", compare_kernel(false));
+  m.impl("logical_and", logical_and_kernel);
+  m.impl("logical_not", logical_not_kernel);
+  m.impl("any.dim", any_kernel);
+  m.impl("where.self", where_kernel);
+  m.impl("full_like", [](KernelCall& call) { fill_kernel("fill_value", call); });
+  m.impl("scalar_tensor", [](KernelCall& call) { fill_kernel("s", call); });
+}
+
+}  // namespace symmflow::cpu

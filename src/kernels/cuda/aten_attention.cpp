@@ -1,0 +1,103 @@
+// cuda kernels of aten::embedding and aten::scaled_dot_product_attention, on attention.cu. They
+// read their inputs in place through strides wherever the layout allows (the weight of embedding:
+// any; q, k, v: any layout that can be seen as [batch, heads, len, dim], such as the permuted views
+// of a decoder block), so that a plan's step allocates nothing and can be captured into a CUDA
+// graph; other layouts (leading dims that do not merge, non-contiguous indices) are copied
+// contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's
+// (aten_meta), except that an out-of-range embedding index cannot be raised from the GPU: its row
+// comes out as NaN. Attention refuses a key length whose scores do not fit in 48 KiB of shared
+// memory less 256 bytes (12224 keys in float, 6112 in f64), naming it.
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/program.hpp"
+#include "ops/aten/meta.hpp"
+#include "runtime/cuda/check.hpp"
+#include "symmflow/ops/aten.hpp"
+#include "symmflow/ops/library.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+// The 48 KiB a block may use without opting in, less room for the kernel's static reductions.
+constexpr int64_t kMaxSharedBytes = 48 * 1024 - 256;
+
+Tensor contiguous_on_gpu(const Tensor& t) { return t.is_contiguous() ? t : aten::clone(t); }
+
+// `dst` itself when contiguous, else a contiguous temporary that finish_into copies into dst.
+Tensor contiguous_destination(const Tensor& dst) {
+  return dst.is_contiguous() ? dst : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
+}
+void finish_into(const Tensor& dst, const Tensor& y) {
+  if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
+}
+
+void embedding_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& weight = call.arg("weight").to_tensor();
+  const Tensor& indices = call.arg("indices").to_tensor();
+  aten_meta::embedding_spec(op, weight, indices, call.arg("padding_idx"),
+                            call.arg("scale_grad_by_freq"), call.arg("sparse"));
+  check_float(op, weight.dtype());
+  Tensor idx = contiguous_on_gpu(indices);
+  const Tensor& dst = call.out(0);
+  Tensor y = contiguous_destination(dst);
+  SF_CUDA_CHECK(cudaError_t(launch_embedding(
+      weight.raw_data(), pw_type(weight.dtype()), weight.strides()[0], weight.strides()[1],
+      idx.raw_data(), idx.dtype() == DType::i32, y.raw_data(), idx.numel(), weight.shape()[0],
+      weight.shape()[1], current_stream())));
+  finish_into(dst, y);
+}
+
+// `t` seen as [batch, heads, len, dim] through its strides, or a contiguous copy when its leading
+// dims do not merge into one.
+AttentionOperand operand_of(const Tensor& t, int64_t batch, Tensor& keep) {
+  const Shape& s = t.shape();
+  const size_t r = s.size();
+  const Shape four = {batch, s[r - 3], s[r - 2], s[r - 1]};
+  std::optional<Strides> strides = aten_meta::compute_view_strides(s, t.strides(), four);
+  keep = t;
+  if (!strides) {
+    keep = aten::clone(t);
+    strides = contiguous_strides(four);
+  }
+  AttentionOperand o;
+  o.data = keep.raw_data();
+  for (size_t d = 0; d < 4; ++d) o.strides[d] = (*strides)[d];
+  return o;
+}
+
+void sdpa_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& query = call.arg("query").to_tensor();
+  const Tensor& key = call.arg("key").to_tensor();
+  const Tensor& value = call.arg("value").to_tensor();
+  aten_meta::SdpaInfo info = aten_meta::sdpa_info(
+      op, query, key, value, call.arg("attn_mask"), call.arg("dropout_p"), call.arg("is_causal"),
+      call.arg("scale"), call.arg("enable_gqa"));
+  check_float(op, query.dtype());
+  const int64_t shared = attention_shared_bytes(info.kv_len, query.dtype() == DType::f64);
+  SF_CHECK(shared <= kMaxSharedBytes,
+           "{}: key length {} is too long for the cuda kernel (its scores need {} bytes of shared "
+           "memory, at most {})",
+           op, info.kv_len, shared, kMaxSharedBytes);
+  Tensor q_keep, k_keep, v_keep;
+  AttentionOperand q = operand_of(query, info.batch, q_keep);
+  AttentionOperand k = operand_of(key, info.batch, k_keep);
+  AttentionOperand v = operand_of(value, info.batch, v_keep);
+  const Tensor& dst = call.out(0);
+  Tensor y = contiguous_destination(dst);
+  SF_CUDA_CHECK(cudaError_t(launch_attention(q, k, v, y.raw_data(), pw_type(query.dtype()),
+                                             info.batch, info.heads, info.kv_heads, info.q_len,
+                                             info.kv_len, info.head_dim, info.v_dim, info.causal,
+                                             info.scale, current_stream())));
+  finish_into(dst, y);
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
+  m.impl("embedding", embedding_kernel);
+  m.impl("scaled_dot_product_attention", sdpa_kernel);
+}
+
+}  // namespace symmflow::cuda

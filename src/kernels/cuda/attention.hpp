@@ -1,0 +1,37 @@
+// Launchers of the attention and embedding kernels of attention.cu, callable without CUDA headers;
+// they return the cudaError_t of the launch. Private to the cuda backend.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/pointwise.hpp"
+
+namespace symmflow::cuda {
+
+// Shared memory the attention kernel needs for a key length (one score per key).
+int64_t attention_shared_bytes(int64_t kv_len, bool wide);
+
+// An attention operand seen as [batch, heads, len, dim]: its data and the element strides of
+// those four dims (any layout that can be seen so, e.g. a permuted view: nothing is copied).
+struct AttentionOperand {
+  const void* data = nullptr;
+  int64_t strides[4] = {};
+};
+
+// o[b, h, i, :] = softmax_j(scale * q[b, h, i, :] . k[b, h / group, j, :]) v[b, h / group, j, :]
+// over j < kv_len (j <= i when causal), group = heads / kv_heads; q [B, H, L, E], k [B, Hkv, S, E],
+// v [B, Hkv, S, Ev], o [B, H, L, Ev] contiguous, all of type t (f32, bf16, f16, f64); float
+// accumulation (double for f64). One block per (b, h, i).
+int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
+                     const AttentionOperand& v, void* o, PwType t, int64_t batch, int64_t heads,
+                     int64_t kv_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                     int64_t v_dim, bool causal, double scale, void* stream);
+
+// out[n, :] = weight[idx[n], :] for n < count; weight [rows, dim] of type t with element strides
+// (row_stride, col_stride), idx contiguous i64 (i32 when `idx_i32`), out contiguous; an index
+// outside [0, rows) gives a row of NaN (the GPU cannot raise mid-stream).
+int launch_embedding(const void* weight, PwType t, int64_t row_stride, int64_t col_stride,
+                     const void* idx, bool idx_i32, void* out, int64_t count, int64_t rows,
+                     int64_t dim, void* stream);
+
+}  // namespace symmflow::cuda

@@ -1,0 +1,29 @@
+// aten::embedding and aten::scaled_dot_product_attention: schemas (PyTorch's) and shape functions.
+// sdpa refuses an attn_mask and a non-zero dropout_p (inference only); see meta_attention.cpp.
+#include "ops/aten/meta.hpp"
+
+namespace symmflow {
+
+SYMMFLOW_LIBRARY(aten, m) {
+  aten_meta::def(m,
+                 "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, "
+                 "bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+                 [](const aten_meta::Args& a) {
+                   return std::vector<TensorSpec>{aten_meta::embedding_spec(
+                       a.op(), a.tensor("weight"), a.tensor("indices"), a["padding_idx"],
+                       a["scale_grad_by_freq"], a["sparse"])};
+                 });
+  aten_meta::def(m,
+                 "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
+                 "Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, "
+                 "float? scale=None, bool enable_gqa=False) -> Tensor",
+                 [](const aten_meta::Args& a) {
+                   return std::vector<TensorSpec>{
+                       aten_meta::sdpa_info(a.op(), a.tensor("query"), a.tensor("key"),
+                                            a.tensor("value"), a["attn_mask"], a["dropout_p"],
+                                            a["is_causal"], a["scale"], a["enable_gqa"])
+                           .spec};
+                 });
+}
+
+}  // namespace symmflow

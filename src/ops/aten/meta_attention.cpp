@@ -1,0 +1,102 @@
+// Meta functions of aten::embedding and aten::scaled_dot_product_attention (meta.hpp's contract):
+// result types and every check, shared by the shape functions and the cpu and cuda kernels, so
+// that a program is refused at compile time with the message an eager call gives.
+#include <cmath>
+
+#include "ops/aten/meta.hpp"
+
+namespace symmflow::aten_meta {
+
+TensorSpec embedding_spec(std::string_view op, const Tensor& weight, const Tensor& indices,
+                          const Value& padding_idx, const Value& scale_grad_by_freq,
+                          const Value& sparse) {
+  // padding_idx, scale_grad_by_freq and sparse only change the gradient: accepted, unused.
+  (void)padding_idx.to_int();
+  (void)scale_grad_by_freq.to_bool();
+  (void)sparse.to_bool();
+  SF_CHECK(weight.dim() == 2,
+           "{}: weight must be 2-D [num_embeddings, embedding_dim], got shape {}", op,
+           shape_str(weight.shape()));
+  check_dtype(indices.dtype() == DType::i64 || indices.dtype() == DType::i32, op, "indices",
+              indices.dtype(), "i64 or i32");
+  Shape shape = indices.shape();
+  shape.push_back(weight.shape()[1]);
+  return {weight.dtype(), shape};
+}
+
+namespace {
+
+// The dims of an attention operand [..., heads, len, dim] with the leading dims flattened.
+struct Dims {
+  int64_t batch = 1, heads = 0, len = 0, dim = 0;
+};
+
+Dims dims_of(std::string_view op, const char* name, const Tensor& t, const Tensor& query) {
+  SF_CHECK(t.dim() >= 3, "{}: {} must have at least 3 dims [..., heads, len, dim], got shape {}",
+           op, name, shape_str(t.shape()));
+  SF_CHECK(t.dim() == query.dim(),
+           "{}: {} has shape {} and query has shape {}; expected the same number of dims", op, name,
+           shape_str(t.shape()), shape_str(query.shape()));
+  check_dtype(is_floating(t.dtype()), op, name, t.dtype(), "f32, bf16, f16 or f64");
+  SF_CHECK(t.dtype() == query.dtype(),
+           "{}: {} has dtype {} and query has dtype {}; expected the same dtype", op, name,
+           dtype_name(t.dtype()), dtype_name(query.dtype()));
+  const Shape& s = t.shape();
+  const size_t r = s.size();
+  Dims d{1, s[r - 3], s[r - 2], s[r - 1]};
+  for (size_t i = 0; i + 3 < r; ++i) {
+    SF_CHECK(s[i] == query.shape()[i],
+             "{}: {} has shape {} and query has shape {}; the leading (batch) dims must be equal",
+             op, name, shape_str(s), shape_str(query.shape()));
+    d.batch *= s[i];
+  }
+  return d;
+}
+
+}  // namespace
+
+SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
+                   const Tensor& value, const Value& attn_mask, const Value& dropout_p,
+                   const Value& is_causal, const Value& scale, const Value& enable_gqa) {
+  SF_CHECK(attn_mask.is_none(),
+           "{}: attn_mask is not supported (only None; pass is_causal=True for a causal mask)", op);
+  const double dropout = dropout_p.to_double();
+  SF_CHECK(dropout == 0.0, "{}: dropout_p must be 0.0 (inference only), got {}", op, dropout);
+  Dims q = dims_of(op, "query", query, query);
+  Dims k = dims_of(op, "key", key, query);
+  Dims v = dims_of(op, "value", value, query);
+  SF_CHECK(k.dim == q.dim, "{}: key has head dim {} but query has {} (query {}, key {})", op, k.dim,
+           q.dim, shape_str(query.shape()), shape_str(key.shape()));
+  SF_CHECK(v.heads == k.heads && v.len == k.len,
+           "{}: value has shape {} but key has shape {}; expected the same heads and length", op,
+           shape_str(value.shape()), shape_str(key.shape()));
+  const bool gqa = enable_gqa.to_bool();
+  if (gqa) {
+    SF_CHECK(k.heads > 0 && q.heads % k.heads == 0,
+             "{}: query has {} heads and key/value have {}; with enable_gqa the query heads must "
+             "be a multiple of the key/value heads",
+             op, q.heads, k.heads);
+  } else {
+    SF_CHECK(k.heads == q.heads,
+             "{}: query has {} heads and key/value have {}; expected the same number of heads "
+             "(pass enable_gqa=True for grouped key/value heads)",
+             op, q.heads, k.heads);
+  }
+  SdpaInfo info;
+  info.batch = q.batch;
+  info.heads = q.heads;
+  info.kv_heads = k.heads;
+  info.q_len = q.len;
+  info.kv_len = k.len;
+  info.head_dim = q.dim;
+  info.v_dim = v.dim;
+  info.causal = is_causal.to_bool();
+  std::optional<double> s = scale.to_optional_double();
+  info.scale = s ? *s : 1.0 / std::sqrt(double(q.dim));
+  info.spec.dtype = query.dtype();
+  info.spec.shape = query.shape();
+  info.spec.shape.back() = v.dim;
+  return info;
+}
+
+}  // namespace symmflow::aten_meta

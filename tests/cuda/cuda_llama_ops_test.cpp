@@ -1,0 +1,203 @@
+// The cuda kernels of the ops a Llama-style decoder block adds (rsqrt, pow.Tensor_Scalar, amax,
+// embedding, scaled_dot_product_attention, the views permute / expand / unsqueeze / _unsafe_view,
+// _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern) against the cpu kernels on the same
+// inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
+// permuted (strided) q/k/v read in place, f32/bf16/f16/f64; and the refusals that are the GPU's
+// own (a key length past shared memory). Skipped without a GPU.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/kernels/cuda.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+class CudaLlamaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no GPU";
+    bind_device();
+  }
+};
+
+Tensor random(const Shape& shape, DType dtype, uint64_t seed, double lo = -2, double hi = 2) {
+  Tensor t = Tensor::empty(shape, dtype);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    store_double(t.view(), i, lo + (hi - lo) * (double(s >> 11) * 0x1.0p-53));
+  }
+  return t;
+}
+
+double tol(DType d) {
+  switch (d) {
+    case DType::bf16: return 2e-2;
+    case DType::f16: return 2e-3;
+    case DType::f32: return 1e-5;
+    default: return 1e-12;
+  }
+}
+
+// Every element of `got` (GPU) against `want` (cpu), within tol * max(|want|, 1); tol 0: equal.
+void expect_close(const Tensor& got_gpu, const Tensor& want, double tolerance,
+                  const std::string& what) {
+  Tensor got = to_host(got_gpu);
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    ASSERT_LE(std::abs(a[i] - b[i]), tolerance * std::max(1.0, std::abs(b[i])))
+        << what << " element " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+Tensor cpu_t(std::string_view op, const std::vector<Value>& args, const KwArgs& kw = {}) {
+  return call(op, args, kw).to_tensor();
+}
+
+TEST_F(CudaLlamaOps, RsqrtAndPowMatchCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t n : {1, 7, 1023, 4099}) {
+      Tensor x = random({n}, d, 3, 0.25, 4);
+      Tensor gx = to_device(x);
+      expect_close(cpu_t("aten::rsqrt", {gx}), cpu_t("aten::rsqrt", {x}), tol(d),
+                   fmt::format("rsqrt {} n={}", dtype_name(d), n));
+      for (double e : {2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.7}) {
+        expect_close(cpu_t("aten::pow.Tensor_Scalar", {gx, e}),
+                     cpu_t("aten::pow.Tensor_Scalar", {x, e}), 4 * tol(d),
+                     fmt::format("pow {} {} n={}", e, dtype_name(d), n));
+      }
+    }
+  }
+  // x ** 2 is x * x on the GPU too, bit for bit.
+  Tensor x = random({4099}, DType::f32, 4);
+  expect_close(cpu_t("aten::pow.Tensor_Scalar", {to_device(x), int64_t(2)}),
+               cpu_t("aten::mul.Tensor", {x, x}), 0, "pow 2 bitwise");
+}
+
+TEST_F(CudaLlamaOps, AmaxMatchesCpuBitwise) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    Tensor x = random({3, 1, 1023}, d, 5);
+    for (auto dims : {std::vector<int64_t>{-1}, std::vector<int64_t>{0}, std::vector<int64_t>{0, 2},
+                      std::vector<int64_t>{}}) {
+      for (bool keep : {false, true}) {
+        expect_close(cpu_t("aten::amax", {to_device(x), dims, keep}),
+                     cpu_t("aten::amax", {x, dims, keep}), 0,
+                     fmt::format("amax {} dims={} keep={}", dtype_name(d), dims.size(), keep));
+      }
+    }
+  }
+}
+
+TEST_F(CudaLlamaOps, EmbeddingMatchesCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (DType it : {DType::i64, DType::i32}) {
+      Tensor w = random({11, 7}, d, 6);
+      Tensor idx = Tensor::empty({3, 5}, it);
+      for (int64_t n = 0; n < 15; ++n) store_double(idx.view(), n, double((n * 7) % 11));
+      expect_close(cpu_t("aten::embedding", {to_device(w), to_device(idx)}),
+                   cpu_t("aten::embedding", {w, idx}), 0, "embedding");
+      // A transposed weight is read through its strides.
+      Tensor w7 = random({7, 11}, d, 7);
+      expect_close(cpu_t("aten::embedding", {cpu_t("aten::t", {to_device(w7)}), to_device(idx)}),
+                   cpu_t("aten::embedding", {cpu_t("aten::t", {w7}), idx}), 0,
+                   "embedding strided weight");
+    }
+  }
+}
+
+// A random [b, h, l, e] input on the host and the same on the GPU, both laid out as [b, l, h, e]
+// and permuted (strided views, read in place) when `permuted`.
+std::pair<Tensor, Tensor> attention_input(int64_t b, int64_t h, int64_t l, int64_t e, DType d,
+                                          uint64_t seed, bool permuted) {
+  if (!permuted) {
+    Tensor x = random({b, h, l, e}, d, seed);
+    return {x, to_device(x)};
+  }
+  Tensor x = random({b, l, h, e}, d, seed);
+  std::vector<int64_t> order{0, 2, 1, 3};
+  return {cpu_t("aten::permute", {x, order}), cpu_t("aten::permute", {to_device(x), order})};
+}
+
+TEST_F(CudaLlamaOps, AttentionMatchesCpu) {
+  struct Case {
+    int64_t b, h, hkv, l, s, e, ev;
+    bool causal;
+  };
+  const Case cases[] = {{2, 8, 2, 17, 17, 7, 7, true},  {1, 4, 2, 1, 9, 5, 3, true},
+                        {1, 2, 2, 3, 5, 4, 4, true},    {1, 2, 1, 6, 3, 3, 5, true},
+                        {3, 3, 3, 17, 4, 1, 2, false},  {1, 1, 1, 1, 1, 1, 1, true},
+                        {1, 4, 1, 2, 300, 64, 64, true}};
+  uint64_t seed = 1;
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (const Case& c : cases) {
+      for (bool permuted : {false, true}) {
+        auto [q, gq] = attention_input(c.b, c.h, c.l, c.e, d, seed++, permuted);
+        auto [k, gk] = attention_input(c.b, c.hkv, c.s, c.e, d, seed++, permuted);
+        auto [v, gv] = attention_input(c.b, c.hkv, c.s, c.ev, d, seed++, permuted);
+        KwArgs kw{{"is_causal", c.causal}, {"enable_gqa", c.h != c.hkv}};
+        ASSERT_EQ(gq.strides(), q.strides());
+        expect_close(cpu_t("aten::scaled_dot_product_attention", {gq, gk, gv}, kw),
+                     cpu_t("aten::scaled_dot_product_attention", {q, k, v}, kw), tol(d),
+                     fmt::format("sdpa {} H={} Hkv={} L={} S={} permuted={}", dtype_name(d), c.h,
+                                 c.hkv, c.l, c.s, permuted));
+      }
+    }
+  }
+}
+
+TEST_F(CudaLlamaOps, AttentionRefusesKeysPastSharedMemory) {
+  Tensor q = to_device(random({1, 1, 1, 4}, DType::f32, 1));
+  Tensor k = to_device(random({1, 1, 12289, 4}, DType::f32, 2));
+  try {
+    call("aten::scaled_dot_product_attention", {q, k, k});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "aten::scaled_dot_product_attention: key length 12289 is too long for the cuda "
+                  "kernel (its scores need 49156 bytes of shared memory, at most 48896)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(CudaLlamaOps, ViewsRotaryAndToCopyMatchCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor base = random({2, 5, 3, 8}, d, 9);
+    Tensor gbase = to_device(base);
+    auto rotary = [](const Tensor& b) {
+      Tensor x = cpu_t("aten::permute", {b, std::vector<int64_t>{0, 2, 1, 3}});
+      Tensor x1 = cpu_t("aten::slice.Tensor", {x, int64_t(-1), int64_t(0), int64_t(4)});
+      Tensor x2 = cpu_t("aten::slice.Tensor", {x, int64_t(-1), int64_t(4), Value()});
+      return cpu_t("aten::cat", {std::vector<Tensor>{cpu_t("aten::neg", {x2}), x1}, int64_t(-1)});
+    };
+    expect_close(rotary(gbase), rotary(base), 0, "rotary");
+    auto views = [](const Tensor& b) {
+      Tensor u = cpu_t("aten::unsqueeze", {b, int64_t(2)});                      // [2, 5, 1, 3, 8]
+      Tensor e = cpu_t("aten::expand", {u, std::vector<int64_t>{2, 5, 4, 3, 8}});
+      Tensor c = cpu_t("aten::clone", {e});
+      return cpu_t("aten::_unsafe_view", {c, std::vector<int64_t>{2, 20, 3, 8}});
+    };
+    expect_close(views(gbase), views(base), 0, "unsqueeze/expand/clone/_unsafe_view");
+  }
+  Tensor x = random({3, 17}, DType::f32, 10);
+  Tensor gb = cpu_t("aten::_to_copy", {to_device(x)}, {{"dtype", DType::bf16}});
+  expect_close(gb, cpu_t("aten::_to_copy", {x}, {{"dtype", DType::bf16}}), 0, "_to_copy f32->bf16");
+  Tensor b = to_host(gb);
+  expect_close(cpu_t("aten::_to_copy", {gb}, {{"dtype", DType::f32}}),
+               cpu_t("aten::_to_copy", {b}, {{"dtype", DType::f32}}), 0, "_to_copy bf16->f32");
+}
+
+}  // namespace
+}  // namespace symmflow::cuda
