@@ -1,6 +1,8 @@
 // Contract: see include/symmflow/exec/groups.hpp.
 #include "symmflow/exec/groups.hpp"
 
+#include <fmt/ranges.h>
+
 namespace symmflow::exec {
 
 void ensure_groups(const ir::Graph& graph, Runtime& rt) {
@@ -10,15 +12,18 @@ void ensure_groups(const ir::Graph& graph, Runtime& rt) {
     SF_CHECK(!g.subgroups.empty() || (size > 0 && world % size == 0),
              "group '{}' splits the world into blocks of {} ranks, which does not divide {} ranks",
              g.name, size, world);
-    if (rt.has_group(g.name)) {
-      int have = rt.group(g.name)->size();
-      SF_CHECK(have == size, "group '{}' has {} ranks on this runtime but the graph declares {}",
-               g.name, have, size);
-      continue;
-    }
     // A rank in no subgroup of an explicit group creates none: the verifier refused every op on
     // such a group (Note [explicit groups] in src/ir/graph.cpp).
     std::vector<int> ranks = g.members_of(rt.rank(), world);
+    if (rt.has_group(g.name)) {
+      // A name made earlier (another program, eager code) must mean the same members: the same
+      // size alone would let one name silently stand for two splits of the world.
+      const std::vector<int>& have = rt.group(g.name)->ranks();
+      SF_CHECK(ranks.empty() || have == ranks,
+               "group '{}' is ranks [{}] on this runtime but the graph declares [{}] for rank {}",
+               g.name, fmt::join(have, ", "), fmt::join(ranks, ", "), rt.rank());
+      continue;
+    }
     if (!ranks.empty()) rt.new_group(g.name, std::move(ranks));
   }
 }

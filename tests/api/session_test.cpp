@@ -202,3 +202,26 @@ TEST(ApiSession, AnExistingRuntimeJoinsThroughRank) {
   });
   EXPECT_EQ(first, (std::vector<double>{3.0, 3.0}));  // 1 + 2 on both ranks
 }
+
+// A group name the runtime already has must mean the same members in a later program: a split
+// {0, 1}, {2, 3} named "g" and then a program declaring g = {0, 2}, {1, 3} is refused on every
+// rank, not run over the old members (same size, so only the members tell them apart).
+TEST(ApiSession, AGroupNameReusedForOtherMembersIsRefused) {
+  auto program = [](const std::string& split) {
+    return sf::compile(sf::Program::parse(
+        "group g = " + split + "\ngraph p(x: f32[4]) {\n  r = symm_mem::one_shot_all_reduce(x, "
+        "\"sum\", \"g\")\n  return r\n}\n", {"p.sf", 4}));
+  };
+  sf::CompiledProgram first = program("{0, 1}, {2, 3}"), same = program("{0, 1}, {2, 3}"),
+                      other = program("{0, 2}, {1, 3}");
+  std::vector<std::string> errors(4);
+  sf::run_threads(4, [&](sf::Rank& rank) {
+    sf::Session a(first, rank);
+    sf::Session b(same, rank);  // the same members: reused
+    errors[size_t(rank.rank())] = error_of([&] { sf::Session c(other, rank); });
+  });
+  EXPECT_EQ(errors[0], "group 'g' is ranks [0, 1] on this runtime but the graph declares [0, 2] "
+                       "for rank 0");
+  EXPECT_EQ(errors[3], "group 'g' is ranks [2, 3] on this runtime but the graph declares [1, 3] "
+                       "for rank 3");
+}

@@ -428,12 +428,13 @@ def _views_only_for_outputs(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
 
 def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, world_size: int,
                  rank: int, group_resolver: Optional[GroupResolver] = None,
-                 catalogue: Optional[Catalogue] = None, name: str = "fx_graph") -> ImportedGraph:
+                 catalogue: Optional[Catalogue] = None, name: str = "fx_graph",
+                 group_namer: Optional[Callable[[list[list[int]]], str]] = None) -> ImportedGraph:
     """Imports `gm` as symmflow IR text. Raises UnsupportedGraph naming the first node that
-    cannot be imported (`node`, `op` attributes)."""
+    cannot be imported (`node`, `op` attributes). `group_namer`: Note [group names]."""
     if catalogue is None:
         catalogue = _opmap.load_catalogue()
-    groups = GroupTable(group_resolver, world_size, rank)
+    groups = GroupTable(group_resolver, world_size, rank, group_namer)
     tr = NodeTranslator(catalogue, groups)
     tr.taken = {safe_name(n.name) for n in gm.graph.nodes}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
