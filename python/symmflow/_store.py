@@ -1,6 +1,6 @@
 """Store callbacks for ``symmflow.init_store`` from a ``torch.distributed.Store`` (TCPStore,
-FileStore, ...), without importing torch: any object with ``set``, ``get``, ``wait(keys,
-timedelta)`` and ``add`` as c10d stores have works.
+FileStore, ...), without importing torch: any object with ``set``, ``get``, ``check(keys)``,
+``wait(keys, timedelta)`` and ``add`` as c10d stores have works.
 """
 from __future__ import annotations
 
@@ -13,12 +13,17 @@ def store_callbacks(store: Any) -> dict[str, Callable[..., Any]]:
     world_size=..)``. A c10d wait that times out raises; here it answers False / None."""
 
     def wait(keys: list, timeout_s: float) -> bool:
+        keys = list(keys)
+        if store.check(keys):  # non-blocking; c10d's wait uses its timeout for the socket too
+            return True
+        if timeout_s <= 0:
+            return False
         try:
-            store.wait(list(keys), datetime.timedelta(seconds=max(timeout_s, 0.001)))
+            store.wait(keys, datetime.timedelta(seconds=timeout_s))
             return True
         except Exception as e:  # c10d raises DistStoreError (a RuntimeError) on timeout
             if "timeout" in str(e).lower() or "timed out" in str(e).lower():
-                return False
+                return store.check(keys)
             raise
 
     def get(key: str, timeout_s: float) -> Any:
