@@ -148,3 +148,17 @@ def test_empty_symmetric_and_call_op_world_1(rank1):
     with pytest.raises(symmflow.InvalidUsage) as info:
         symmflow.empty_symmetric(rank1, [4], dtype="f33")
     assert str(info.value) == "empty_symmetric: unknown dtype 'f33'"
+
+
+def test_symmetric_input_of_another_allocation_is_copied_honestly(rank1):
+    """exec binds without a copy only the plan's own staging buffer (input_buffer); a caller's
+    tensor in another symmetric allocation of the right group is copied in today, and the stats
+    say so (Note [zero-copy input binding] in src/exec/executable.cpp)."""
+    s = staged_session(rank1)
+    t = symmflow.empty_symmetric(rank1, [32, 64], dtype="f32", group="world")
+    x = np.random.default_rng(4).standard_normal((32, 64), dtype=np.float32)
+    np.from_dlpack(t)[...] = x
+    (out,) = s.run([t])
+    assert s.last_stats == {"copies": 1, "bytes_copied": 32 * 64 * 4, "input_copies_skipped": 0,
+                            "output_copies": 1, "output_bytes": 32 * 64 * 4}
+    np.testing.assert_array_equal(np.from_dlpack(out), x)
