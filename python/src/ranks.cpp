@@ -165,6 +165,17 @@ void bind_ranks(nb::module_& m) {
              return out;
            },
            nb::arg("data"), nb::arg("what") = "allgather")
+      .def("new_group",
+           [](api::Rank& r, const std::string& name, std::vector<int> ranks) {
+             nb::gil_scoped_release release;
+             CurrentRuntime current(r.runtime());
+             r.runtime().new_group(name, std::move(ranks));
+           },
+           nb::arg("name"), nb::arg("ranks"),
+           "Collective among `ranks`: makes group `name` (ops and programs name it).")
+      .def("has_group", [](const api::Rank& r, const std::string& name) {
+        return r.runtime().has_group(name);
+      }, nb::arg("name"))
       .def("abort",
            [](api::Rank& r, const std::string& why) {
              nb::gil_scoped_release release;

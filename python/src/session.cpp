@@ -40,7 +40,7 @@ void make_session(PySession* self, const api::CompiledProgram& program, api::Ran
   self->session = std::make_unique<api::Session>(*self->program, rank, options);
 }
 
-nb::list run(PySession& s, const std::vector<Array>& inputs) {
+nb::list run(PySession& s, const std::vector<Array>& inputs, bool views) {
   std::vector<Tensor> in;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
@@ -48,7 +48,9 @@ nb::list run(PySession& s, const std::vector<Array>& inputs) {
   {
     nb::gil_scoped_release release;
     CurrentRuntime current(s.rank->runtime());
-    out = s.session->run(in);
+    api::RunOptions options;
+    options.outputs = views ? api::Outputs::views : api::Outputs::owned;
+    out = s.session->run(in, options);
   }
   nb::list result;
   for (const Tensor& t : out) result.append(export_tensor(t));
@@ -83,7 +85,9 @@ void bind_session(nb::module_& m) {
       .def("input_buffer",
            [](PySession& s, size_t i) { return export_tensor(s.session->input_buffer(i)); },
            nb::arg("i"))
-      .def("run", &run, nb::arg("inputs"))
+      .def("run", &run, nb::arg("inputs"), nb::arg("views") = false,
+           "Runs on `inputs` (any DLPack arrays). views=True returns the outputs as views of the "
+           "plan's memory (no copy), valid until the next run.")
       .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"))
       .def_prop_ro("last_stats", [](const PySession& s) { return stats_dict(s.session->last_stats()); })
       .def("synchronize",

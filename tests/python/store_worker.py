@@ -3,7 +3,7 @@ callbacks and runs one scenario, writing what it got to <out>/rank<r>.npz (or .e
 
 Usage: python store_worker.py SCENARIO RANK WORLD PORT OUT_DIR
 Scenarios: session (an all-reduce program through a Session), eager (empty_symmetric + call_op
-one_shot_all_reduce), raise (rank 1 raises before the collective; the others record their error).
+one_shot_all_reduce over the world, then over a group of ranks 0 and 1), raise (rank 1 raises before the collective; the others record their error).
 """
 from __future__ import annotations
 
@@ -50,7 +50,14 @@ def main() -> None:
         np.from_dlpack(t)[...] = x @ w
         r.barrier("filled")
         (got,) = symmflow.call_op(r, "symm_mem::one_shot_all_reduce", t, "sum", "world")
-        np.savez(f"{out}/rank{rank}.npz", r=np.from_dlpack(got))
+        results = {"r": np.from_dlpack(got)}
+        if rank < 2:  # a group of ranks 0 and 1 only: the others need not call
+            r.new_group("pair", [0, 1])
+            p = symmflow.empty_symmetric(r, [3], dtype="f32", group="pair")
+            np.from_dlpack(p)[...] = np.float32(rank + 1)
+            (pair_sum,) = symmflow.call_op(r, "symm_mem::one_shot_all_reduce", p, "sum", "pair")
+            results["pair"] = np.from_dlpack(pair_sum)
+        np.savez(f"{out}/rank{rank}.npz", **results)
     elif scenario == "raise":
         if rank == 1:
             raise RuntimeError("boom on rank 1")

@@ -162,3 +162,28 @@ def test_symmetric_input_of_another_allocation_is_copied_honestly(rank1):
     assert s.last_stats == {"copies": 1, "bytes_copied": 32 * 64 * 4, "input_copies_skipped": 0,
                             "output_copies": 1, "output_bytes": 32 * 64 * 4}
     np.testing.assert_array_equal(np.from_dlpack(out), x)
+
+
+def test_output_views_are_the_plans_memory(rank1):
+    s = staged_session(rank1)
+    x = np.random.default_rng(5).standard_normal((32, 64), dtype=np.float32)
+    (first,) = s.run([x], views=True)
+    assert s.last_stats["output_copies"] == 0
+    first_np = np.from_dlpack(first)
+    np.testing.assert_array_equal(first_np, x)
+    (second,) = s.run([2 * x], views=True)
+    assert address(np.from_dlpack(second)) == address(first_np)  # the same planned buffer
+    np.testing.assert_array_equal(first_np, 2 * x)
+
+
+def test_new_group_and_eager_op_in_it(rank1):
+    if not rank1.has_group("solo"):
+        rank1.new_group("solo", [0])
+    assert rank1.has_group("solo") and rank1.has_group("world") and not rank1.has_group("nope")
+    t = symmflow.empty_symmetric(rank1, [5], dtype="f32", group="solo")
+    np.from_dlpack(t)[...] = np.arange(5, dtype=np.float32)
+    (r,) = symmflow.call_op(rank1, "symm_mem::one_shot_all_reduce", t, "sum", "solo")
+    np.testing.assert_array_equal(np.from_dlpack(r), np.arange(5, dtype=np.float32))
+    with pytest.raises(symmflow.InvalidUsage) as info:
+        symmflow.empty_symmetric(rank1, [5], group="nope")
+    assert str(info.value).startswith("unknown group 'nope' (known: ")
