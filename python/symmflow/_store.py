@@ -1,30 +1,32 @@
 """Store callbacks for ``symmflow.init_store`` from a ``torch.distributed.Store`` (TCPStore,
-FileStore, ...), without importing torch: any object with ``set``, ``get``, ``check(keys)``,
-``wait(keys, timedelta)`` and ``add`` as c10d stores have works.
+FileStore, ...), without importing torch: any object with ``set``, ``get``, ``check(keys)``
+and ``add`` as c10d stores have works.
 """
 from __future__ import annotations
 
-import datetime
+import time
 from typing import Any, Callable
 
 
 def store_callbacks(store: Any) -> dict[str, Callable[..., Any]]:
     """The four callbacks of ``init_store`` over a c10d-like store: ``init_store(**cb, rank=..,
-    world_size=..)``. A c10d wait that times out raises; here it answers False / None."""
+    world_size=..)``. Waits poll ``check`` (at most 20 ms apart) and answer False / None when
+    the timeout passes, as init_store expects."""
 
     def wait(keys: list, timeout_s: float) -> bool:
+        # Polls check() (non-blocking): c10d's wait() uses its timeout for the socket too, so the
+        # short waits symmflow makes would time out (and log) even for keys that are set.
         keys = list(keys)
-        if store.check(keys):  # non-blocking; c10d's wait uses its timeout for the socket too
-            return True
-        if timeout_s <= 0:
-            return False
-        try:
-            store.wait(keys, datetime.timedelta(seconds=timeout_s))
-            return True
-        except Exception as e:  # c10d raises DistStoreError (a RuntimeError) on timeout
-            if "timeout" in str(e).lower() or "timed out" in str(e).lower():
-                return store.check(keys)
-            raise
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        pause = 0.0005
+        while True:
+            if store.check(keys):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.02)
 
     def get(key: str, timeout_s: float) -> Any:
         if not wait([key], timeout_s):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -40,10 +42,28 @@ def main() -> None:
                             prefix=f"test-{scenario}", timeout_s=8)
     assert (r.rank, r.world_size, r.transport) == (rank, world, "store")
     if scenario == "session":
+        # The GIL is released while C++ waits: a Python thread ticks while rank 0 waits in a
+        # barrier for a rank that arrives a second late.
+        ticks = [0]
+        done = threading.Event()
+
+        def tick() -> None:
+            while not done.is_set():
+                ticks[0] += 1
+                time.sleep(0.01)
+
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        if rank != 0:
+            time.sleep(1.0)
+        r.barrier("late")
+        done.set()
+        ticker.join()
         s = symmflow.Session(symmflow.compile(PROGRAM, world_size=world), r)
         (out_array,) = s.run(list(inputs(rank)))
         np.savez(f"{out}/rank{rank}.npz", r=np.from_dlpack(out_array),
-                 gathered=np.array([len(b) for b in r.allgather(b"x" * (rank + 1), "sizes")]))
+                 gathered=np.array([len(b) for b in r.allgather(b"x" * (rank + 1), "sizes")]),
+                 ticks=np.array(ticks[0]))
     elif scenario == "eager":
         t = symmflow.empty_symmetric(r, [8, 12], dtype="f32", group="world")
         x, w = inputs(rank)
