@@ -23,6 +23,13 @@ graph ar(x: f32[8, 16], w: f32[16, 12]) {
 }
 """
 
+STAGED = """group tp
+graph staged(x: f32[8, 12]) {
+  r = symm_mem::one_shot_all_reduce(x, "sum", "tp")
+  return r
+}
+"""
+
 
 def inputs(rank: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(100 + rank)
@@ -61,7 +68,15 @@ def main() -> None:
         ticker.join()
         s = symmflow.Session(symmflow.compile(PROGRAM, world_size=world), r)
         (out_array,) = s.run(list(inputs(rank)))
+        # A symmetric tensor of the staging group fed straight to an all-reduce: no copy-in.
+        staged = symmflow.Session(symmflow.compile(STAGED, world_size=world), r)
+        t = symmflow.empty_symmetric(r, [8, 12], dtype="f32", group="tp")
+        np.from_dlpack(t)[...] = np.float32(rank + 1)
+        (in_place,) = staged.run([t])
         np.savez(f"{out}/rank{rank}.npz", r=np.from_dlpack(out_array),
+                 in_place=np.from_dlpack(in_place),
+                 in_place_stats=np.array([staged.last_stats["copies"],
+                                          staged.last_stats["input_copies_skipped"]]),
                  gathered=np.array([len(b) for b in r.allgather(b"x" * (rank + 1), "sizes")]),
                  ticks=np.array(ticks[0]))
     elif scenario == "eager":

@@ -150,18 +150,25 @@ def test_empty_symmetric_and_call_op_world_1(rank1):
     assert str(info.value) == "empty_symmetric: unknown dtype 'f33'"
 
 
-def test_symmetric_input_of_another_allocation_is_copied_honestly(rank1):
-    """exec binds without a copy only the plan's own staging buffer (input_buffer); a caller's
-    tensor in another symmetric allocation of the right group is copied in today, and the stats
-    say so (Note [zero-copy input binding] in src/exec/executable.cpp)."""
-    s = staged_session(rank1)
-    t = symmflow.empty_symmetric(rank1, [32, 64], dtype="f32", group="world")
+def test_symmetric_input_is_bound_in_place(rank1):
+    """An input already in symmetric memory of the staging buffer's group costs no copy-in; one in
+    another group is copied, and the stats say which (Note [symmetric inputs bound in place] in
+    src/exec/executable.cpp)."""
+    s = staged_session(rank1)  # its plan stages x in symm[tp]
     x = np.random.default_rng(4).standard_normal((32, 64), dtype=np.float32)
-    np.from_dlpack(t)[...] = x
-    (out,) = s.run([t])
+    other = symmflow.empty_symmetric(rank1, [32, 64], dtype="f32", group="world")
+    np.from_dlpack(other)[...] = x
+    (out,) = s.run([other])
     assert s.last_stats == {"copies": 1, "bytes_copied": 32 * 64 * 4, "input_copies_skipped": 0,
                             "output_copies": 1, "output_bytes": 32 * 64 * 4}
     np.testing.assert_array_equal(np.from_dlpack(out), x)
+    assert rank1.has_group("tp")  # made by the session
+    t = symmflow.empty_symmetric(rank1, [32, 64], dtype="f32", group="tp")
+    np.from_dlpack(t)[...] = 3 * x
+    (out,) = s.run([t])
+    assert s.last_stats == {"copies": 0, "bytes_copied": 0, "input_copies_skipped": 1,
+                            "output_copies": 1, "output_bytes": 32 * 64 * 4}
+    np.testing.assert_array_equal(np.from_dlpack(out), 3 * x)
 
 
 def test_output_views_are_the_plans_memory(rank1):

@@ -60,6 +60,9 @@ def test_session_allreduce_processes(world, tmp_path):
         got = np.load(tmp_path / f"rank{r}.npz")
         np.testing.assert_allclose(got["r"], reference(world), rtol=1e-4, atol=1e-4)
         assert got["gathered"].tolist() == list(range(1, world + 1))
+        assert got["in_place_stats"].tolist() == [0, 1]  # no copy, one copy-in skipped
+        np.testing.assert_array_equal(got["in_place"],
+                                      np.full((8, 12), world * (world + 1) / 2, np.float32))
     assert int(np.load(tmp_path / "rank0.npz")["ticks"]) >= 20  # ran during a 1 s barrier
 
 
