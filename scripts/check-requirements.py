@@ -18,7 +18,8 @@ def main() -> int:
                 have = importlib.metadata.version(name.strip())
             except importlib.metadata.PackageNotFoundError:
                 have = None
-            if have is None or (version and have != version.strip()):
+            # PEP 440: a pin without a local label matches any local label ("2.13.0+cpu").
+            if have is None or (version and have.split("+", 1)[0] != version.strip()):
                 missing.append(f"{line} (have {have})")
     for m in missing:
         print(f"check-requirements: missing {m}", file=sys.stderr)

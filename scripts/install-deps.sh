@@ -4,6 +4,8 @@
 # present but the toolkit has no cuBLAS / NVRTC (a toolkit from NVIDIA's wheels, as on the
 # python-native machines), the pinned wheels of those two libraries from PyPI.
 # Works on Debian 12 (LLVM 14) and Debian 13 (LLVM 19).
+# The Python package's requirements (scripts/requirements-python.txt: torch, nanobind, pytest,
+# numpy, scikit-build-core) are installed with pip when one is missing or at another version.
 # Usage: scripts/install-deps.sh [--fuzz]   (--fuzz adds clang and its libFuzzer runtime)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,5 +60,14 @@ if [[ -n "$nvcc_path" ]] && command -v python3 >/dev/null; then
       echo "install-deps: installing the CUDA library wheels (scripts/requirements-cuda.txt)" >&2
       python3 -m pip install -q --disable-pip-version-check -r "$root/scripts/requirements-cuda.txt"
     fi
+  fi
+fi
+
+# The Python package (python/, pyproject.toml): pip only when a pinned requirement is missing, so a
+# machine that has them all pays one interpreter start.
+if command -v python3 >/dev/null; then
+  if ! python3 "$root/scripts/check-requirements.py" "$root/scripts/requirements-python.txt"; then
+    echo "install-deps: installing the Python requirements (scripts/requirements-python.txt)" >&2
+    python3 -m pip install -q --disable-pip-version-check -r "$root/scripts/requirements-python.txt"
   fi
 fi

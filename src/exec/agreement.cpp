@@ -140,10 +140,15 @@ std::vector<std::string> plan_summary(const passes::Plan& plan) {
   return f;
 }
 
-std::string bound_text(const Tensor& t) {
+std::string bound_text(const Tensor& t, const std::string& placement) {
   if (!t.defined()) return "an undefined tensor";
-  return fmt::format("{}[{}] strides [{}]", dtype_name(t.dtype()), fmt::join(t.shape(), ", "),
-                     fmt::join(t.strides(), ", "));
+  return fmt::format("{}[{}] strides [{}]{}{}", dtype_name(t.dtype()), fmt::join(t.shape(), ", "),
+                     fmt::join(t.strides(), ", "), placement.empty() ? "" : " in ", placement);
+}
+
+const std::string& placement_of(const std::vector<std::string>& placements, size_t i) {
+  static const std::string none;
+  return i < placements.size() ? placements[i] : none;
 }
 
 }  // namespace
@@ -238,26 +243,30 @@ bool RankAgreement::matches_plan(const std::vector<Tensor>& inputs) const {
   return true;
 }
 
-bool RankAgreement::same_as_agreed(const std::vector<Tensor>& inputs) const {
+bool RankAgreement::same_as_agreed(const std::vector<Tensor>& inputs,
+                                   const std::vector<std::string>& placements) const {
   if (!agreed_once_ || inputs.size() != agreed_.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const Bound& b = agreed_[i];
     if (t.defined() != b.defined) return false;
     if (t.defined() &&
-        (t.dtype() != b.dtype || t.shape() != b.shape || t.strides() != b.strides))
+        (t.dtype() != b.dtype || t.shape() != b.shape || t.strides() != b.strides ||
+         placement_of(placements, i) != b.placement))
       return false;
   }
   return true;
 }
 
-void RankAgreement::agree_on_inputs(const std::vector<Tensor>& inputs, std::string_view who) {
-  if (same_as_agreed(inputs)) return;
+void RankAgreement::agree_on_inputs(const std::vector<Tensor>& inputs, std::string_view who,
+                                    const std::vector<std::string>& placements) {
+  if (same_as_agreed(inputs, placements)) return;
   // After an agreed run, a binding the plan refuses is this rank's own error: check_inputs names
   // it at once rather than after a wait for peers that have no reason to exchange.
   if (agreed_once_ && !matches_plan(inputs)) return;
   std::vector<std::string> mine;
-  for (const Tensor& t : inputs) mine.push_back(bound_text(t));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    mine.push_back(bound_text(inputs[i], placement_of(placements, i)));
   std::vector<std::string> all;
   try {
     all = allgather(fmt::format("{}\n{}", mine.size(), fmt::join(mine, "\n")), who);
@@ -293,7 +302,9 @@ void RankAgreement::agree_on_inputs(const std::vector<Tensor>& inputs, std::stri
   agreed_.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    agreed_[i] = t.defined() ? Bound{true, t.dtype(), t.shape(), t.strides()} : Bound{};
+    agreed_[i] = t.defined() ? Bound{true, t.dtype(), t.shape(), t.strides(),
+                                     placement_of(placements, i)}
+                             : Bound{};
   }
   agreed_once_ = true;
 }

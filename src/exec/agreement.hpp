@@ -29,9 +29,12 @@ class RankAgreement {
   // Construction: the ranks agree on the plan's fingerprint and declared inputs. `who` prefixes
   // the message ("Executable").
   void agree_on_plan(std::string_view who);
-  // A run: when `inputs` differ (dtype, shape or strides, or count) from the last agreed binding,
-  // one all-gather; otherwise nothing.
-  void agree_on_inputs(const std::vector<Tensor>& inputs, std::string_view who);
+  // A run: when `inputs` differ (dtype, shape or strides, or count, or placement) from the last
+  // agreed binding, one all-gather; otherwise nothing. `placements` (empty, or one per input)
+  // names where an input is bound without a copy ("symmetric heap 3 at byte 0": Note [symmetric
+  // inputs bound in place] in executable.cpp); "" for the others. Ranks must agree on it too.
+  void agree_on_inputs(const std::vector<Tensor>& inputs, std::string_view who,
+                       const std::vector<std::string>& placements = {});
   // All-gathers made so far (construction included).
   size_t exchanges() const { return exchanges_; }
 
@@ -41,9 +44,11 @@ class RankAgreement {
     DType dtype = DType::f32;
     Shape shape;
     Strides strides;
+    std::string placement;
     bool operator==(const Bound&) const = default;
   };
-  bool same_as_agreed(const std::vector<Tensor>& inputs) const;
+  bool same_as_agreed(const std::vector<Tensor>& inputs,
+                      const std::vector<std::string>& placements) const;
   bool matches_plan(const std::vector<Tensor>& inputs) const;  // count, dtypes and shapes
   std::vector<std::string> allgather(std::string mine, std::string_view who);
   std::string input_label(size_t i) const;  // "input 'x' (tp_mlp.sf:3)"

@@ -11,6 +11,18 @@
 // be the staging buffer that a step or a peer writes), so the caller's tensor never changes in
 // ways eager execution would not change it.
 //
+// Note [symmetric inputs bound in place]: an input whose caller tensor already lies in symmetric
+// memory of the staging buffer's group, with its dtype, shape and strides (e.g. a tensor from
+// empty_symmetric), is bound in place of the staging buffer for that run: the steps and the peers
+// read the caller's memory, and the copy-in is skipped (RunStats::input_copies_skipped; explain
+// still lists the planned copy-in, since the plan cannot know what callers bind). Peers address a
+// symmetric tensor by its offset in its heap, so every rank must bind that way with the same heap
+// and offset: the placement joins the rank agreement, and ranks that bind differently raise
+// InvalidUsage on every rank naming the input. Offered only where input_handle would hand out the
+// staging buffer (the rules above), where no other value lives in the staging buffer, on the host
+// (a device plan's steps read fixed buffers, captured in a graph), and where the ranks agree (a
+// world of one rank, or rank agreement on).
+//
 // Note [barrier before each run]: a buffer that peers write (the written symm arg of a
 // communicating op: put_signal's dst, collective_permute_out's out, ...) has its op tagged
 // peer_written (a one_sided op's is kept for the whole run: Note [peer-written buffers]), but nothing in
@@ -191,6 +203,44 @@ void Executable::find_staging_inputs() {
     if (written[size_t(root(p.values[size_t(staged)].buffer))] && (!written_back || !only_staged))
       staging_step_[i] = -1;
   }
+  // Note [symmetric inputs bound in place]: the staging buffer holds the staged value alone.
+  std::vector<int> values_in(p.buffers.size(), 0);
+  for (const auto& v : p.values)
+    if (v.buffer >= 0) ++values_in[size_t(root(v.buffer))];
+  bind_in_place_.assign(p.inputs.size(), false);
+  for (size_t i = 0; i < staging_step_.size(); ++i) {
+    if (staging_step_[i] < 0 || device_) continue;
+    const int b = p.values[size_t(p.steps[size_t(staging_step_[i])].results[0])].buffer;
+    bind_in_place_[i] = b >= 0 && root(b) == b && values_in[size_t(b)] == 1 &&
+                        buffer_views_[size_t(b)].is_symmetric();
+  }
+}
+
+std::string Executable::in_place_placement(size_t i, const Tensor& t) const {
+  if (i >= bind_in_place_.size() || !bind_in_place_[i] || !t.defined() || !t.is_symmetric())
+    return "";
+  if (!agreement_ && (!runtime_ || runtime_->world_size() > 1)) return "";
+  const passes::Plan& p = *plan_;
+  const int staged = p.steps[size_t(staging_step_[i])].results[0];
+  const Tensor& staging = buffer_views_[size_t(p.values[size_t(staged)].buffer)];
+  if (t.dtype() != staging.dtype() || t.shape() != staging.shape() ||
+      t.strides() != staging.strides() || detail::same_memory(t, staging))
+    return "";
+  // Memory of this plan (an output view fed back) is overwritten by the steps: snapshot it.
+  if (std::find(pool_storages_.begin(), pool_storages_.end(), t.storage().get()) !=
+      pool_storages_.end())
+    return "";
+  const auto* mine = dynamic_cast<const SymmetricStorage*>(t.storage().get());
+  const auto* theirs = dynamic_cast<const SymmetricStorage*>(staging.storage().get());
+  if (!mine || !theirs || mine->heap()->group() != theirs->heap()->group()) return "";
+  return fmt::format("symmetric heap {} of group '{}' at byte {}", mine->heap()->seq(),
+                     mine->heap()->group()->name(), t.offset_bytes());
+}
+
+void Executable::restore_rebound_slots() {
+  for (int v : rebound_slots_)
+    slots_[size_t(v)] = buffer_views_[size_t(plan_->values[size_t(v)].buffer)];
+  rebound_slots_.clear();
 }
 
 void Executable::bind_entry_barriers() {
@@ -202,7 +252,11 @@ Executable::~Executable() = default;
 
 // Note [rank agreement] (agreement.cpp).
 void Executable::agree_on_inputs(const std::vector<Tensor>& inputs) {
-  if (agreement_) agreement_->agree_on_inputs(inputs, "run");
+  if (!agreement_) return;
+  std::vector<std::string> placements;  // Note [symmetric inputs bound in place]
+  for (size_t i = 0; i < inputs.size() && !device_; ++i)
+    placements.push_back(in_place_placement(i, inputs[i]));
+  agreement_->agree_on_inputs(inputs, "run", placements);
 }
 
 size_t Executable::agreement_exchanges() const {
@@ -302,12 +356,19 @@ void Executable::run_call(const Step& step) {
 // Graph inputs into their slots (Note [zero-copy input binding]; snapshots of inputs that live in
 // this plan's pools).
 void Executable::bind_inputs(const std::vector<Tensor>& inputs) {
+  restore_rebound_slots();  // after a run that raised
   for (size_t i = 0; i < inputs.size(); ++i) {
     const size_t slot = size_t(plan_->inputs[i]);
     slots_[slot] = inputs[i];
     if (staging_step_[i] >= 0) {
       const size_t s = size_t(staging_step_[i]);
-      skip_copy_[s] = detail::same_memory(inputs[i], slots_[size_t(plan_->steps[s].results[0])]);
+      const int staged = plan_->steps[s].results[0];
+      skip_copy_[s] = detail::same_memory(inputs[i], slots_[size_t(staged)]);
+      if (!skip_copy_[s] && !in_place_placement(i, inputs[i]).empty()) {
+        slots_[size_t(staged)] = inputs[i];  // Note [symmetric inputs bound in place]
+        rebound_slots_.push_back(staged);
+        skip_copy_[s] = true;
+      }
       if (skip_copy_[s]) continue;
     }
     // An input in this plan's pools (e.g. an output view of the previous run fed back) would be
@@ -355,6 +416,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   write_back(inputs);
   std::vector<Tensor> results = collect_outputs(options);
   for (int slot : transient_slots_) slots_[size_t(slot)] = Tensor();  // keep no caller memory alive
+  restore_rebound_slots();
   return results;
 }
 

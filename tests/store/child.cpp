@@ -12,6 +12,9 @@
 //             exchange at construction, one at the first run), then the first run of a second
 //             Executable where rank 1 binds bf16[8, 8] and the others f32[8, 4]; every rank prints
 //             the results and the error
+//   shutdown  every rank leaves the world early with shutdown_store (as the Python package does
+//             before the interpreter exits), calls it again (a no-op), and prints what a later
+//             init_store raises
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -160,6 +163,20 @@ int agreement(Runtime& r) {
   return 0;
 }
 
+int shutdown(Runtime& r) {
+  r.group("world")->barrier(0, "before shutdown");
+  shutdown_store();
+  shutdown_store();  // nothing left: a no-op
+  try {
+    init_store_from_env();
+    say("shutdown: init_store did not raise");
+    return 1;
+  } catch (const Error& e) {
+    say(fmt::format("shutdown: {}", e.what()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_child(const std::string& scenario) {
@@ -170,6 +187,7 @@ int run_child(const std::string& scenario) {
     if (scenario == "kill") return kill_victim(r);
     if (scenario == "mismatch") return mismatch(r);
     if (scenario == "agreement") return agreement(r);
+    if (scenario == "shutdown") return shutdown(r);
     say("unknown scenario " + scenario);
     return 2;
   } catch (const std::exception& e) {

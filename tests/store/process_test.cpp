@@ -6,6 +6,7 @@
 // - a peer SIGKILLed while the others wait for it in an all-reduce: every other rank raises
 //   PeerFailure naming it, well within the 5 s timeout;
 // - an allocation whose size differs on rank 1: every rank's error lists each rank's size.
+// - shutdown_store: ranks leave the world before exit, after which init_store refuses.
 #include <gtest/gtest.h>
 
 #include "spawn.hpp"
@@ -79,6 +80,20 @@ TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutFile) { check_killed_peer("f
 TEST(StoreFailure, KilledPeerIsNamedWithinTheTimeoutTcp) { check_killed_peer("tcp", 2, 1); }
 // Rank 0 serves the TcpStore: its peers lose the store too, and still name it.
 TEST(StoreFailure, KilledServingRankIsNamedWithinTheTimeout) { check_killed_peer("tcp", 3, 0); }
+
+TEST(StoreProcess, ShutdownStoreLeavesTheWorldBeforeExit) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 2);
+  world.start({"shutdown", store_spec("file", dir), "s", 10});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(world.exit_code(r), 0) << world.all_output();
+    EXPECT_NE(world.output(r).find("shutdown: init_store: the store world of this process was "
+                                   "already torn down"),
+              std::string::npos)
+        << world.output(r);
+  }
+}
 
 TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
   TempDir dir;

@@ -70,7 +70,9 @@ struct RunOptions {
 struct RunStats {
   size_t copies = 0;
   size_t bytes_copied = 0;
-  size_t input_copies_skipped = 0;  // copy-ins skipped: the input already was the staging buffer
+  // Copy-ins skipped: the input already was the staging buffer, or symmetric memory of its group
+  // bound in its place (Note [symmetric inputs bound in place] in executable.cpp).
+  size_t input_copies_skipped = 0;
   size_t output_copies = 0;         // OutputMode::owned
   size_t output_bytes = 0;
 };
@@ -93,7 +95,9 @@ class Executable {
   // on every rank naming the input, each rank's binding and the input's source line). An input
   // that lives in this plan's pools (an output view of an earlier run fed back) is first copied to
   // a snapshot owned by the Executable (made once, counted in RunStats::copies); the staging
-  // buffer from input_handle is bound without a copy.
+  // buffer from input_handle is bound without a copy, and so is, on the host, an input already
+  // in symmetric memory of the staging buffer's group when every rank binds it so (Note
+  // [symmetric inputs bound in place] in executable.cpp).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
 
   // What run() does first: agree with every rank on `inputs` (dtype, shape, strides), exchanging
@@ -139,6 +143,9 @@ class Executable {
   void run_step(const Step& step);
   void run_call(const Step& step);
   void bind_inputs(const std::vector<Tensor>& inputs);
+  // Where input i is bound in place of its staging buffer ("" when it is not).
+  std::string in_place_placement(size_t i, const Tensor& input) const;
+  void restore_rebound_slots();
   void write_back(const std::vector<Tensor>& inputs);
   void copy(const Tensor& dst, const Tensor& src);
   void prepare_device();
@@ -158,6 +165,8 @@ class Executable {
   std::vector<Tensor> slots_;                          // per plan value: its tensor this run
   std::vector<int> transient_slots_;                   // inputs and views: cleared after a run
   std::vector<int> staging_step_;                      // per graph input: its copy-in step, or -1
+  std::vector<bool> bind_in_place_;                    // per graph input: may replace its staging
+  std::vector<int> rebound_slots_;                     // staging slots bound to inputs this run
   std::vector<Tensor> handles_;                        // input_handle cache
   std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
   std::vector<const Storage*> pool_storages_;          // the storages of the pools

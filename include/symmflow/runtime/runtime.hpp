@@ -99,5 +99,9 @@ Runtime& init_store(const StoreOptions& options);
 // tcp:<host>:<port>, served by rank 0), RANK and WORLD_SIZE (as torchrun sets them), and
 // SYMMFLOW_STORE_PREFIX (default "symmflow"). Throws InvalidUsage naming a missing or bad variable.
 Runtime& init_store_from_env();
+// Tears the store world of this process down now (its exit protocol), as the atexit handler would;
+// a no-op without one. For hosts whose store outlives no atexit handler (the Python module's
+// callback store needs the interpreter, which is gone by then).
+void shutdown_store();
 
 }  // namespace symmflow

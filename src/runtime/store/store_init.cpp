@@ -92,6 +92,8 @@ Runtime& init_store(const StoreOptions& options) {
   return *process->runtime;
 }
 
+void shutdown_store() { tear_down_at_exit(); }
+
 Runtime& init_store_from_env() {
   const char* spec = std::getenv("SYMMFLOW_STORE");
   SF_CHECK(spec && *spec,

@@ -1,0 +1,122 @@
+// Programs, compilation, explain and the op catalogue for Python (symmflow/api/program.hpp,
+// explain.hpp, catalogue.hpp). Inputs and outputs are described by symmflow._types.TensorSpec.
+
+#include "binding.hpp"
+
+namespace symmflow::python {
+
+namespace {
+
+nb::list ops() {
+  nb::list out;
+  for (const api::OpInfo& op : api::list_ops()) {
+    nb::dict d;
+    d["name"] = op.name;
+    d["schema"] = op.schema;
+    d["backends"] = op.backends;
+    std::vector<std::string> tags;
+    for (size_t start = 0; start < op.tags.size();) {
+      size_t comma = op.tags.find(", ", start);
+      tags.push_back(op.tags.substr(start, comma - start));
+      start = comma == std::string::npos ? op.tags.size() : comma + 2;
+    }
+    d["tags"] = tags;
+    d["symm_args"] = op.symm_args;
+    d["group_arg"] = op.group_arg;
+    out.append(d);
+  }
+  return out;
+}
+
+// The interpreter on one rank: a world of one thread when the caller is not a rank already.
+nb::list interpret(const api::Program& p, const std::vector<Array>& inputs) {
+  SF_CHECK(p.world_size() == 1,
+           "Program.interpret: program '{}' is for {} ranks; interpret runs one rank (use "
+           "symmflow.run for a world)", p.name(), p.world_size());
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
+  std::vector<Tensor> out;
+  {
+    nb::gil_scoped_release release;
+    if (Runtime::current_or_null()) {
+      out = p.interpret(in);
+    } else {
+      api::run_threads(1, [&](api::Rank&) { out = p.interpret(in); });
+    }
+  }
+  nb::list result;
+  for (const Tensor& t : out) result.append(export_numpy(t));
+  return result;
+}
+
+api::CompiledProgram compile(nb::handle program, std::optional<int> world_size, bool race_check) {
+  api::CompileOptions options;
+  options.world_size = world_size;
+  options.race_check = race_check;
+  if (nb::isinstance<nb::str>(program)) {
+    api::ParseOptions po;
+    po.world_size = world_size.value_or(1);
+    api::Program p = api::Program::parse(nb::cast<std::string>(program), po);
+    nb::gil_scoped_release release;
+    return api::compile(p, options);
+  }
+  const api::Program& p = nb::cast<const api::Program&>(program);
+  nb::gil_scoped_release release;
+  return api::compile(p, options);
+}
+
+}  // namespace
+
+void bind_program(nb::module_& m) {
+  m.def("ops", &ops, "The op catalogue: one dict per op (name, schema, backends, tags, ...).");
+
+  nb::class_<api::Program>(m, "Program")
+      .def("__init__",
+           [](api::Program* self, const std::string& text, int world_size,
+              const std::string& filename) {
+             api::ParseOptions po;
+             po.world_size = world_size;
+             po.filename = filename;
+             new (self) api::Program(api::Program::parse(text, po));
+           },
+           nb::arg("text"), nb::arg("world_size") = 1, nb::arg("filename") = "<input>")
+      .def_static("from_file", &api::Program::parse_file, nb::arg("path"),
+                  nb::arg("world_size") = 1)
+      .def_prop_ro("name", &api::Program::name)
+      .def_prop_ro("text", &api::Program::text)
+      .def_prop_ro("filename", &api::Program::filename)
+      .def_prop_ro("world_size", &api::Program::world_size)
+      .def_prop_ro("inputs", [](const api::Program& p) { return tensor_specs(p.inputs()); })
+      .def_prop_ro("outputs", [](const api::Program& p) { return tensor_specs(p.outputs()); })
+      .def("with_world_size", &api::Program::with_world_size, nb::arg("world_size"))
+      .def("interpret", &interpret, nb::arg("inputs"))
+      .def("__repr__", [](const api::Program& p) {
+        return fmt::format("<symmflow.Program '{}' world_size={}>", p.name(), p.world_size());
+      });
+
+  nb::class_<api::CompiledProgram>(m, "CompiledProgram")
+      .def_prop_ro("world_size", &api::CompiledProgram::world_size)
+      .def_prop_ro("program", &api::CompiledProgram::source, nb::rv_policy::reference_internal)
+      .def_prop_ro("inputs", [](const api::CompiledProgram& c) { return tensor_specs(c.source().inputs()); })
+      .def_prop_ro("outputs", [](const api::CompiledProgram& c) { return tensor_specs(c.source().outputs()); })
+      .def("plan_text", &api::CompiledProgram::plan_text)
+      .def("ir_text", &api::CompiledProgram::ir_text)
+      .def("explain_json", &api::CompiledProgram::explain_json)
+      .def("explain", [](const api::CompiledProgram& c) {
+        return nb::module_::import_("json").attr("loads")(c.explain_json());
+      })
+      .def("explain_text", [](const api::CompiledProgram& c) {
+        return api::format_explain(c.explain(), c.source().filename());
+      })
+      .def("__repr__", [](const api::CompiledProgram& c) {
+        return fmt::format("<symmflow.CompiledProgram '{}' world_size={}>", c.source().name(),
+                           c.world_size());
+      });
+
+  m.def("compile", &compile, nb::arg("program"), nb::arg("world_size") = nb::none(),
+        nb::arg("race_check") = true,
+        "Compiles a Program or program text (ProgramError with every diagnostic).");
+}
+
+}  // namespace symmflow::python

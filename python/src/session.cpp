@@ -1,0 +1,103 @@
+// Sessions for Python (symmflow/api/session.hpp): a compiled program bound to a rank, fed with
+// any DLPack arrays and returning DLPack arrays. The rank's runtime is made current on the calling
+// thread for each call (CurrentRuntime), and the GIL is released while the session runs.
+
+#include <memory>
+
+#include "binding.hpp"
+
+namespace symmflow::python {
+
+namespace {
+
+// A session and the rank it was bound on (the Python Rank object outlives it: keep_alive).
+struct PySession {
+  api::Rank* rank = nullptr;
+  std::unique_ptr<api::Session> session;
+  std::shared_ptr<const api::CompiledProgram> program;
+};
+
+nb::dict stats_dict(const api::RunStats& s) {
+  nb::dict d;
+  d["copies"] = s.copies;
+  d["bytes_copied"] = s.bytes_copied;
+  d["input_copies_skipped"] = s.input_copies_skipped;
+  d["output_copies"] = s.output_copies;
+  d["output_bytes"] = s.output_bytes;
+  return d;
+}
+
+void make_session(PySession* self, const api::CompiledProgram& program, api::Rank& rank,
+                  const std::string& device, bool cuda_graph) {
+  new (self) PySession();
+  self->rank = &rank;
+  self->program = std::make_shared<const api::CompiledProgram>(program);
+  api::DeviceOptions options;
+  options.device = device;
+  options.cuda_graph = cuda_graph;
+  nb::gil_scoped_release release;
+  CurrentRuntime current(rank.runtime());
+  self->session = std::make_unique<api::Session>(*self->program, rank, options);
+}
+
+nb::list run(PySession& s, const std::vector<Array>& inputs, bool views) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
+  std::vector<Tensor> out;
+  {
+    nb::gil_scoped_release release;
+    CurrentRuntime current(s.rank->runtime());
+    api::RunOptions options;
+    options.outputs = views ? api::Outputs::views : api::Outputs::owned;
+    out = s.session->run(in, options);
+  }
+  nb::list result;
+  for (const Tensor& t : out) result.append(export_tensor(t));
+  return result;
+}
+
+nb::dict run_into(PySession& s, const std::vector<Array>& inputs,
+                  const std::vector<Array>& outputs) {
+  std::vector<TensorView> in, out;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back(import_view(inputs[i], fmt::format("inputs[{}]", i)));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    out.push_back(import_view(outputs[i], fmt::format("outputs[{}]", i)));
+  }
+  api::RunStats stats;
+  {
+    nb::gil_scoped_release release;
+    CurrentRuntime current(s.rank->runtime());
+    stats = s.session->run_into(in, out);
+  }
+  return stats_dict(stats);
+}
+
+}  // namespace
+
+void bind_session(nb::module_& m) {
+  nb::class_<PySession>(m, "Session")
+      .def("__init__", &make_session, nb::arg("compiled"), nb::arg("rank"),
+           nb::arg("device") = "cpu", nb::arg("cuda_graph") = true, nb::keep_alive<1, 3>())
+      .def_prop_ro("inputs", [](const PySession& s) { return tensor_specs(s.session->inputs()); })
+      .def_prop_ro("outputs", [](const PySession& s) { return tensor_specs(s.session->outputs()); })
+      .def("input_buffer",
+           [](PySession& s, size_t i) { return export_tensor(s.session->input_buffer(i)); },
+           nb::arg("i"))
+      .def("run", &run, nb::arg("inputs"), nb::arg("views") = false,
+           "Runs on `inputs` (any DLPack arrays). views=True returns the outputs as views of the "
+           "plan's memory (no copy), valid until the next run.")
+      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"))
+      .def_prop_ro("last_stats", [](const PySession& s) { return stats_dict(s.session->last_stats()); })
+      .def("synchronize",
+           [](PySession& s) {
+             nb::gil_scoped_release release;
+             s.session->synchronize();
+           })
+      .def_prop_ro("device_description", [](const PySession& s) {
+        return s.session->device_description();
+      });
+}
+
+}  // namespace symmflow::python

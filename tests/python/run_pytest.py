@@ -1,0 +1,10 @@
+"""Runs pytest on one test file for CTest; exits 77 (CTest's skip code here) without pytest."""
+import sys
+
+try:
+    import pytest
+except ImportError:
+    print("pytest is not installed: skipped (scripts/install-deps.sh installs it)")
+    sys.exit(77)
+
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]]))
