@@ -137,6 +137,15 @@ nb::list call_op(api::Rank& rank, const std::string& name, nb::args args) {
   return out;
 }
 
+// The group of the symmetric heap `array` lies in (an empty_symmetric tensor or a view of one),
+// or None for any other memory (Note [exported storages] in tensors.cpp).
+nb::object symmetric_group(const Array& array) {
+  Tensor t = import_tensor(array, "symmetric_group");
+  const auto* symmetric = dynamic_cast<const SymmetricStorage*>(t.storage().get());
+  if (symmetric == nullptr) return nb::none();
+  return nb::str(symmetric->heap()->group()->name().c_str());
+}
+
 }  // namespace
 
 void bind_ranks(nb::module_& m) {
@@ -199,6 +208,8 @@ void bind_ranks(nb::module_& m) {
   m.def("empty_symmetric", &empty_symmetric, nb::arg("rank"), nb::arg("shape"),
         nb::arg("dtype") = "f32", nb::arg("group") = "world");
   m.def("call_op", &call_op);
+  m.def("symmetric_group", &symmetric_group, nb::arg("array"),
+        "The group of the symmetric heap the array lies in, or None.");
 }
 
 }  // namespace symmflow::python

@@ -1,4 +1,4 @@
-"""Fixtures for the symmflow.torch graph import tests: `python/` on sys.path, the catalogue of
+"""Fixtures for the symmflow.torch graph import tests: the catalogue of
 the built `symmflow` command, a one-process gloo world (FileStore in a temp dir) for graphs with
 c10d collectives, and helpers that compile IR text with the command."""
 
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# The package under test is put on sys.path by tests/python/conftest.py (the build tree's).
 
 from symmflow.torch import _opmap  # noqa: E402
 

@@ -73,6 +73,17 @@ BLOCK_OPS = ["aten::permute", "aten::pow.Tensor_Scalar", "aten::rsqrt", "aten::u
              "aten::expand", "aten::scaled_dot_product_attention", "aten::embedding"]
 
 
+def without_ops(catalogue, names):
+    """The catalogue less `names` (to test partitioning around ops symmflow lacks)."""
+    return _opmap.Catalogue.from_list(o for n, o in catalogue.ops.items() if n not in set(names))
+
+
+# The ops of the decomposed causal mask (AOT's masked softmax), CPU-only in symmflow.
+MASK_OPS = ["aten::arange.start_step", "aten::le.Scalar", "aten::eq.Scalar", "aten::logical_and",
+            "aten::logical_not", "aten::any.dim", "aten::where.self", "aten::full_like",
+            "aten::scalar_tensor"]
+
+
 def with_ops(catalogue, names):
     ops = list(catalogue.ops.values()) + [
         {"name": n, "schema": "", "backends": ["cpu"], "tags": []} for n in names]

@@ -1,0 +1,49 @@
+"""symmflow for PyTorch programs (issue 17; docs/pytorch.md).
+
+    import symmflow.torch                      # registers the "symmflow" dynamo backend
+    torch.distributed.init_process_group("gloo")   # torchrun sets the rendezvous
+    model = torch.compile(model, backend="symmflow")
+
+- `init()` joins symmflow's world through torch.distributed's store (the first compiled call does
+  it by itself); `empty(shape, dtype=, group=)` allocates a tensor in a symmetric heap;
+  `torch.ops.symmflow.<op>` are the symm_mem ops of symmflow's catalogue on such tensors.
+- `torch.compile(..., backend="symmflow")` compiles inference graphs: symmflow runs what it has,
+  PyTorch the rest, each boundary listed in `last_report()`.
+- `explain(model, *inputs)` compiles and runs the model once, prints the partitions and every
+  plan as `symmflow explain` does, and returns the report.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._backend import CompileReport, PartitionReport, last_report, reports, symmflow_backend
+from ._fx_import import UnsupportedGraph
+from ._library import empty, register_ops, register_torch_symm_mem_kernels
+from ._runtime import init, resolve_group
+
+__all__ = ["init", "empty", "explain", "last_report", "reports", "register_ops", "resolve_group",
+           "symmflow_backend", "CompileReport", "PartitionReport", "UnsupportedGraph"]
+
+torch._dynamo.register_backend(compiler_fn=symmflow_backend, name="symmflow")
+register_ops()
+register_torch_symm_mem_kernels()
+
+
+def explain(model, *inputs, print_report: bool = True) -> CompileReport:
+    """Compiles `model` with the symmflow backend, runs it once on `inputs` (collective: every
+    rank calls), prints the partitions and each plan, and returns the report as data."""
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="symmflow")
+    before = len(reports())
+    with torch.no_grad():
+        compiled(*inputs)
+    new = reports()[before:]
+    report = CompileReport()
+    for r in new:
+        report.partitions += r.partitions
+        report.boundaries += r.boundaries
+        report.fallback_ops += r.fallback_ops
+        report.input_copies += r.input_copies
+    if print_report:
+        print(report.text(), end="")
+    return report

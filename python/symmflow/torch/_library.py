@@ -1,0 +1,254 @@
+"""Eager symmetric-memory ops for torch tensors (issue 17, item 3).
+
+`empty(shape, dtype=..., group=...)` returns a torch tensor whose storage is a symmetric heap of
+the calling rank (zero copy: the tensor is a DLPack view of symmflow's allocation, which stays
+alive as long as the tensor does). Every `symm_mem` op of symmflow's catalogue is registered as
+`torch.ops.symmflow.<op>` with the catalogue's schema (Note [catalogue schemas]): a CPU and a CUDA
+kernel that call the op on the rank (symmflow.call_op), a fake kernel so that dynamo and AOT
+autograd trace it, and, where the installed torch has it, `register_symm_mem_args` naming the
+arguments that must live in symmetric memory (every Tensor argument of a symm_mem op but
+`local_input` and the `out`/`output` destinations' peers).
+
+Group arguments are c10d group names, as torch.ops.symm_mem takes them; they are resolved to
+symmflow groups with the same ranks (_runtime.resolve_group).
+
+Refuses: tensors not made by empty() where the op needs symmetric memory (the C++ error names the
+argument and says how to allocate it), dtypes symmflow has no name for.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+import symmflow
+
+from . import _runtime
+
+# torch dtype <-> symmflow dtype name (core/dtype.hpp).
+DTYPES = {
+    torch.float32: "f32",
+    torch.bfloat16: "bf16",
+    torch.float16: "f16",
+    torch.float64: "f64",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "bool",
+}
+TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise symmflow.Error(
+            f"symmflow has no dtype for {dtype} (it knows {', '.join(map(str, DTYPES))})"
+        ) from None
+
+
+def _group_of(group) -> _runtime.GroupInfo:
+    """A c10d ProcessGroup, its name, or None (the default group) as a symmflow group."""
+    import torch.distributed as dist
+
+    if group is None:
+        group = dist.group.WORLD
+    name = group if isinstance(group, str) else group.group_name
+    info = _runtime.resolve_group(name)
+    _runtime.ensure_runtime_group(info)
+    return info
+
+
+def empty(shape, *, dtype: torch.dtype = torch.float32, group=None) -> torch.Tensor:
+    """A zeroed CPU tensor in a new symmetric heap of `group` (collective over the group's
+    members). `group`: a c10d ProcessGroup, its name, or None for the default group. (GPU tensors
+    get symmetric memory from compiled programs; eager GPU heaps are not offered yet.)
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    info = _group_of(group)
+    array = symmflow.empty_symmetric(
+        _runtime.current_rank(), tuple(int(s) for s in shape), dtype=dtype_name(dtype),
+        group=info.name,
+    )
+    return torch.from_dlpack(array)
+
+
+# Note [catalogue schemas]: symmflow's op schemas are written in torch's schema language
+# (schema/parse.hpp reads the same grammar), so torch.library.define takes them verbatim once the
+# namespace is dropped. Ops whose schema torch refuses are skipped and listed in SKIPPED with
+# torch's reason; test_library checks that none of the symm_mem ops is.
+_lib: "torch.library.Library | None" = None
+REGISTERED: list[str] = []
+SKIPPED: dict[str, str] = {}
+
+
+def _symm_arg_indices(schema: torch.FunctionSchema) -> list[int]:
+    """Positions of the Tensor arguments that must live in symmetric memory."""
+    return [i for i, a in enumerate(schema.arguments)
+            if str(a.type).startswith("Tensor") and a.name not in _SYMM_ARGS_EXCLUDED
+            and not re.fullmatch(r"out|output|residual_out", a.name)]
+
+
+def _make_kernel(qualname: str, schema: torch.FunctionSchema):
+    """The eager kernel of torch.ops.symmflow.<op>: calls symmflow's op on the rank.
+
+    A tensor that must be symmetric but lies elsewhere (a plain torch tensor, or a heap of another
+    group) is staged through a fresh symmetric heap of the op's group (collective, like the op:
+    every rank stages alike) and, when the op writes it (`Tensor(a!)`), copied back: eager code
+    need not place its tensors, while compiled code gets them placed with no copy.
+    """
+    group_index = next(
+        (i for i, a in enumerate(schema.arguments) if a.name == "group_name"), None
+    )
+    symm_indices = _symm_arg_indices(schema)
+    written = {i for i, a in enumerate(schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write}
+
+    def kernel(*args):
+        args = list(args)
+        rank = _runtime.current_rank()
+        group = None
+        if group_index is not None and group_index < len(args):
+            group = _group_of(args[group_index]).name
+            args[group_index] = group
+        write_back = []
+        for i in symm_indices:
+            t = args[i] if i < len(args) else None
+            if not isinstance(t, torch.Tensor) or group is None:
+                continue
+            if symmflow.symmetric_group(t.detach()) == group:
+                continue
+            staged = torch.from_dlpack(symmflow.empty_symmetric(
+                rank, tuple(t.shape), dtype=dtype_name(t.dtype), group=group))
+            staged.copy_(t)
+            if i in written:
+                write_back.append((t, staged))
+            args[i] = staged
+        results = symmflow.call_op(
+            rank, qualname, *[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+        for original, staged in write_back:
+            original.copy_(staged)
+        outs = [torch.from_dlpack(r) for r in results]
+        if len(schema.returns) == 0 or not outs:
+            return None
+        if len(schema.returns) == 1:
+            return outs[0]
+        return tuple(outs)
+
+    return kernel
+
+
+def _group_size(name: str) -> int:
+    import torch.distributed.distributed_c10d as c10d
+
+    return c10d._resolve_process_group(name).size()
+
+
+def _make_fake(op_name: str, schema: torch.FunctionSchema):
+    """Output metadata of a functional symm_mem op: like its first tensor, but all-gather grows
+    and reduce-scatter shrinks the first dimension by the group size."""
+
+    def fake(*args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        group = next((a for a in args if isinstance(a, str) and a not in ("sum", "avg", "max", "min")), None)
+        if len(schema.returns) == 0:
+            return None
+        first = tensors[0] if op_name != "one_shot_all_reduce_copy" else tensors[1]
+        shape = list(first.shape)
+        if "all_gather" in op_name and group is not None:
+            shape[0] *= _group_size(group)
+        elif "reduce_scatter" in op_name and group is not None:
+            shape[0] //= _group_size(group)
+        outs = [first.new_empty(shape) for _ in schema.returns]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return fake
+
+
+_SYMM_ARGS_EXCLUDED = {"local_input", "residual", "weight", "in_splits"}
+
+
+def register_ops() -> list[str]:
+    """Registers every symm_mem op of the catalogue as torch.ops.symmflow.<op> (idempotent)."""
+    global _lib
+    if _lib is not None:
+        return REGISTERED
+    _lib = torch.library.Library("symmflow", "FRAGMENT")
+    for entry in symmflow.ops():
+        qualname = entry["name"]
+        if not qualname.startswith("symm_mem::"):
+            continue
+        op_name = qualname.split("::", 1)[1]
+        if "." in op_name:
+            continue  # overloads are reached through their base name
+        schema_text = entry["schema"].split("::", 1)[1]
+        try:
+            _lib.define(schema_text)
+        except Exception as e:  # noqa: BLE001 - the reason is kept and reported
+            SKIPPED[qualname] = str(e).splitlines()[0]
+            continue
+        schema = getattr(torch.ops.symmflow, op_name).default._schema
+        kernel = _make_kernel(qualname, schema)
+        _lib.impl(op_name, kernel, "CPU")
+        _lib.impl(op_name, kernel, "CUDA")
+        torch.library.register_fake(f"symmflow::{op_name}", _make_fake(op_name, schema), lib=_lib)
+        if hasattr(_lib, "register_symm_mem_args"):
+            symm = [schema.arguments[i].name for i in _symm_arg_indices(schema)]
+            if symm:
+                _lib.register_symm_mem_args(op_name, symm)
+        REGISTERED.append(op_name)
+    return REGISTERED
+
+
+# Note [torch's symm_mem ops]: torch.ops.symm_mem.one_shot_all_reduce and two_shot_all_reduce_
+# have CUDA kernels only, and two_shot_all_reduce_ has no fake kernel in a CPU build, so dynamo
+# breaks the graph at it; its schema also returns its input as an alias (`Tensor(a!)`), which AOT
+# autograd refuses for custom ops. symmflow therefore (1) gives both ops CPU kernels that run
+# symmflow's op, staging a tensor that is not symmetric through a fresh symmetric heap (eager
+# only: compiled programs are planned), and a fake kernel where torch has none; (2) rewrites
+# dynamo's graph so that two_shot_all_reduce_ becomes torch.ops.symmflow.two_shot_all_reduce_
+# (returns nothing), whose uses of the result read the mutated input instead; AOT autograd then
+# functionalises it like any mutating custom op.
+_torch_symm_lib: "torch.library.Library | None" = None
+
+
+def register_torch_symm_mem_kernels() -> None:
+    """CPU kernels (and a missing fake) for torch's own symm_mem ops (idempotent)."""
+    global _torch_symm_lib
+    if _torch_symm_lib is not None:
+        return
+    _torch_symm_lib = torch.library.Library("symm_mem", "IMPL")
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    one = torch.ops.symm_mem.one_shot_all_reduce.default
+    two = torch.ops.symm_mem.two_shot_all_reduce_.default
+    if not has(one.name(), "CPU"):
+        kernel = _make_kernel("symm_mem::one_shot_all_reduce", one._schema)
+        _torch_symm_lib.impl("one_shot_all_reduce", kernel, "CPU")
+    if not has(two.name(), "CPU"):
+        kernel = _make_kernel("symm_mem::two_shot_all_reduce_", two._schema)
+
+        def two_shot(x, op, g):  # torch's schema returns the input
+            kernel(x, op, g)
+            return x
+
+        _torch_symm_lib.impl("two_shot_all_reduce_", two_shot, "CPU")
+    if not has(two.name(), "Meta"):
+        _torch_symm_lib.impl("two_shot_all_reduce_", lambda x, op, g: x, "Meta")
+
+
+def make_inplace_symm_mem_functionalizable(gm: torch.fx.GraphModule) -> int:
+    """Note [torch's symm_mem ops] (2): rewrites dynamo's graph in place; returns how many."""
+    targets = {torch.ops.symm_mem.two_shot_all_reduce_, torch.ops.symm_mem.two_shot_all_reduce_.default}
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in targets:
+            continue
+        node.replace_all_uses_with(node.args[0])
+        node.target = torch.ops.symmflow.two_shot_all_reduce_.default
+        count += 1
+    if count:
+        gm.recompile()
+    return count
