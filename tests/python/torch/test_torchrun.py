@@ -18,6 +18,8 @@ import tempfile
 
 import pytest
 
+import symmflow
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
 
@@ -34,7 +36,10 @@ def launch(nproc: int, cases: str, dtypes: str = "f32", timeout: float = 240, en
            "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "--max-restarts=0",
            WORKER, cases, dtypes]
     folder = tempfile.mkdtemp(prefix="symmflow_torchrun_")
-    full_env = dict(os.environ, OMP_NUM_THREADS="1", SYMMFLOW_TEST_RESULTS=folder, **(env or {}))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(symmflow.__file__)))
+    path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH")) if p)
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", SYMMFLOW_TEST_RESULTS=folder,
+                    PYTHONPATH=path, **(env or {}))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     except subprocess.TimeoutExpired as e:
