@@ -20,6 +20,9 @@ build: deps
 demo: build
 	@$(BIN)/symmflow demo
 	@$(BIN)/symmflow run examples/tp_mlp.sf --ranks 4 --check --iters 5
+	@PYTHONPATH=$(BUILD_DIR)/python OMP_NUM_THREADS=1 python3 -m torch.distributed.run \
+	  --nproc-per-node 4 --master-addr 127.0.0.1 --master-port 29517 \
+	  examples/pytorch/run.py --case decoder --iters 10
 
 test: build
 	@cd $(BUILD_DIR) && ctest $(CTEST_ARGS) -j $(JOBS)

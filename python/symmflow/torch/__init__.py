@@ -24,7 +24,19 @@ from ._runtime import init, resolve_group
 __all__ = ["init", "empty", "explain", "last_report", "reports", "register_ops", "resolve_group",
            "symmflow_backend", "CompileReport", "PartitionReport", "UnsupportedGraph"]
 
-torch._dynamo.register_backend(compiler_fn=symmflow_backend, name="symmflow")
+
+
+def _register_backend() -> None:
+    """Registers backend="symmflow", unless dynamo is loading it through the entry point that
+    `pip install .` declares (it registers what the entry point names itself)."""
+    from torch._dynamo.backends import registry
+
+    if "symmflow" in registry._COMPILER_FNS or registry._BACKENDS.get("symmflow") is not None:
+        return
+    torch._dynamo.register_backend(compiler_fn=symmflow_backend, name="symmflow")
+
+
+_register_backend()
 register_ops()
 register_torch_symm_mem_kernels()
 
@@ -43,6 +55,7 @@ def explain(model, *inputs, print_report: bool = True) -> CompileReport:
         report.partitions += r.partitions
         report.boundaries += r.boundaries
         report.fallback_ops += r.fallback_ops
+        report.kinds += r.kinds
         report.input_copies += r.input_copies
     if print_report:
         print(report.text(), end="")

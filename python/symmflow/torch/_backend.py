@@ -55,6 +55,7 @@ class CompileReport:
     """What one compiled graph became: partitions (symmflow's) and boundaries (PyTorch's ops)."""
 
     partitions: list[PartitionReport] = dataclasses.field(default_factory=list)
+    kinds: list[str] = dataclasses.field(default_factory=list)  # "symmflow" / "torch", in order
     boundaries: list[str] = dataclasses.field(default_factory=list)
     fallback_ops: list[str] = dataclasses.field(default_factory=list)
     input_copies: int = 0
@@ -62,6 +63,10 @@ class CompileReport:
     @property
     def partition_count(self) -> int:
         return len(self.partitions)
+
+    def partition_kinds(self) -> list[str]:
+        """Who runs each partition of the split graph, in call order."""
+        return list(self.kinds)
 
     def copies_added(self) -> int:
         """Copies the compiler added in every partition (explain's `copies`)."""
@@ -84,7 +89,9 @@ class CompileReport:
     def text(self) -> str:
         lines = [f"symmflow: {len(self.partitions)} partition(s), "
                  f"{len(self.boundaries)} boundary(ies)"]
+        lines.append("  partitions in call order: " + " -> ".join(self.kinds))
         lines += [f"  {b}" for b in self.boundaries]
+        lines += [f"  left to PyTorch: {why}" for why in self.fallback_ops]
         for p in self.partitions:
             lines.append(f"== partition {p.name} on {p.device}")
             lines.append(p.explain_text.rstrip())
@@ -174,6 +181,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs):
     )
     report.boundaries = list(split.boundaries)
     report.fallback_ops = [p.reason for p in split.partitions if not p.supported]
+    report.kinds = ["symmflow" if p.supported else "torch" for p in split.partitions]
     with _reports_lock:
         _reports.append(report)
     rank = _runtime.current_rank()

@@ -86,9 +86,10 @@ RULES: tuple[Rule, ...] = (
     Rule("symm_mem.two_shot_all_reduce_.default", "inplace", "symm_mem::two_shot_all_reduce_",
          args=(0, 1, 2), group_arg=2, reduce_op_arg=1,
          notes="torch 2.13 (CPU build) has no fake kernel for it and its schema returns an alias "
-               "AOT autograd cannot functionalize, so torch.compile breaks the graph before "
-               "the backend sees it; imported when a graph holds it unfunctionalized. "
-               "Use torch.ops.symmflow.two_shot_all_reduce_"),
+               "AOT autograd cannot functionalize; the symmflow backend gives it a fake kernel "
+               "and rewrites it to torch.ops.symmflow.two_shot_all_reduce_ before AOT autograd "
+               "(Note [torch's symm_mem ops]), so it arrives auto-functionalized; this rule "
+               "imports it where a graph still holds it unfunctionalized"),
 )
 
 # Ops of namespace `symmflow` that are neither symm_mem nor aten ops of the same name.

@@ -71,8 +71,20 @@ def test_mlp_and_decoder_match_eager(nproc):
         assert r["partitions"] == 1, r
         assert r["boundaries"] == [], r
         assert r["copies_added"] == 0, r
+        assert r["explain_ok"], r
         if r["case"] in ("mlp", "decoder"):
             assert r["symm_inputs_produced"] is True, r
+
+
+def test_an_unsupported_op_in_the_block_gives_two_boundaries_and_the_same_results():
+    rc, results, out = launch(2, "decoder_unsupported", "f32")
+    check_all_ok(2, results, out, 1)
+    for r in results:
+        assert r["partition_kinds"] == ["symmflow", "torch", "symmflow"], r
+        assert len(r["boundaries"]) == 2, r
+        assert all("aten.cumsum.default at node cumsum is not in symmflow's catalogue" in b
+                   for b in r["boundaries"]), r
+        assert r["copies_added"] == 0, r
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
@@ -95,3 +107,20 @@ def test_ranks_binding_different_shapes_are_refused_naming_the_input():
     assert len(results) == 2, out[-6000:]
     for r in results:
         assert r["ok"], json.dumps(results, indent=1)
+
+
+def test_the_readme_example_runs_under_torchrun(tmp_path):
+    """README's "From PyTorch" example, extracted and run as written on 2 ranks."""
+    readme = open(os.path.join(HERE, "..", "..", "..", "README.md")).read()
+    section = readme.split("## From PyTorch", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "tp_mlp.py"
+    script.write_text(code)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(symmflow.__file__)))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+           "--master-addr=127.0.0.1", f"--master-port={_free_port()}", str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ, PYTHONPATH=package, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "compiler-added copies: 0" in proc.stdout, proc.stdout[-4000:]
+    assert "symmflow: 1 partition(s), 0 boundary(ies)" in proc.stdout, proc.stdout[-4000:]

@@ -73,10 +73,13 @@ def run_case(case: str, dtype: torch.dtype) -> dict:
     scale = max(want.float().abs().max().item(), 1.0)
     tol = TOLERANCE[dtype] * scale
     report = sft.last_report()
-    return {"case": case, "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
+    text = report.text() if report else ""
+    return {"explain_ok": all(w in text for w in ("pool", "symm[", "collective")),
+            "case": case, "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
             "max_err": err, "tol": tol, "ok": err <= tol,
             "partitions": report.partition_count if report else None,
             "boundaries": [b for b in report.boundaries] if report else None,
+            "partition_kinds": report.partition_kinds() if report else None,
             "copies_added": report.copies_added() if report else None,
             "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None}
 
