@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 
 import torch
@@ -29,6 +30,12 @@ from torch._dynamo.backends.common import aot_autograd
 import symmflow
 
 from . import _fx_import, _library, _opmap, _partition, _runtime, _sdpa
+
+# Note [streams]: on a GPU a compiled partition runs on the Session's stream, not PyTorch's
+# current stream; the runner waits for PyTorch's stream before the run and Session.run returns
+# once its work is done, so the order of PyTorch's and symmflow's kernels is kept at the cost of
+# two host synchronisations per partition call (measured by tools/device/torch_backend.py).
+# Running on PyTorch's stream, and so inside PyTorch's own CUDA graphs, is not done yet.
 
 # Note [binding torch tensors]: a partition's inputs reach Session.run as the torch tensors
 # themselves (DLPack, no copy); a non-contiguous input is made contiguous first and counted in the
@@ -102,6 +109,14 @@ _reports_lock = threading.Lock()
 _reports: list[CompileReport] = []
 
 
+_last_session = None
+
+
+def last_session():
+    """The Session of the partition compiled last (for measurements of the Python path)."""
+    return _last_session
+
+
 def last_report() -> CompileReport | None:
     """The report of the graph compiled last on this process (None before any)."""
     with _reports_lock:
@@ -124,8 +139,13 @@ class _PartitionRunner:
     def __init__(self, imported, session, rank, report: CompileReport, single_output: bool):
         self.imported, self.session, self.rank, self.report = imported, session, rank, report
         self.single_output = single_output  # the submodule returns one value, not a tuple
+        self.cuda = session.device_description != "cpu"
 
     def __call__(self, *args):
+        if self.cuda:
+            # The plan runs on symmflow's stream: the inputs PyTorch queued must be done
+            # (Note [streams]).
+            torch.cuda.current_stream().synchronize()
         tensors = []
         for a in args:
             if not a.is_contiguous():
@@ -155,7 +175,10 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     compiled = symmflow.compile(
         symmflow.Program(imported.text, world_size=rank.world_size,
                          filename=f"<torch partition {index}>"))
-    session = symmflow.Session(compiled, rank, device=device)
+    session = symmflow.Session(compiled, rank, device=device,
+                               cuda_graph=os.environ.get("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0")
+    global _last_session
+    _last_session = session
     report.partitions.append(PartitionReport(
         name=f"partition_{index}", ir_text=imported.text, explain=compiled.explain(),
         explain_text=compiled.explain_text(), device=device))
