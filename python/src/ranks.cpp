@@ -208,6 +208,15 @@ void bind_ranks(nb::module_& m) {
   m.def("empty_symmetric", &empty_symmetric, nb::arg("rank"), nb::arg("shape"),
         nb::arg("dtype") = "f32", nb::arg("group") = "world");
   m.def("call_op", &call_op);
+  m.def(
+      "check_device",
+      [](const std::string& device) {
+        nb::gil_scoped_release release;
+        api::check_device(device);
+      },
+      nb::arg("device"),
+      "Checks a device name and, for cuda, loads the cuda backend (before compiling for it: the "
+      "compiler picks kernels among those registered).");
   m.def("symmetric_group", &symmetric_group, nb::arg("array"),
         "The group of the symmetric heap the array lies in, or None.");
 }

@@ -25,8 +25,8 @@ from typing import Any, Callable, Optional
 from ._errors import Error, InvalidUsage, PeerFailure, ProgramError, Timeout
 from ._types import TensorSpec
 from . import _core
-from ._core import (CompiledProgram, Program, Rank, Session, call_op, compile, empty_symmetric,
-                    ops, run, symmetric_group)
+from ._core import (CompiledProgram, Program, Rank, Session, call_op, check_device, compile,
+                    empty_symmetric, ops, run, symmetric_group)
 from ._store import store_callbacks
 
 __version__: str = _core.__version__
@@ -34,7 +34,7 @@ __version__: str = _core.__version__
 __all__ = [
     "CompiledProgram", "Error", "InvalidUsage", "PeerFailure", "Program", "ProgramError", "Rank",
     "Session", "TensorSpec", "Timeout", "__version__", "call_op", "compile", "empty_symmetric",
-    "init_store", "ops", "run", "store_callbacks", "symmetric_group",
+    "check_device", "init_store", "ops", "run", "store_callbacks", "symmetric_group",
 ]
 
 _store_rank: Optional[Rank] = None

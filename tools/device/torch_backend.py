@@ -56,22 +56,28 @@ def check(name, got, want, rows):
 def run_model(case, args, device, results):
     kw = dict(hidden=4096, heads=32, kv_heads=8, ffn=11008) if case == "decoder" else dict(hidden=4096)
     rank, world = dist.get_rank(), dist.get_world_size()
-    model = tp_models.make_model(case, torch.bfloat16, **kw).to(device)
-    inputs = [t.to(device) for t in tp_models.make_inputs(
-        case, torch.bfloat16, tokens=16, hidden=4096, heads=kw.get("heads", 8), rank=rank,
-        world=world)]
+    model = tp_models.make_model(case, torch.bfloat16, **kw)
+    cpu_inputs = tp_models.make_inputs(case, torch.bfloat16, tokens=16, hidden=4096,
+                                       heads=kw.get("heads", 8), rank=rank, world=world)
     timings, rows = {}, []
+    if args.shared_gpu:  # ranks share a GPU: gloo, the eager reference on the CPU
+        with torch.no_grad():
+            want = model(*cpu_inputs)
+    model = model.to(device)
+    inputs = [t.to(device) for t in cpu_inputs]
     with torch.no_grad():
-        want = model(*inputs)
-        timings["eager"] = median_us(lambda: model(*inputs), args.iters)
+        if not args.shared_gpu:
+            want = model(*inputs)
+            timings["eager"] = median_us(lambda: model(*inputs), args.iters)
         for graphs in (True, False):
             name = f"symmflow{'' if graphs else ' (no cuda graph)'}"
             try:
                 os.environ["SYMMFLOW_TORCH_CUDA_GRAPH"] = "1" if graphs else "0"
                 torch._dynamo.reset()
                 compiled = torch.compile(model, backend="symmflow")
-                check(name, compiled(*inputs), want, rows)
-                timings[name] = median_us(lambda: compiled(*inputs), args.iters)
+                check(name, compiled(*inputs).cpu(), want.cpu(), rows)
+                if not args.shared_gpu:
+                    timings[name] = median_us(lambda: compiled(*inputs), args.iters)
                 report = sft.last_report()
                 results.setdefault("reports", {})[case] = {
                     "partitions": report.partition_count, "boundaries": report.boundaries,
@@ -79,7 +85,7 @@ def run_model(case, args, device, results):
                     "all_reduce_inputs_in_place": report.all_reduce_inputs_in_place()}
             except Exception:  # noqa: BLE001 - reported in the table
                 rows.append({"what": name, "ok": False, "error": traceback.format_exc()[-1500:]})
-        if not args.no_inductor:
+        if not args.no_inductor and not args.shared_gpu:
             for mode in ("default", "reduce-overhead"):
                 name = f"inductor {mode}"
                 try:
@@ -115,8 +121,10 @@ def main():
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--cases", default="mlp,decoder")
     p.add_argument("--no-inductor", action="store_true")
+    p.add_argument("--shared-gpu", action="store_true",
+                   help="ranks share GPUs (NCCL refuses that): gloo, CPU reference, no timing")
     args = p.parse_args()
-    dist.init_process_group("nccl")
+    dist.init_process_group("gloo" if args.shared_gpu else "nccl")
     rank = dist.get_rank()
     device = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
@@ -126,7 +134,8 @@ def main():
     for case in args.cases.split(","):
         run_model(case, args, device, results)
     try:
-        overhead(args, device, results)
+        if not args.shared_gpu:
+            overhead(args, device, results)
     except Exception:  # noqa: BLE001
         results["overhead_error"] = traceback.format_exc()[-1500:]
     if rank == 0:
@@ -141,7 +150,7 @@ def main():
                   f"{results.get('reports', {}).get(case)}")
             for c in bad:
                 print(f"  FAILED {c['what']}: {c.get('error', c)}")
-            eager = r["timings_us"].get("eager")
+            eager = r["timings_us"].get("eager", 1.0)
             for name, us in r["timings_us"].items():
                 print(f"  {name:28s} {us:9.1f} us   eager/this {eager / us:5.2f}x")
         print(f"overhead: {results.get('overhead_us', results.get('overhead_error'))}")

@@ -46,7 +46,8 @@ for ex in decoder_block decoder_block_aten tp_mlp inplace_32_layers inplace_inpu
 done | tee "$OUT/examples.txt"
 step "backend: two processes sharing the GPU (correctness, no inductor)"
 PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 2 tools/device/torch_backend.py \
-  --json "$OUT/torch_backend2.json" --iters 5 --no-inductor >"$OUT/torch_backend2.log" 2>&1
+  --json "$OUT/torch_backend2.json" --iters 5 --no-inductor --shared-gpu \
+  >"$OUT/torch_backend2.log" 2>&1
 sed -n '/^torch_backend:/,$p' "$OUT/torch_backend2.log"; tail -3 "$OUT/torch_backend2.log"
 step "backend: world 1, timed beside eager and inductor"
 PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 1 tools/device/torch_backend.py \

@@ -167,6 +167,10 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
                        index: int):
     rank = _runtime.current_rank()
     device = _runtime.device_of(example_inputs)
+    # The cuda backend registers its kernels when loaded, and the compiler picks among the
+    # registered ones: load it before compiling (the first GPU compile of a process failed
+    # "aten::mm has no cuda kernel yet" without this, on the H100).
+    symmflow.check_device(device)
     imported = _fx_import.import_graph(
         sub_gm, example_inputs, world_size=rank.world_size, rank=rank.rank,
         group_resolver=lambda name: [list(s) for s in _runtime.resolve_group(name).subgroups],

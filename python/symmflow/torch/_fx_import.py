@@ -281,7 +281,7 @@ class NodeTranslator:
         return f"{op}({', '.join(self.arg(a, where) for a in args)})"
 
     def _alias(self, node: torch.fx.Node, rule: Rule, where: str) -> list[str]:
-        src = node.args[0] if rule.torch_op.endswith("wait_tensor.default") else node.args[1]
+        src = node.args[1] if rule.torch_op == "aten.copy.default" else node.args[0]
         if not isinstance(src, torch.fx.Node):
             raise UnsupportedGraph(f"{where}: its source is not a tensor", node.name,
                                    describe_target(node))
@@ -291,6 +291,8 @@ class NodeTranslator:
                     dst_val.dtype != src_val.dtype:
                 raise UnsupportedGraph(f"{where}: copies between different shapes or dtypes",
                                        node.name, describe_target(node))
+        elif rule.torch_op == "aten.alias.default":
+            pass  # the same value under another name
         else:
             producer = _opmap.RULES_BY_OP.get(describe_target(src))
             if producer is None or producer.kind not in ("op", "inplace") or \

@@ -78,6 +78,9 @@ RULES: tuple[Rule, ...] = (
     Rule("_c10d_functional.wait_tensor.default", "alias", None,
          notes="no statement: symmflow's collectives complete in order; supported only after "
                "a collective that symmflow runs"),
+    Rule("aten.alias.default", "alias", None,
+         notes="no statement: the value is its argument's (torch 2.11 traces a funcol all_reduce "
+               "on a world of one as an alias)"),
     Rule("aten.copy.default", "alias", None,
          notes="copy(dst, src) with src of dst's shape and dtype is src (the write-back of an "
                "in-place collective after functionalization); other copies are refused"),

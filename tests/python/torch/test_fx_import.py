@@ -287,6 +287,26 @@ def test_unfunctionalized_aten_in_place_ops_alias_their_argument(catalogue, cli)
     compile_ok(cli, ig.text, 1)
 
 
+def test_alias_nodes_are_their_argument(catalogue, cli):
+    """torch 2.11 traces funcol.all_reduce on a world of one as aten.alias (seen on the GPU
+    machine): the alias is the same value, no statement, and the graph stays one partition."""
+    def build(g):
+        x = g.placeholder("x")
+        w = g.placeholder("w")
+        h = call(g, torch.ops.aten.mm.default, x, w)
+        a = call(g, torch.ops.aten.alias.default, h)
+        return (call(g, torch.ops.aten.mm.default, a, w),)
+
+    ig = import_graph(fx_graph(build), [torch.empty(4, 8), torch.empty(8, 8)], world_size=1,
+                      rank=0, catalogue=catalogue, name="alias")
+    assert ig.text == ("graph alias(x: f32[4, 8], w: f32[8, 8]) {\n"
+                       "  mm = aten::mm(x, w)\n"
+                       "  mm_1 = aten::mm(mm, w)\n"
+                       "  return mm_1\n"
+                       "}\n")
+    compile_ok(cli, ig.text, 1)
+
+
 def test_symm_mem_one_shot_on_a_graph_input(world, catalogue, cli):
     fn = lambda x: torch.ops.symm_mem.one_shot_all_reduce(x, "sum", world)  # noqa: E731
     (gm, ex), = aot_graphs(fn, torch.randn(32, 64), run=False)
