@@ -1,0 +1,40 @@
+// ld / st: a float element of a runtime dtype (PwType f32, f64, bf16, f16) read into and written
+// from an accumulator type A (float or double; bf16 and f16 round to nearest on store), shared by
+// the kernels that take their dtype at run time (norms, attention). Other dtypes read 0 and are
+// not written: callers refuse them on the host first.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/pointwise.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+template <typename A>
+__device__ __forceinline__ A ld(const void* p, PwType t, int64_t i) {
+  switch (t) {
+    case PwType::f32: return A(static_cast<const float*>(p)[i]);
+    case PwType::f64: return A(static_cast<const double*>(p)[i]);
+    case PwType::bf16: return A(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]));
+    case PwType::f16: return A(__half2float(static_cast<const __half*>(p)[i]));
+    default: return A(0);
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ void st(void* p, PwType t, int64_t i, A v) {
+  switch (t) {
+    case PwType::f32: static_cast<float*>(p)[i] = float(v); return;
+    case PwType::f64: static_cast<double*>(p)[i] = double(v); return;
+    case PwType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(float(v)); return;
+    case PwType::f16: static_cast<__half*>(p)[i] = __float2half_rn(float(v)); return;
+    default: return;
+  }
+}
+
+}  // namespace
+}  // namespace symmflow::cuda
