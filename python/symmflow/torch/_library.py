@@ -34,10 +34,9 @@ DTYPES = {
     torch.int64: "i64",
     torch.int32: "i32",
     torch.int8: "i8",
-    torch.uint8: "u8",
+    torch.uint32: "u32",
     torch.bool: "bool",
 }
-TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
