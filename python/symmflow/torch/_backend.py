@@ -192,12 +192,6 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
 
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs):
-    if torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs
-    ):
-        raise symmflow.Error(
-            "the symmflow backend compiles inference graphs; this graph needs gradients (call the "
-            "model under torch.no_grad() or torch.inference_mode())")
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
     report = CompileReport()
     counter = iter(range(1 << 30))
@@ -230,6 +224,14 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs):
 
 def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """The dynamo backend registered as "symmflow"."""
+    # Decided here, on dynamo's graph: AOT autograd runs the forward compiler under no_grad.
+    if torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad
+        for t in [*example_inputs, *gm.parameters()]
+    ):
+        raise symmflow.Error(
+            "the symmflow backend compiles inference graphs; this graph needs gradients (call the "
+            "model under torch.no_grad() or torch.inference_mode())")
     _library_ready()
     _sdpa.keep_attention_whole(gm)
     _library.make_inplace_symm_mem_functionalizable(gm)
