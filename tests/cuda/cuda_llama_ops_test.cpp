@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/tensors.hpp"
+
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -28,15 +30,7 @@ class CudaLlamaOps : public ::testing::Test {
 };
 
 Tensor random(const Shape& shape, DType dtype, uint64_t seed, double lo = -2, double hi = 2) {
-  Tensor t = Tensor::empty(shape, dtype);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    store_double(t.view(), i, lo + (hi - lo) * (double(s >> 11) * 0x1.0p-53));
-  }
-  return t;
+  return symmflow::testing::random_tensor(shape, dtype, seed, lo, hi);
 }
 
 double tol(DType d) {

@@ -14,6 +14,8 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "support/tensors.hpp"
+
 #include "kernels/cuda/skinny_gemm.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/aten.hpp"
@@ -35,17 +37,7 @@ class CudaOps : public ::testing::Test {
 };
 
 Tensor random(const Shape& shape, DType dtype, uint64_t seed, double lo = -2, double hi = 2) {
-  Tensor t = Tensor::empty(shape, dtype);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  TensorView v = t.view();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    double u = double(s >> 11) * 0x1.0p-53;
-    store_double(v, i, is_floating(dtype) ? lo + (hi - lo) * u : double(int64_t(s % 9) - 4));
-  }
-  return t;
+  return symmflow::testing::random_tensor(shape, dtype, seed, lo, hi);
 }
 
 // Every element of `got` (from the GPU) against `want` (from the cpu): equal bits when tol is 0,

@@ -29,6 +29,20 @@ Tensor make_input(const Shape& shape, DType dtype, int rank, int seed) {
   return t;
 }
 
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {
+  Tensor t = Tensor::empty(shape, dtype);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  TensorView v = t.view();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    double u = double(s >> 11) * 0x1.0p-53;
+    store_double(v, i, is_floating(dtype) ? lo + (hi - lo) * u : double(int64_t(s % 9) - 4));
+  }
+  return t;
+}
+
 void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.dtype(), b.dtype()) << what;
   ASSERT_EQ(a.shape(), b.shape()) << what;
