@@ -4,6 +4,8 @@
 // (Note [python store callbacks]).
 
 #include <chrono>
+#include <optional>
+#include <string_view>
 
 #include "binding.hpp"
 #include "symmflow/ops/call.hpp"
@@ -108,19 +110,27 @@ nb::list run_world(const api::CompiledProgram& c, const std::vector<std::vector<
 }
 
 nb::object empty_symmetric(api::Rank& rank, const std::vector<int64_t>& shape,
-                           const std::string& dtype, const std::string& group) {
+                           const std::string& dtype, const std::string& group,
+                           const std::string& device) {
   std::optional<DType> t = parse_dtype(dtype);
   SF_CHECK(t.has_value(), "empty_symmetric: unknown dtype '{}'", dtype);
   Tensor out;
   {
     nb::gil_scoped_release release;
     CurrentRuntime current(rank.runtime());
-    out = symmflow::empty_symmetric(Shape(shape.begin(), shape.end()), *t, group);
+    out = api::empty_symmetric(device, Shape(shape.begin(), shape.end()), *t, group);
   }
   return export_tensor(out);
 }
 
-nb::list call_op(api::Rank& rank, const std::string& name, nb::args args) {
+// stream: on GPU tensors, the cudaStream_t to run on (PyTorch's current stream); 0: the rank's.
+nb::list call_op(api::Rank& rank, const std::string& name, nb::args args, nb::kwargs kwargs) {
+  uintptr_t stream = 0;
+  for (auto [key, value] : kwargs) {
+    SF_CHECK(nb::cast<std::string>(key) == "stream",
+             "call_op: unknown keyword argument '{}' (only 'stream')", nb::cast<std::string>(key));
+    stream = nb::cast<uintptr_t>(value);
+  }
   std::vector<Value> values;
   for (size_t i = 0; i < args.size(); ++i)
     values.push_back(import_value(args[i], fmt::format("{} argument {}", name, i)));
@@ -128,6 +138,8 @@ nb::list call_op(api::Rank& rank, const std::string& name, nb::args args) {
   {
     nb::gil_scoped_release release;
     CurrentRuntime current(rank.runtime());
+    std::optional<api::EagerStream> on_stream;
+    if (stream != 0) on_stream.emplace(reinterpret_cast<void*>(stream));
     result = symmflow::call(name, values);
   }
   nb::list out;
@@ -141,9 +153,9 @@ nb::list call_op(api::Rank& rank, const std::string& name, nb::args args) {
 // or None for any other memory (Note [exported storages] in tensors.cpp).
 nb::object symmetric_group(const Array& array) {
   Tensor t = import_tensor(array, "symmetric_group");
-  const auto* symmetric = dynamic_cast<const SymmetricStorage*>(t.storage().get());
-  if (symmetric == nullptr) return nb::none();
-  return nb::str(symmetric->heap()->group()->name().c_str());
+  const std::string_view group = t.storage() ? t.storage()->group_name() : std::string_view();
+  if (group.empty()) return nb::none();
+  return nb::str(group.data(), group.size());
 }
 
 }  // namespace
@@ -206,7 +218,9 @@ void bind_ranks(nb::module_& m) {
   m.def("run", &run_world, nb::arg("compiled"), nb::arg("inputs_per_rank"),
         nb::arg("device") = "cpu");
   m.def("empty_symmetric", &empty_symmetric, nb::arg("rank"), nb::arg("shape"),
-        nb::arg("dtype") = "f32", nb::arg("group") = "world");
+        nb::arg("dtype") = "f32", nb::arg("group") = "world", nb::arg("device") = "cpu",
+        "A zeroed tensor in a new symmetric heap of `group` (collective) on `device` ('cpu', or "
+        "'cuda' for the rank's GPU).");
   m.def("call_op", &call_op);
   m.def(
       "check_device",

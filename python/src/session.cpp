@@ -2,6 +2,7 @@
 // any DLPack arrays and returning DLPack arrays. The rank's runtime is made current on the calling
 // thread for each call (CurrentRuntime), and the GIL is released while the session runs.
 
+#include <cstdint>
 #include <memory>
 
 #include "binding.hpp"
@@ -40,7 +41,7 @@ void make_session(PySession* self, const api::CompiledProgram& program, api::Ran
   self->session = std::make_unique<api::Session>(*self->program, rank, options);
 }
 
-nb::list run(PySession& s, const std::vector<Array>& inputs, bool views) {
+nb::list run(PySession& s, const std::vector<Array>& inputs, bool views, uintptr_t stream) {
   std::vector<Tensor> in;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
@@ -50,6 +51,7 @@ nb::list run(PySession& s, const std::vector<Array>& inputs, bool views) {
     CurrentRuntime current(s.rank->runtime());
     api::RunOptions options;
     options.outputs = views ? api::Outputs::views : api::Outputs::owned;
+    options.stream = reinterpret_cast<void*>(stream);
     out = s.session->run(in, options);
   }
   nb::list result;
@@ -58,7 +60,7 @@ nb::list run(PySession& s, const std::vector<Array>& inputs, bool views) {
 }
 
 nb::dict run_into(PySession& s, const std::vector<Array>& inputs,
-                  const std::vector<Array>& outputs) {
+                  const std::vector<Array>& outputs, uintptr_t stream) {
   std::vector<TensorView> in, out;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(import_view(inputs[i], fmt::format("inputs[{}]", i)));
@@ -69,7 +71,9 @@ nb::dict run_into(PySession& s, const std::vector<Array>& inputs,
   {
     nb::gil_scoped_release release;
     CurrentRuntime current(s.rank->runtime());
-    stats = s.session->run_into(in, out);
+    api::RunOptions options;
+    options.stream = reinterpret_cast<void*>(stream);
+    stats = s.session->run_into(in, out, options);
   }
   return stats_dict(stats);
 }
@@ -85,10 +89,14 @@ void bind_session(nb::module_& m) {
       .def("input_buffer",
            [](PySession& s, size_t i) { return export_tensor(s.session->input_buffer(i)); },
            nb::arg("i"))
-      .def("run", &run, nb::arg("inputs"), nb::arg("views") = false,
+      .def("run", &run, nb::arg("inputs"), nb::arg("views") = false, nb::arg("stream") = 0,
            "Runs on `inputs` (any DLPack arrays). views=True returns the outputs as views of the "
-           "plan's memory (no copy), valid until the next run.")
-      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"))
+           "plan's memory (no copy), valid until the next run. stream: on a GPU, the caller's "
+           "cudaStream_t (torch.cuda.current_stream().cuda_stream) to order the run on, without "
+           "waiting on the host (also inside the caller's CUDA graph capture); 0: run and wait.")
+      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = 0,
+           "Runs on `inputs` and writes output i into outputs[i] as part of the run; stream as "
+           "for run().")
       .def_prop_ro("last_stats", [](const PySession& s) { return stats_dict(s.session->last_stats()); })
       .def("synchronize",
            [](PySession& s) {

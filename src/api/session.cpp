@@ -45,6 +45,7 @@ exec::RunOptions exec_run_options(const RunOptions& o) {
   exec::RunOptions ro;
   ro.output_mode = o.outputs == Outputs::views ? exec::OutputMode::view : exec::OutputMode::owned;
   ro.synchronize = o.synchronize;
+  ro.stream = o.stream;
   if (o.on_step) {
     ro.on_step = [f = o.on_step](size_t step, std::chrono::steady_clock::time_point b,
                                  std::chrono::steady_clock::time_point e) {
@@ -120,6 +121,26 @@ void check_device(const std::string& device) {
   SF_CHECK(cuda_module().device_count() > 0, "--device cuda: no GPU is visible to this process");
 }
 
+Tensor empty_symmetric(const std::string& device, const Shape& shape, DType dtype,
+                       const std::string& group) {
+  const int index = parse_device(device);
+  if (index == -1) return symmflow::empty_symmetric(shape, dtype, group);
+  check_device(device);
+  const int bound = cuda_module().bind_device();
+  SF_CHECK(index == -2 || index == bound,
+           "empty_symmetric: --device {}: this rank is bound to GPU {} (rank % GPUs)", device,
+           bound);
+  return cuda_module().empty_symmetric(shape, dtype, group);
+}
+
+EagerStream::EagerStream(void* stream) {
+  check_device("cuda");
+  cuda_module().bind_device();
+  saved_ = cuda_module().exchange_stream(stream);
+}
+
+EagerStream::~EagerStream() { cuda_module().exchange_stream(saved_); }
+
 Session::Session(const CompiledProgram& program, Rank& rank, const DeviceOptions& device)
     : inputs_(program.source().inputs()), outputs_(program.source().outputs()) {
   SF_CHECK(Runtime::current_or_null() == &rank.runtime(),
@@ -179,6 +200,16 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, const RunOpt
 const RunStats& Session::run_into(const std::vector<TensorView>& inputs,
                                   const std::vector<TensorView>& outputs,
                                   const RunOptions& options) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // The input's buffer (input_buffer) is bound as itself: no copy. Makes no buffer.
+    Tensor handle = i < inputs_.size() ? exe_->existing_input_handle(i) : Tensor();
+    bool is_handle = handle.defined() && inputs[i].data == handle.raw_data() &&
+                     inputs[i].device == handle.device() &&
+                     (inputs[i].strides.empty() || inputs[i].strides == handle.strides());
+    in.push_back(is_handle ? handle : wrap(inputs[i]));
+  }
+  exe_->agree_on_inputs(in);  // before the local checks: every rank names a disagreement
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   for (const TensorView& v : inputs) shapes.push_back(v.shape), dtypes.push_back(v.dtype);
@@ -187,23 +218,10 @@ const RunStats& Session::run_into(const std::vector<TensorView>& inputs,
   dtypes.clear();
   for (const TensorView& v : outputs) shapes.push_back(v.shape), dtypes.push_back(v.dtype);
   check_inputs(outputs_, shapes, dtypes, "output");
-  std::vector<Tensor> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Tensor handle = exe_->input_handle(i);  // Note: made once; binding it costs no copy
-    bool is_handle = inputs[i].data == handle.raw_data() && inputs[i].device == handle.device() &&
-                     (inputs[i].strides.empty() || inputs[i].strides == handle.strides());
-    in.push_back(is_handle ? handle : wrap(inputs[i]));
-  }
-  RunOptions views = options;
-  views.outputs = Outputs::views;
-  std::vector<Tensor> out = exe_->run(in, exec_run_options(views));
+  exec::RunOptions ro = exec_run_options(options);
+  for (const TensorView& v : outputs) ro.into.push_back(wrap(v));
+  exe_->run(in, ro);
   stats_ = stats_of(exe_->last_stats());
-  for (size_t i = 0; i < out.size(); ++i) {
-    call("aten::copy_", {wrap(outputs[i]), out[i]});
-    stats_.output_copies += 1;
-    stats_.output_bytes += out[i].nbytes();
-  }
-  if (options.synchronize) exe_->synchronize();
   return stats_;
 }
 

@@ -267,12 +267,20 @@ Tensor Executable::input_handle(size_t i) {
   const passes::Plan& p = *plan_;
   SF_CHECK(i < p.inputs.size(), "input_handle: graph '{}' has {} inputs, no input #{}",
            p.graph->name(), p.inputs.size(), i);
-  if (device_) return handles_[i];  // the fixed device buffer the steps read (executable_device)
+  if (device_) return device_handle(i);  // Note [device inputs] (executable_device.cpp)
   if (staging_step_[i] >= 0) return slots_[size_t(p.steps[size_t(staging_step_[i])].results[0])];
   if (!handles_[i].defined()) {
     const ir::TensorType& t = p.values[size_t(p.inputs[i])].type;
     handles_[i] = Tensor::empty(t.shape, t.dtype);
   }
+  return handles_[i];
+}
+
+Tensor Executable::existing_input_handle(size_t i) const {
+  SF_CHECK(i < plan_->inputs.size(), "input_handle: the plan has {} inputs, not {}",
+           plan_->inputs.size(), i + 1);
+  if (!device_ && staging_step_[i] >= 0)
+    return slots_[size_t(plan_->steps[size_t(staging_step_[i])].results[0])];
   return handles_[i];
 }
 
@@ -423,9 +431,24 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
 std::vector<Tensor> Executable::collect_outputs(const RunOptions& options) {
   std::vector<Tensor> results;
   results.reserve(plan_->outputs.size());
-  for (int slot : plan_->outputs) {
-    const Tensor& t = slots_[size_t(slot)];
-    if (options.output_mode == OutputMode::view) {
+  SF_CHECK(options.into.empty() || options.into.size() == plan_->outputs.size(),
+           "run: {} destinations for the {} outputs of program '{}'", options.into.size(),
+           plan_->outputs.size(), plan_->graph->name());
+  for (size_t o = 0; o < plan_->outputs.size(); ++o) {
+    const Tensor& t = slots_[size_t(plan_->outputs[o])];
+    if (!options.into.empty()) {
+      const Tensor& dst = options.into[o];
+      SF_CHECK(dst.shape() == t.shape() && dst.dtype() == t.dtype(),
+               "run: output {} of program '{}' is {}{}, its destination is {}{}", o,
+               plan_->graph->name(), dtype_name(t.dtype()), shape_str(t.shape()),
+               dtype_name(dst.dtype()), shape_str(dst.shape()));
+      if (!detail::same_memory(dst, t)) {
+        detail::copy_tensor(dst, t);
+        ++stats_.output_copies;
+        stats_.output_bytes += t.nbytes();
+      }
+      results.push_back(dst);
+    } else if (options.output_mode == OutputMode::view) {
       results.push_back(t);
     } else {
       results.push_back(detail::clone_tensor(t));

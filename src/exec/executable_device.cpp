@@ -2,11 +2,33 @@
 //
 // Streams: plan_streams (Note [streams of a plan] in streams.cpp).
 //
-// Note [device inputs]: the captured steps read every graph input from a fixed device buffer:
-// the input's staging buffer when the caller may bind it (Note [zero-copy input binding]; its
-// copy-in step then moves out of the graph), else a buffer of the Executable. run() copies each
-// input there before the steps (on the compute stream, cudaMemcpyAsync: host or device tensors)
-// unless the caller passed that very buffer (input_handle): zero copies.
+// Note [device inputs]: the steps read every graph input from one of three places.
+//  - A staged input (a symm arg: Note [zero-copy input binding]) from its staging buffer; run()
+//    copies the caller's tensor there before the steps, or skips the copy when the caller passed
+//    that very buffer (input_handle), and the copy-in moves out of the captured steps.
+//  - Any other input that is already on the plan's GPU, contiguous and outside the plan's own
+//    pools (a PyTorch parameter or activation, a device tensor the caller keeps): in place, no
+//    copy. A CUDA graph holds addresses, so the backend captures one graph per binding (the
+//    addresses of all inputs, RunBinding::key) and replays it only for the same binding; it keeps
+//    the graphs of the last few bindings, so weights that stay put and activations that alternate
+//    between a few blocks of a caching allocator replay without re-capture.
+//  - Anything else (host tensors, strided views, a view of the plan's own output fed back) from a
+//    device buffer of the Executable (input_handle, made on first use): copied there first.
+// The stream plan (Note [streams of a plan]) is made once, before any binding is known, so each
+// non-staged input gets a synthetic byte range of its own (disjoint from every real address and
+// from each other: distinct inputs are taken not to overlap, as on the host). The ranges a step
+// reads that nothing writes (StepStream::stable, Note [early launch]) are rebased onto each run's
+// bound addresses, so a GEMM behind a collective still loads a bound weight before its wait.
+//
+// Note [caller's stream]: with RunOptions::stream (PyTorch's current stream, say) a run forks off
+// that stream (an event it records, which the compute stream waits for), runs as usual, and joins
+// back (the caller's stream waits for an event of the compute stream): no host synchronisation,
+// and the caller's later work, and its caching allocator's reuse of the inputs' memory, follow
+// the run. When that stream is being captured into a CUDA graph (torch.cuda.graph, PyTorch's
+// "reduce-overhead" mode), the fork pulls the compute and communication streams into the
+// caller's capture and the steps are enqueued there, not captured into a graph of our own (CUDA
+// graphs do not nest by capture); every allocation and rendezvous happened at construction, so
+// the captured work replays safely (signal state is replay-safe: Note [cuda all-reduce] in kernels/cuda/all_reduce.cu).
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -72,19 +94,23 @@ void Executable::prepare_device() {
   }
   // Note [device inputs]
   skip_always_.assign(steps_.size(), false);
+  input_ranges_.assign(p.inputs.size(), ByteRange{});
+  std::vector<int> input_of(p.values.size(), -1);
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     if (staging_step_[i] >= 0) {
       handles_[i] = slots_[size_t(p.steps[size_t(staging_step_[i])].results[0])];
       skip_always_[size_t(staging_step_[i])] = true;
-    } else {
-      const ir::TensorType& t = p.values[size_t(p.inputs[i])].type;
-      handles_[i] = Tensor::empty(t.shape, t.dtype, options_.device);
-      ++allocations_;
+      slots_[size_t(p.inputs[i])] = handles_[i];
+      continue;
     }
-    slots_[size_t(p.inputs[i])] = handles_[i];
+    input_of[size_t(p.inputs[i])] = int(i);
+    const ir::TensorType& t = p.values[size_t(p.inputs[i])].type;
+    const auto* lo = reinterpret_cast<const char*>((uintptr_t(1) << 62) + i * (uintptr_t(1) << 44));
+    input_ranges_[i] = {lo, lo + size_t(numel(t.shape)) * dtype_size(t.dtype), false};
   }
   // Note [streams of a plan]
   auto range_of_slot = [&](int slot) -> ByteRange {
+    if (input_of[size_t(slot)] >= 0) return input_ranges_[size_t(input_of[size_t(slot)])];
     if (slots_[size_t(slot)].defined()) return range_of(slots_[size_t(slot)]);
     int b = p.values[size_t(slot)].buffer;
     if (b >= 0) {
@@ -115,12 +141,62 @@ void Executable::prepare_device() {
     size_t& bytes = collective_bytes[group];
     bytes = std::max(bytes, size_t(ps.bytes));
   }
-  const std::vector<StepStream> streams = plan_streams(access, tunables().cuda_early_launch);
-  device_->prepare(streams, collective_bytes);
+  device_streams_ = plan_streams(access, tunables().cuda_early_launch);
+  device_->prepare(device_streams_, collective_bytes);
   // No rank launches a collective before every peer finished preparing: on a shared GPU a peer
   // still creating its handles could otherwise wait behind that kernel (Note [ranks sharing a
   // GPU] in runtime/cuda/heap.cpp).
   for (const auto& [group, bytes] : collective_bytes) group->barrier(0, "Executable");
+}
+
+// Input i's device buffer (Note [device inputs]): the staging buffer, or one made on first use.
+Tensor& Executable::device_handle(size_t i) {
+  if (!handles_[i].defined()) {
+    const ir::TensorType& t = plan_->values[size_t(plan_->inputs[i])].type;
+    handles_[i] = Tensor::empty(t.shape, t.dtype, options_.device);
+    ++allocations_;
+  }
+  return handles_[i];
+}
+
+// Binds each input's slot for this run (Note [device inputs]); copy_in[i]: copy it into its
+// buffer before the steps. Returns the binding the backend keys its graphs by.
+RunBinding Executable::bind_device_inputs(const std::vector<Tensor>& inputs,
+                                          std::vector<bool>& copy_in, void* stream) {
+  const passes::Plan& p = *plan_;
+  RunBinding binding;
+  binding.stream = stream;
+  copy_in.assign(inputs.size(), false);
+  std::vector<const char*> at(inputs.size(), nullptr);  // bound address of each non-staged input
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    const bool own_pool = std::find(pool_storages_.begin(), pool_storages_.end(),
+                                    in.storage().get()) != pool_storages_.end();
+    Tensor bound;
+    if (staging_step_[i] < 0 && in.device() == options_.device && in.is_contiguous() && !own_pool) {
+      bound = in;
+    } else {
+      bound = staging_step_[i] >= 0 ? handles_[i] : device_handle(i);
+      copy_in[i] = !detail::same_memory(in, bound);
+      if (!copy_in[i] && staging_step_[i] >= 0) ++stats_.input_copies_skipped;
+    }
+    slots_[size_t(p.inputs[i])] = bound;
+    binding.key.push_back(bound.raw_data());
+    if (staging_step_[i] < 0) at[i] = static_cast<const char*>(bound.raw_data());
+  }
+  binding.stable.resize(device_streams_.size());
+  for (size_t s = 0; s < device_streams_.size(); ++s) {
+    for (const ByteRange& r : device_streams_[s].stable) {
+      ByteRange rebased = r;
+      for (size_t i = 0; i < input_ranges_.size(); ++i) {
+        const ByteRange& synthetic = input_ranges_[i];
+        if (!at[i] || r.lo < synthetic.lo || r.hi > synthetic.hi) continue;
+        rebased = {at[i] + (r.lo - synthetic.lo), at[i] + (r.hi - synthetic.lo), false};
+      }
+      binding.stable[s].push_back(rebased);
+    }
+  }
+  return binding;
 }
 
 std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
@@ -128,17 +204,15 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
   SF_CHECK(!options.on_step,
            "Executable::run: on_step times host steps, but on a GPU the steps are enqueued "
            "asynchronously (captured into a CUDA graph); time whole runs instead");
+  std::vector<bool> copy_in;
+  const RunBinding binding = bind_device_inputs(inputs, copy_in, options.stream);
   auto before = [&] {
     // Note [barrier before each run], as a kernel on the compute stream that the whole run (its
     // graph included) follows; outside the graph, so it runs every time.
     for (const auto& [group, op] : entry_barriers_)
       call_bound(*op, {Value(group->name()), Value(int64_t(0))});
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (detail::same_memory(inputs[i], handles_[i])) {
-        if (staging_step_[i] >= 0) ++stats_.input_copies_skipped;
-        continue;
-      }
-      copy(handles_[i], inputs[i]);
+      if (copy_in[i]) copy(slots_[size_t(plan_->inputs[i])], inputs[i]);
     }
   };
   bool ran_steps = false;
@@ -159,12 +233,12 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
     write_back(inputs);
     results = collect_outputs(options);
   };
-  device_->run(before, steps, after);
+  device_->run(before, steps, after, binding);
   if (!ran_steps) {  // a replay: the captured steps made the same copies
     stats_.copies += graph_stats_.copies;
     stats_.bytes_copied += graph_stats_.bytes_copied;
   }
-  if (options.synchronize) device_->synchronize();
+  if (options.synchronize && !options.stream) device_->synchronize();
   return results;
 }
 

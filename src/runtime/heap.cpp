@@ -67,6 +67,8 @@ SymmetricStorage::SymmetricStorage(std::shared_ptr<SymmetricHeap> heap)
     : Storage(heap->local(), heap->bytes(), Device::cpu(), MemoryKind::symmetric),
       heap_(std::move(heap)) {}
 
+std::string_view SymmetricStorage::group_name() const { return heap_->group()->name(); }
+
 Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offset_bytes,
                         const Shape& shape, DType dtype) {
   size_t need = offset_bytes + size_t(numel(shape)) * dtype_size(dtype);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU work of symmflow in one call of the device tool (nvidia-h200-x2, or one GPU):
-#   device run: bash tools/device/run.sh [full|quick|sweep|gemm|mlp|build]
+#   device run: bash tools/device/run.sh [full|quick|verify|sweep|gemm|mlp|build]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
 # --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
@@ -12,14 +12,23 @@
 # on all GPUs in the same call.
 # With a folder .base (a `git archive` of an earlier commit, ignored and carried by the call),
 # its CLI is built into build/base and the MLP runs alternate it with this tree's, so a change is
-# measured against its base in the same call. `build` only builds (both trees) and exits, so a
-# second call on the still-warm machine runs `quick` without the build's minutes.
+# measured against its base in the same call. `build` only builds (both trees, and the Python
+# module when nanobind's wheel is carried in .whl) and exits, so a second call on the still-warm
+# machine runs `quick` or `verify` without the build's minutes. `verify` is `quick` without the
+# benches: every GPU test and example, and the MLP beside its base; then
+# `bash tools/device/torch_backend.sh run` checks and times the PyTorch backend.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symmflow-device}
 mkdir -p "$OUT"
 mode=${1:-full}
 nvidia-smi -L | tee "$OUT/gpus.txt"
+python=OFF
+if ls .whl/nanobind-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps \
+    --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1; then
+  export PYTHONPATH=/tmp/site
+  python=ON
+fi
 start=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 
@@ -58,7 +67,8 @@ mlp_runs() {
 
 step configure
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
-  -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+  -DSYMMFLOW_BUILD_BENCH=ON -DSYMMFLOW_TESTS_CUDA_ONLY=ON -DSYMMFLOW_PYTHON=$python \
+  >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 if [[ -d .base && ! -x build/base/bin/symmflow ]]; then
   step "build the base (.base)"
   { cmake -S .base -B build/base -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
@@ -93,8 +103,12 @@ if [[ "$mode" == gemm ]]; then
   exit 0
 fi
 step build
-cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_mpi symmflow_cli \
-  symmflow_cuda bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm \
+targets="test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_llama_ops test_cuda_stream"
+targets+=" test_cuda_mpi"
+targets+=" symmflow_cli symmflow_cuda"
+[[ "$mode" != verify && "$mode" != build ]] && targets+=" bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm"
+[[ $python == ON ]] && targets+=" symmflow_python"
+cmake --build build/device -j "$(nproc)" --target $targets \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 if [[ "$mode" == build ]]; then
   step "built"
@@ -103,7 +117,7 @@ fi
 
 gpus=$(nvidia-smi -L | wc -l)
 S=build/device/bin/symmflow
-for t in test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec; do
+for t in test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_llama_ops test_cuda_stream; do
   step "$t"
   timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|rror:" | head -30
 done
@@ -117,7 +131,7 @@ for ex in tp_mlp tp_mlp_small input_allreduce inplace_allreduce halo_exchange_si
 done | tee "$OUT/examples_mpi.txt"
 step "examples on the GPU (--check)"
 for ex in tp_mlp tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
-  halo_exchange_signal; do
+  halo_exchange_signal decoder_block decoder_block_aten inplace_32_layers inplace_input; do
   for r in 1 2; do
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
   done
@@ -127,6 +141,10 @@ for r in 1 2; do  # symm_mem::fused_all_reduce_add_rms_norm: one fused kernel on
     --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
 done | tee -a "$OUT/examples.txt"
 mlp_runs "1 2" 1
+if [[ "$mode" == verify ]]; then
+  step done
+  exit 0
+fi
 step "pointwise: unfused calls, the register-program engine, a hand-written kernel"
 timeout 120 build/device/bin/bench_cuda_pointwise | tee "$OUT/pointwise.txt"
 step "gemm: skinny kernel, cuBLAS, cuBLASLt"

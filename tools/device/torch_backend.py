@@ -4,8 +4,9 @@
 
 For the 8-layer MLP (hidden 4096, 16 tokens) and the Llama-style decoder block (16 tokens, hidden
 4096, 32 heads, 8 KV heads, FFN 11008) in bf16 of examples/pytorch/tp_models.py: eager, the
-symmflow backend (with and without its CUDA graphs), torch.compile's default backend (inductor)
-and its "reduce-overhead" mode (PyTorch's CUDA graphs), in the same run on the same inputs. Every
+symmflow backend (with and without its own CUDA graphs, and inside PyTorch's: mode="reduce-overhead"),
+torch.compile's default backend (inductor) and its "reduce-overhead" mode (PyTorch's CUDA graphs),
+in the same run on the same inputs. Every
 compiled result is compared with eager on every element (bf16 tolerance); times are medians of
 --iters calls after warm-up, synchronised per call. Also measures the Python path's per-call
 overhead: a one-op partition called through the backend versus the same Session called directly.
@@ -60,24 +61,20 @@ def run_model(case, args, device, results):
     cpu_inputs = tp_models.make_inputs(case, torch.bfloat16, tokens=16, hidden=4096,
                                        heads=kw.get("heads", 8), rank=rank, world=world)
     timings, rows = {}, []
-    if args.shared_gpu:  # ranks share a GPU: gloo, the eager reference on the CPU
-        with torch.no_grad():
-            want = model(*cpu_inputs)
     model = model.to(device)
     inputs = [t.to(device) for t in cpu_inputs]
     with torch.no_grad():
-        if not args.shared_gpu:
-            want = model(*inputs)
-            timings["eager"] = median_us(lambda: model(*inputs), args.iters)
-        for graphs in (True, False):
-            name = f"symmflow{'' if graphs else ' (no cuda graph)'}"
+        want = model(*inputs)
+        timings["eager"] = median_us(lambda: model(*inputs), args.iters)
+        variants = {"symmflow": (None, True), "symmflow (no cuda graph)": (None, False),
+                    "symmflow reduce-overhead": ("reduce-overhead", False)}
+        for name, (mode, graphs) in variants.items():
             try:
-                os.environ["SYMMFLOW_TORCH_CUDA_GRAPH"] = "1" if graphs else "0"
                 torch._dynamo.reset()
-                compiled = torch.compile(model, backend="symmflow")
+                compiled = torch.compile(model, backend="symmflow", mode=mode,
+                                         options={"cuda_graph": graphs})
                 check(name, compiled(*inputs).cpu(), want.cpu(), rows)
-                if not args.shared_gpu:
-                    timings[name] = median_us(lambda: compiled(*inputs), args.iters)
+                timings[name] = median_us(lambda: compiled(*inputs), args.iters)
                 report = sft.last_report()
                 results.setdefault("reports", {})[case] = {
                     "partitions": report.partition_count, "boundaries": report.boundaries,
@@ -85,7 +82,7 @@ def run_model(case, args, device, results):
                     "all_reduce_inputs_in_place": report.all_reduce_inputs_in_place()}
             except Exception:  # noqa: BLE001 - reported in the table
                 rows.append({"what": name, "ok": False, "error": traceback.format_exc()[-1500:]})
-        if not args.no_inductor and not args.shared_gpu:
+        if not args.no_inductor:
             for mode in ("default", "reduce-overhead"):
                 name = f"inductor {mode}"
                 try:
@@ -110,9 +107,12 @@ def overhead(args, device, results):
         session = _backend.last_session()
         t_backend = median_us(lambda: compiled(x), args.iters * 4)
         t_session = median_us(lambda: session.run([x]), args.iters * 4)
+        out = torch.empty_like(x)
+        stream = torch.cuda.current_stream().cuda_stream
+        t_stream = median_us(lambda: session.run_into([x], [out], stream=stream), args.iters * 4)
         t_eager = median_us(lambda: fn(x), args.iters * 4)
-    results["overhead_us"] = {"backend call": t_backend, "Session.run": t_session,
-                              "eager op": t_eager}
+    results["overhead_us"] = {"backend call": t_backend, "Session.run (waits)": t_session,
+                              "Session.run_into on torch's stream": t_stream, "eager op": t_eager}
 
 
 def main():
@@ -121,10 +121,8 @@ def main():
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--cases", default="mlp,decoder")
     p.add_argument("--no-inductor", action="store_true")
-    p.add_argument("--shared-gpu", action="store_true",
-                   help="ranks share GPUs (NCCL refuses that): gloo, CPU reference, no timing")
     args = p.parse_args()
-    dist.init_process_group("gloo" if args.shared_gpu else "nccl")
+    dist.init_process_group("nccl")
     rank = dist.get_rank()
     device = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
@@ -134,8 +132,7 @@ def main():
     for case in args.cases.split(","):
         run_model(case, args, device, results)
     try:
-        if not args.shared_gpu:
-            overhead(args, device, results)
+        overhead(args, device, results)
     except Exception:  # noqa: BLE001
         results["overhead_error"] = traceback.format_exc()[-1500:]
     if rank == 0:

@@ -3,9 +3,10 @@
 # machine (carry .whl: nanobind's wheel, which the device machine lacks):
 #   bash tools/device/torch_backend.sh build   # configure + build CUDA module, CLI, Python module,
 #                                              # the GPU tests of the decoder-block ops
-#   bash tools/device/torch_backend.sh run     # GPU tests, decoder examples --check at 1 and 2
-#                                              # ranks, the backend timed at world 1 and checked
-#                                              # with two processes sharing the GPU; table last
+#   bash tools/device/torch_backend.sh run     # the torchrun worker's cases on the GPU with two
+#                                              # processes sharing it, then the backend timed at
+#                                              # world 1 beside eager and inductor; table last
+# (`bash tools/device/run.sh build` builds the same and more; `run.sh verify` runs the GPU tests.)
 # Logs go to $OUT.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -31,24 +32,33 @@ if [[ "$mode" == build ]]; then
   exit 0
 fi
 export PYTHONPATH=$PWD/build/device/python:${PYTHONPATH:-}
-S=build/device/bin/symmflow
-for t in test_cuda_llama_ops test_cuda_exec test_cuda; do
-  step "$t"
-  timeout 300 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" \
-    | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror:" | head -20
-done
-step "examples on the GPU (--check)"
-for ex in decoder_block decoder_block_aten tp_mlp inplace_32_layers inplace_input; do
-  for r in 1 2; do
-    echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check \
-      --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
-  done
-done | tee "$OUT/examples.txt"
-step "backend: two processes sharing the GPU (correctness, no inductor)"
-PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 2 tools/device/torch_backend.py \
-  --json "$OUT/torch_backend2.json" --iters 5 --no-inductor --shared-gpu \
-  >"$OUT/torch_backend2.log" 2>&1
-sed -n '/^torch_backend:/,$p' "$OUT/torch_backend2.log"; tail -3 "$OUT/torch_backend2.log"
+# Two processes sharing the GPU (torch.distributed over gloo; the references on the CPU): every
+# case of the CPU torchrun tests on the GPU, the eager ops, PyTorch's CUDA graphs, a raising rank
+# and ranks binding different shapes (tests/python/torch/worker.py).
+worker() {  # name cases dtypes
+  local name=$1
+  shift
+  mkdir -p "$OUT/results_$name"
+  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/results_$name" SYMMFLOW_TEST_TIMEOUT_S=20 \
+    PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 2 --master-port $((29600 + RANDOM % 200)) \
+    tests/python/torch/worker.py "$@" >"$OUT/worker_$name.log" 2>&1
+  echo "worker $name: exit $? ; $(cat "$OUT"/results_$name/*.jsonl 2>/dev/null | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+bad = [r for r in rows if not r["ok"]]
+print(f"{len(rows) - len(bad)}/{len(rows)} ok")
+for r in bad:
+    print("  FAILED", json.dumps(r)[:1500])
+for r in rows:
+    if r["case"] in ("raise", "shapes"):
+        print("  ", r["case"], "rank", r["rank"], r.get("seconds", ""), r["message"][:300])
+')"
+}
+step "two processes sharing the GPU: models, symm_mem cases, eager ops, CUDA graphs"
+worker models mlp,decoder,decoder_sp,decoder_unsupported,input_allreduce,inplace_allreduce,ring,eager,cudagraph f32,bf16
+step "two processes sharing the GPU: a raising rank, different shapes"
+worker raise raise f32
+worker shapes shapes f32
 step "backend: world 1, timed beside eager and inductor"
 PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 1 tools/device/torch_backend.py \
   --json "$OUT/torch_backend1.json" --iters 50 >"$OUT/torch_backend1.log" 2>&1

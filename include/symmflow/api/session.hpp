@@ -67,6 +67,25 @@ Tensor to_host(const Tensor& t);
 // Session::input_buffer.
 void copy_tensor(const Tensor& dst, const Tensor& src);
 
+// Eager symmetric memory and eager GPU calls (the Python package's torch.ops.symmflow).
+// A zeroed contiguous tensor in a new symmetric heap of `group` (collective over its members) on
+// `device`: "cpu", or "cuda"/"cuda:i" for the calling rank's GPU (rank % GPUs; binds the thread).
+Tensor empty_symmetric(const std::string& device, const Shape& shape, DType dtype,
+                       const std::string& group);
+// While it lives, the eager GPU kernels of the calling thread (symmflow::call on GPU tensors) run
+// on `stream` (a cudaStream_t of the thread's GPU, e.g. PyTorch's current stream) instead of the
+// rank's own; binds the thread to its GPU first. Refuses: no cuda backend or no GPU.
+class EagerStream {
+ public:
+  explicit EagerStream(void* stream);
+  ~EagerStream();
+  EagerStream(const EagerStream&) = delete;
+  EagerStream& operator=(const EagerStream&) = delete;
+
+ private:
+  void* saved_ = nullptr;
+};
+
 struct DeviceOptions {
   std::string device = "cpu";  // "cpu", "cuda" (GPU rank % GPUs) or "cuda:i"
   bool cuda_graph = true;      // capture the steps on the first run and replay them later
@@ -85,6 +104,10 @@ struct RunOptions {
   // in microseconds of the steady clock. Empty: no clock is read.
   std::function<void(size_t step, double begin_us, double end_us)> on_step;
   bool synchronize = true;  // on a GPU: wait for the run before returning
+  // On a GPU: the caller's stream (a cudaStream_t, such as PyTorch's current stream) or null.
+  // The run follows the work queued there, that stream waits for the run, nothing waits on the
+  // host, and a run while the stream is being captured (torch.cuda.graph) joins that capture.
+  void* stream = nullptr;
 };
 
 // What one run did (exec::RunStats): data copies the plan needed, copy-ins skipped because the
@@ -113,8 +136,9 @@ class Session {
 
   // Runs on `inputs` (one per program input).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {});
-  // Runs on caller-owned views and writes output i into outputs[i] (shape and dtype checked).
-  // A view of input_buffer(i) is bound without a copy.
+  // Runs on caller-owned views and writes output i into outputs[i] (shape and dtype checked) as
+  // part of the run (on a GPU, on its stream). A view of input_buffer(i) is bound without a
+  // copy, and so is, on a GPU, a contiguous input already on the session's GPU.
   const RunStats& run_into(const std::vector<TensorView>& inputs,
                            const std::vector<TensorView>& outputs,
                            const RunOptions& options = {});

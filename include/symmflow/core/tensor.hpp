@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "symmflow/core/device.hpp"
@@ -36,6 +37,8 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   MemoryKind kind() const { return kind_; }
+  // The group of a symmetric allocation's heap ("" for any other memory).
+  virtual std::string_view group_name() const { return {}; }
 
  protected:
   void* data_;

@@ -18,6 +18,21 @@
 
 namespace symmflow::exec {
 
+// How one run is bound (Note [device inputs] and Note [caller's stream] in executable_device.cpp).
+struct RunBinding {
+  // The caller's stream (a cudaStream_t), or null. When set, the run waits for the work queued
+  // there before the call, that stream waits for the run, and nothing waits on the host; while
+  // that stream is being captured into the caller's CUDA graph, the steps are enqueued into that
+  // capture instead of a graph of the backend's own.
+  void* stream = nullptr;
+  // Where the steps find the graph inputs this run: a graph captured for one key is replayed
+  // only for the same key (the backend keeps the graphs of the last few keys).
+  std::vector<const void*> key;
+  // Per step: what it reads that no step writes, at this binding's addresses (StepStream::stable
+  // rebased onto the bound inputs).
+  std::vector<std::vector<ByteRange>> stable;
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -33,10 +48,10 @@ class DeviceBackend {
                        const std::map<std::shared_ptr<Group>, size_t>& collective_bytes) = 0;
   // Enqueues a run: `before` (input staging) on the compute stream, then `steps`, which calls
   // begin_step/end_step around each step, then `after` (writebacks, outputs) on the compute
-  // stream; with graphs, `steps` is captured on the first run and the graph replayed afterwards
-  // (without calling `steps`).
+  // stream; with graphs, `steps` is captured the first time a binding is seen and its graph
+  // replayed afterwards (without calling `steps`). Note [device inputs] in executable_device.cpp.
   virtual void run(const std::function<void()>& before, const std::function<void()>& steps,
-                   const std::function<void()>& after) = 0;
+                   const std::function<void()>& after, const RunBinding& binding) = 0;
   virtual void begin_step(size_t step) = 0;
   virtual void end_step(size_t step) = 0;
   // A fused pointwise region (fuse_pointwise) over flat tensors on this device.

@@ -15,7 +15,9 @@
 // with events where the plan's data flow crosses them; the first run captures the steps into one
 // CUDA graph and later runs replay it. Inputs (host or device tensors) are copied into fixed
 // device buffers before the graph (cudaMemcpyAsync), except an input that already is that buffer
-// (input_handle): zero copies.
+// (input_handle), and an input already on the plan's GPU, contiguous and outside the plan's pools,
+// which the steps read in place (a graph is captured per binding: Note [device inputs]): zero
+// copies. RunOptions::stream orders a run on the caller's stream, inside its CUDA graph capture too.
 //
 // The Executable reads only the typed plan (Note [typed plan] in passes/plan.hpp): step kinds,
 // resolved op handles, operand and result value ids, copy kinds, groups. It never reads an IR
@@ -61,6 +63,14 @@ struct RunOptions {
   // On a GPU: wait for the run (raising what failed) before returning. false returns as soon as
   // the run is enqueued; call Executable::synchronize() before reading its outputs.
   bool synchronize = true;
+  // On a GPU: the caller's stream (a cudaStream_t, e.g. PyTorch's current stream), or null. The
+  // run is ordered after the work queued there and that stream waits for it; nothing waits on
+  // the host (synchronize is ignored), and while the stream is being captured into a CUDA graph
+  // the run is captured into it (Note [caller's stream] in executable_device.cpp).
+  void* stream = nullptr;
+  // Caller-owned destinations: output i is copied into into[i] as part of the run (on a GPU, on
+  // its stream), and run() returns them. Empty: output_mode decides.
+  std::vector<Tensor> into = {};
 };
 
 // What one run did. Copies are the data copies the plan needed: copy-ins of graph inputs (0 when
@@ -110,6 +120,8 @@ class Executable {
   // buffer itself: a caller that writes its input there and passes this tensor to run() costs no
   // copy. Otherwise a tensor of the input's type owned by the Executable (made once).
   Tensor input_handle(size_t i);
+  // input_handle(i) when it exists already (undefined otherwise): makes nothing.
+  Tensor existing_input_handle(size_t i) const;
 
   // Waits for the device work of earlier runs and raises what failed (no-op on the cpu).
   void synchronize();
@@ -121,7 +133,7 @@ class Executable {
   // The view of the planned buffer of value `name` (for tests and debugging); throws InvalidUsage
   // when the value has no planned memory.
   Tensor buffer(const std::string& name) const;
-  // Pool allocations made (host + heaps); constant after construction.
+  // Allocations made (host pool + heaps; on a device also input buffers made on first use).
   size_t allocations() const { return allocations_; }
   // Rank-agreement all-gathers made so far, construction included (0 when off: a world of one
   // rank, a plan that does not communicate, or SYMMFLOW_RANK_AGREEMENT=0).
@@ -150,6 +162,9 @@ class Executable {
   void copy(const Tensor& dst, const Tensor& src);
   void prepare_device();
   std::vector<Tensor> run_on_device(const std::vector<Tensor>& inputs, const RunOptions& options);
+  RunBinding bind_device_inputs(const std::vector<Tensor>& inputs, std::vector<bool>& copy_in,
+                                void* stream);
+  Tensor& device_handle(size_t i);
   std::vector<Tensor> collect_outputs(const RunOptions& options);
 
   std::shared_ptr<const passes::Plan> plan_;
@@ -168,6 +183,10 @@ class Executable {
   std::vector<bool> bind_in_place_;                    // per graph input: may replace its staging
   std::vector<int> rebound_slots_;                     // staging slots bound to inputs this run
   std::vector<Tensor> handles_;                        // input_handle cache
+  // Device plans (Note [device inputs]): the steps' streams with synthetic input ranges, and
+  // each input's synthetic range (null for a staged input).
+  std::vector<StepStream> device_streams_;
+  std::vector<ByteRange> input_ranges_;
   std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
   std::vector<const Storage*> pool_storages_;          // the storages of the pools
   std::vector<std::unique_ptr<Step>> steps_;

@@ -55,6 +55,7 @@ class SymmetricDeviceStorage : public Storage {
  public:
   explicit SymmetricDeviceStorage(std::shared_ptr<DeviceHeap> heap);
   const std::shared_ptr<DeviceHeap>& heap() const { return heap_; }
+  std::string_view group_name() const override;
 
  private:
   std::shared_ptr<DeviceHeap> heap_;

@@ -41,6 +41,7 @@ class SymmetricStorage : public Storage {
  public:
   explicit SymmetricStorage(std::shared_ptr<SymmetricHeap> heap);
   const std::shared_ptr<SymmetricHeap>& heap() const { return heap_; }
+  std::string_view group_name() const override;
 
  private:
   std::shared_ptr<SymmetricHeap> heap_;

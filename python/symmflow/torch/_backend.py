@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import threading
 
 import torch
@@ -29,13 +30,15 @@ from torch._dynamo.backends.common import aot_autograd
 
 import symmflow
 
-from . import _fx_import, _library, _opmap, _partition, _runtime, _sdpa
+from . import _cudagraphs, _fx_import, _ir_text, _library, _opmap, _partition, _runtime, _sdpa
 
-# Note [streams]: on a GPU a compiled partition runs on the Session's stream, not PyTorch's
-# current stream; the runner waits for PyTorch's stream before the run and Session.run returns
-# once its work is done, so the order of PyTorch's and symmflow's kernels is kept at the cost of
-# two host synchronisations per partition call (measured by tools/device/torch_backend.py).
-# Running on PyTorch's stream, and so inside PyTorch's own CUDA graphs, is not done yet.
+# Note [streams]: on a GPU a compiled partition runs on PyTorch's current stream: Session.run_into
+# gets that stream, the plan's work forks off it and joins back (Note [caller's stream] in
+# src/exec/executable_device.cpp), and no host thread waits. The outputs are torch tensors the
+# runner allocates with PyTorch's caching allocator on that stream, written by the run itself, so
+# inside torch.cuda.graph (and mode="reduce-overhead", _cudagraphs) the whole call is captured
+# into PyTorch's graph. Inputs already on the GPU and contiguous are read in place (the plan's own
+# CUDA graph is captured per input binding: Note [device inputs], same file).
 
 # Note [binding torch tensors]: a partition's inputs reach Session.run as the torch tensors
 # themselves (DLPack, no copy); a non-contiguous input is made contiguous first and counted in the
@@ -140,12 +143,9 @@ class _PartitionRunner:
         self.imported, self.session, self.rank, self.report = imported, session, rank, report
         self.single_output = single_output  # the submodule returns one value, not a tuple
         self.cuda = session.device_description != "cpu"
+        self.outputs = [(tuple(o.shape), _library.TORCH_DTYPES[o.dtype]) for o in session.outputs]
 
     def __call__(self, *args):
-        if self.cuda:
-            # The plan runs on symmflow's stream: the inputs PyTorch queued must be done
-            # (Note [streams]).
-            torch.cuda.current_stream().synchronize()
         tensors = []
         for a in args:
             if not a.is_contiguous():
@@ -153,18 +153,25 @@ class _PartitionRunner:
                 self.report.input_copies += 1
             tensors.append(a.detach())
         try:
-            results = self.session.run(tensors)
+            if self.cuda:  # Note [streams]
+                device = tensors[0].device if tensors else torch.device("cuda")
+                results = [torch.empty(shape, dtype=dtype, device=device)
+                           for shape, dtype in self.outputs]
+                self.session.run_into(tensors, results,
+                                      stream=torch.cuda.current_stream(device).cuda_stream)
+            else:
+                results = [torch.from_dlpack(r) for r in self.session.run(tensors)]
         except symmflow.Error:
             raise
         except BaseException as e:
             self.rank.abort(f"{type(e).__name__}: {e}")
             raise
-        outs = self.imported.assemble_outputs(args, [torch.from_dlpack(r) for r in results])
+        outs = self.imported.assemble_outputs(args, results)
         return outs[0] if self.single_output else outs
 
 
 def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: CompileReport,
-                       index: int):
+                       index: int, own_graphs: bool = True):
     rank = _runtime.current_rank()
     device = _runtime.device_of(example_inputs)
     # The cuda backend registers its kernels when loaded, and the compiler picks among the
@@ -179,8 +186,8 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     compiled = symmflow.compile(
         symmflow.Program(imported.text, world_size=rank.world_size,
                          filename=f"<torch partition {index}>"))
-    session = symmflow.Session(compiled, rank, device=device,
-                               cuda_graph=os.environ.get("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0")
+    own_graphs = own_graphs and os.environ.get("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0"
+    session = symmflow.Session(compiled, rank, device=device, cuda_graph=own_graphs)
     global _last_session
     _last_session = session
     report.partitions.append(PartitionReport(
@@ -191,13 +198,49 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     return _PartitionRunner(imported, session, rank, report, single)
 
 
-def _compile_forward(gm: torch.fx.GraphModule, example_inputs):
+def user_input_names(dynamo_gm: torch.fx.GraphModule) -> list[str] | None:
+    """Note [input names]: what the user calls each input of dynamo's graph, as an IR name
+    ("x" for L['x'], "self_lin_weight" for L['self']._modules['lin']._parameters['weight']), so that
+    errors about a partition's inputs (rank agreement: ranks binding different shapes) name the
+    user's argument instead of AOT autograd's placeholder (arg0_1). None when a placeholder has
+    no source."""
+    names: list[str] = []
+    for node in dynamo_gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        grapharg = node.meta.get("grapharg")
+        source = getattr(grapharg, "source", None)
+        if source is None:
+            return None
+        text = source.name() if callable(source.name) else source.name
+        parts = [a or b for a, b in re.findall(r"\['([^']*)'\]|\.(\w+)", text)]
+        parts = [p for p in parts if p not in ("_modules", "_parameters", "_buffers")]
+        name = re.sub(r"\W", "_", "_".join(parts)) or "input"
+        names.append(name if re.match(r"[A-Za-z]", name) else f"in_{name}")
+    return names
+
+
+def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
+    """AOT's placeholders (arg0_1, ...) take the user's names (Note [input names]) when AOT kept
+    dynamo's inputs one for one."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if not names or len(names) != len(placeholders):
+        return
+    for node, name in zip(placeholders, names):
+        node._rename(_ir_text.safe_name(name))
+    gm.recompile()
+
+
+def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph: bool = False,
+                     own_graphs: bool = True, input_names: list[str] | None = None):
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
+    _rename_inputs(gm, input_names)
     report = CompileReport()
     counter = iter(range(1 << 30))
     split = _partition.partition(
         gm, _catalogue(),
-        compile_partition=lambda sub, ex: _compile_partition(sub, ex, report, next(counter)),
+        compile_partition=lambda sub, ex: _compile_partition(sub, ex, report, next(counter),
+                                                             own_graphs),
         example_inputs=example_inputs,
     )
     report.boundaries = list(split.boundaries)
@@ -219,11 +262,27 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs):
             rank.abort(f"{type(e).__name__}: {e}")
             raise
 
+    if torch_cuda_graph and any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs):
+        return _cudagraphs.GraphedCallable(run)
     return run
 
 
-def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, **options):
-    """The dynamo backend registered as "symmflow"."""
+_MODES = {None: False, "default": False, "reduce-overhead": True}
+
+
+def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
+    """The dynamo backend registered as "symmflow". mode="reduce-overhead" captures each compiled
+    graph into PyTorch's CUDA graphs (_cudagraphs); options={"cuda_graph": False} turns off
+    symmflow's own graph of each partition (SYMMFLOW_TORCH_CUDA_GRAPH=0 does too)."""
+    if mode not in _MODES:
+        raise symmflow.Error(
+            f"the symmflow backend takes mode None, 'default' or 'reduce-overhead' (PyTorch's CUDA "
+            f"graphs around the compiled graph), not {mode!r}")
+    unknown = set(options or {}) - {"cuda_graph"}
+    if unknown:
+        raise symmflow.Error(f"the symmflow backend has no option {sorted(unknown)} (it takes "
+                             f"'cuda_graph': False to run each partition without its own graph)")
+    own_graphs = bool((options or {}).get("cuda_graph", True))
     # Decided here, on dynamo's graph: AOT autograd runs the forward compiler under no_grad.
     if torch.is_grad_enabled() and any(
         isinstance(t, torch.Tensor) and t.requires_grad
@@ -236,7 +295,8 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     _sdpa.keep_attention_whole(gm)
     _library.make_inplace_symm_mem_functionalizable(gm)
     compiler = aot_autograd(
-        fw_compiler=_compile_forward,
+        fw_compiler=functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
+                                      own_graphs=own_graphs, input_names=user_input_names(gm)),
         decompositions=core_aten_decompositions(),
     )
     return compiler(gm, example_inputs)

@@ -12,8 +12,10 @@ arguments that must live in symmetric memory (every Tensor argument of a symm_me
 Group arguments are c10d group names, as torch.ops.symm_mem takes them; they are resolved to
 symmflow groups with the same ranks (_runtime.resolve_group).
 
-Refuses: tensors not made by empty() where the op needs symmetric memory (the C++ error names the
-argument and says how to allocate it), dtypes symmflow has no name for.
+On a GPU, empty(..., device="cuda") allocates in a GPU symmetric heap (peers map it through CUDA
+IPC) and the ops run on PyTorch's current stream, ordered with the torch work around them.
+
+Refuses: dtypes symmflow has no name for, devices other than cpu and cuda.
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ DTYPES = {
 }
 
 
+TORCH_DTYPES = {name: dtype for dtype, name in DTYPES.items()}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     try:
         return DTYPES[dtype]
@@ -60,17 +65,28 @@ def _group_of(group) -> _runtime.GroupInfo:
     return info
 
 
-def empty(shape, *, dtype: torch.dtype = torch.float32, group=None) -> torch.Tensor:
-    """A zeroed CPU tensor in a new symmetric heap of `group` (collective over the group's
-    members). `group`: a c10d ProcessGroup, its name, or None for the default group. (GPU tensors
-    get symmetric memory from compiled programs; eager GPU heaps are not offered yet.)
+def _symmflow_device(device) -> str:
+    """'cpu' or 'cuda' (this rank's GPU) for a torch device; refuses another GPU than the rank's."""
+    device = torch.device(device if device is not None else "cpu")
+    if device.type == "cpu":
+        return "cpu"
+    if device.type != "cuda":
+        raise symmflow.Error(f"symmflow has symmetric memory on cpu and cuda, not {device.type}")
+    return "cuda" if device.index is None else f"cuda:{device.index}"
+
+
+def empty(shape, *, dtype: torch.dtype = torch.float32, group=None, device=None) -> torch.Tensor:
+    """A zeroed tensor in a new symmetric heap of `group` (collective over the group's members).
+    `group`: a c10d ProcessGroup, its name, or None for the default group. `device`: None or
+    "cpu" (host shared memory), or "cuda" (this rank's GPU: rank % GPUs, shared with the peers
+    of the host through CUDA IPC).
     """
     if isinstance(shape, int):
         shape = (shape,)
     info = _group_of(group)
     array = symmflow.empty_symmetric(
         _runtime.current_rank(), tuple(int(s) for s in shape), dtype=dtype_name(dtype),
-        group=info.name,
+        group=info.name, device=_symmflow_device(device),
     )
     return torch.from_dlpack(array)
 
@@ -121,13 +137,18 @@ def _make_kernel(qualname: str, schema: torch.FunctionSchema):
             if symmflow.symmetric_group(t.detach()) == group:
                 continue
             staged = torch.from_dlpack(symmflow.empty_symmetric(
-                rank, tuple(t.shape), dtype=dtype_name(t.dtype), group=group))
+                rank, tuple(t.shape), dtype=dtype_name(t.dtype), group=group,
+                device=_symmflow_device(t.device)))
             staged.copy_(t)
             if i in written:
                 write_back.append((t, staged))
             args[i] = staged
+        cuda = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+        # On a GPU the op runs on PyTorch's current stream (Note [streams] in _backend.py).
+        stream = torch.cuda.current_stream(cuda).cuda_stream if cuda is not None else 0
         results = symmflow.call_op(
-            rank, qualname, *[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+            rank, qualname, *[a.detach() if isinstance(a, torch.Tensor) else a for a in args],
+            stream=stream)
         for original, staged in write_back:
             original.copy_(staged)
         outs = [torch.from_dlpack(r) for r in results]

@@ -1,10 +1,14 @@
 // The cuda DeviceBackend of exec::Executable (device_backend.hpp): two streams of the rank's GPU
 // with events between them (Note [streams of a plan] in streams.cpp), pools in device
 // memory and GPU symmetric heaps, communicators and the cuBLAS handle made before the first run,
-// and the whole run captured into one CUDA graph on the first call and replayed afterwards.
+// and the whole run captured into one CUDA graph per input binding and replayed afterwards (Note
+// [device inputs] in src/exec/executable_device.cpp); a run on the caller's stream forks off it
+// and joins back, inside the caller's own capture too (Note [caller's stream], same file).
 // module.cpp registers the factory when the cuda module loads (Note [device modules]).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+
+#include <deque>
 
 #include "exec/cuda/backend.hpp"
 #include "exec/cuda/fused.hpp"
@@ -32,17 +36,20 @@ class CudaBackend : public exec::DeviceBackend {
     SF_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[1], cudaStreamNonBlocking));
     SF_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     SF_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    SF_CUDA_CHECK(cudaEventCreateWithFlags(&caller_fork_, cudaEventDisableTiming));
+    SF_CUDA_CHECK(cudaEventCreateWithFlags(&caller_join_, cudaEventDisableTiming));
   }
 
   ~CudaBackend() override {
     cudaStreamSynchronize(streams_[0]);
-    if (exec_) cudaGraphExecDestroy(exec_);
-    if (graph_) cudaGraphDestroy(graph_);
+    for (Captured& g : graphs_cache_) cudaGraphExecDestroy(g.exec);
     for (cudaEvent_t e : events_) {
       if (e) cudaEventDestroy(e);
     }
     cudaEventDestroy(fork_);
     cudaEventDestroy(join_);
+    cudaEventDestroy(caller_fork_);
+    cudaEventDestroy(caller_join_);
     cudaStreamDestroy(streams_[0]);
     cudaStreamDestroy(streams_[1]);
   }
@@ -78,20 +85,50 @@ class CudaBackend : public exec::DeviceBackend {
   }
 
   void run(const std::function<void()>& before, const std::function<void()>& steps,
-           const std::function<void()>& after) override {
-    StreamGuard guard(streams_[0]);
-    before();
-    launch(steps);
-    set_current_stream(streams_[0]);
-    after();
+           const std::function<void()>& after, const exec::RunBinding& binding) override {
+    // Note [caller's stream]
+    auto caller = static_cast<cudaStream_t>(binding.stream);
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (caller) {
+      SF_CUDA_CHECK(cudaStreamIsCapturing(caller, &status));
+      SF_CHECK(status != cudaStreamCaptureStatusInvalidated,
+               "Executable::run: the caller's stream is in an invalidated CUDA graph capture");
+      SF_CUDA_CHECK(cudaEventRecord(caller_fork_, caller));
+      SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[0], caller_fork_, 0));
+    }
+    for (size_t s = 0; s < launches_.size() && s < binding.stable.size(); ++s) {
+      launches_[s].stable.clear();
+      for (const exec::ByteRange& r : binding.stable[s]) launches_[s].stable.emplace_back(r.lo, r.hi);
+    }
+    {
+      StreamGuard guard(streams_[0]);
+      before();
+      if (status == cudaStreamCaptureStatusActive) {
+        enqueue(steps);  // into the caller's capture
+        ++caller_captures_;
+      } else {
+        launch(steps, binding.key);
+      }
+      set_current_stream(streams_[0]);
+      after();
+    }
+    if (caller) {
+      SF_CUDA_CHECK(cudaEventRecord(caller_join_, streams_[0]));
+      SF_CUDA_CHECK(cudaStreamWaitEvent(caller, caller_join_, 0));
+    }
   }
 
-  void launch(const std::function<void()>& steps) {
-    if (graphs_ && exec_) {
-      SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
+  // Replays the graph of this binding, capturing it first when there is none (Note [device
+  // inputs]); without graphs, enqueues the steps.
+  void launch(const std::function<void()>& steps, const std::vector<const void*>& key) {
+    if (!graphs_) return enqueue(steps);
+    for (auto it = graphs_cache_.begin(); it != graphs_cache_.end(); ++it) {
+      if (it->key != key) continue;
+      SF_CUDA_CHECK(cudaGraphLaunch(it->exec, streams_[0]));
+      if (it != graphs_cache_.begin()) std::iter_swap(it, graphs_cache_.begin());
       return;
     }
-    if (!graphs_) return enqueue(steps);
+    cudaGraph_t graph = nullptr;
     SF_CUDA_CHECK(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal));
     try {
       enqueue(steps);
@@ -102,10 +139,20 @@ class CudaBackend : public exec::DeviceBackend {
       cudaGetLastError();
       throw;
     }
-    SF_CUDA_CHECK(cudaStreamEndCapture(streams_[0], &graph_));
-    SF_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
-    SF_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &graph_nodes_));
-    SF_CUDA_CHECK(cudaGraphLaunch(exec_, streams_[0]));
+    SF_CUDA_CHECK(cudaStreamEndCapture(streams_[0], &graph));
+    Captured captured{key, nullptr};
+    cudaError_t made = cudaGraphInstantiate(&captured.exec, graph, 0);
+    SF_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &graph_nodes_));
+    cudaGraphDestroy(graph);
+    SF_CUDA_CHECK(made);
+    if (graphs_cache_.size() >= kGraphsKept) {
+      SF_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));  // the oldest may still run
+      cudaGraphExecDestroy(graphs_cache_.back().exec);
+      graphs_cache_.pop_back();
+    }
+    graphs_cache_.push_front(captured);
+    ++captures_;
+    SF_CUDA_CHECK(cudaGraphLaunch(captured.exec, streams_[0]));
   }
 
   void begin_step(size_t step) override {
@@ -133,9 +180,15 @@ class CudaBackend : public exec::DeviceBackend {
   }
 
   std::string describe() const override {
-    std::string graph = !graphs_ ? "no CUDA graph (steps enqueued every run)"
-                        : exec_  ? fmt::format("CUDA graph of {} nodes, replayed", graph_nodes_)
-                                 : "CUDA graph captured on the first run";
+    std::string graph =
+        !graphs_ ? "no CUDA graph (steps enqueued every run)"
+        : captures_ > 0
+            ? fmt::format("CUDA graph of {} nodes, replayed{}", graph_nodes_,
+                          captures_ > 1 ? fmt::format(" ({} input bindings captured)", captures_)
+                                        : std::string())
+            : "CUDA graph captured on the first run";
+    if (caller_captures_ > 0)
+      graph += fmt::format(", {} run(s) captured into the caller's graph", caller_captures_);
     size_t on_comm = 0, early = 0;
     for (const exec::StepStream& s : steps_) {
       on_comm += s.stream == 1;
@@ -170,8 +223,15 @@ class CudaBackend : public exec::DeviceBackend {
   std::vector<exec::StepStream> steps_;
   std::vector<StepLaunch> launches_;  // per step: Note [early launch]
   std::vector<Communicator*> comms_;
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
+  // Note [device inputs]: the graphs of the last kGraphsKept bindings, most recent first.
+  struct Captured {
+    std::vector<const void*> key;
+    cudaGraphExec_t exec = nullptr;
+  };
+  static constexpr size_t kGraphsKept = 4;
+  std::deque<Captured> graphs_cache_;
+  size_t captures_ = 0, caller_captures_ = 0;
+  cudaEvent_t caller_fork_ = nullptr, caller_join_ = nullptr;
   size_t graph_nodes_ = 0;
 };
 

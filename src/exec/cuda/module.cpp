@@ -16,12 +16,30 @@ namespace {
 
 Tensor host_copy(const Tensor& t) { return to_host(t); }
 
+// Zeroed on the rank's stream: waited for here, since the caller may write it on another stream.
+Tensor symmetric(const Shape& shape, DType dtype, std::string_view group) {
+  Tensor t = empty_symmetric(shape, dtype, group);
+  synchronize();
+  return t;
+}
+
+// The stream bind_device() made for this thread, remembered the first time another replaces it.
+thread_local void* own_stream = nullptr;
+void* exchange(void* stream) {
+  void* previous = current_stream();
+  if (!own_stream) own_stream = previous;
+  set_current_stream(stream ? stream : own_stream);
+  return previous;
+}
+
 const bool kRegistered = [] {
   exec::set_device_backend_factory(DeviceType::cuda, &make_exec_backend);
   exec::DeviceModule module;
   module.device_count = &device_count;
   module.bind_device = &bind_device;
   module.to_host = &host_copy;
+  module.empty_symmetric = &symmetric;
+  module.exchange_stream = &exchange;
   exec::register_device_module(DeviceType::cuda, module);
   return true;
 }();

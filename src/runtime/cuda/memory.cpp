@@ -67,6 +67,8 @@ SymmetricDeviceStorage::SymmetricDeviceStorage(std::shared_ptr<DeviceHeap> heap)
     : Storage(heap->local(), heap->bytes(), Device::cuda(heap->device()), MemoryKind::symmetric),
       heap_(std::move(heap)) {}
 
+std::string_view SymmetricDeviceStorage::group_name() const { return heap_->group()->name(); }
+
 Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) {
   check_not_capturing("cuda::empty_symmetric");
   const size_t bytes = size_t(numel(shape)) * dtype_size(dtype);

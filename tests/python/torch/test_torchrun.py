@@ -88,9 +88,9 @@ def test_an_unsupported_op_in_the_block_gives_two_boundaries_and_the_same_result
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_symm_mem_cases_torch_compile_refuses(nproc):
-    rc, results, out = launch(nproc, "input_allreduce,inplace_allreduce,ring", "f32,bf16")
-    check_all_ok(nproc, results, out, 6)
+def test_symm_mem_cases_torch_compile_refuses_and_eager_ops(nproc):
+    rc, results, out = launch(nproc, "input_allreduce,inplace_allreduce,ring,eager", "f32,bf16")
+    check_all_ok(nproc, results, out, 8)
     assert rc == 0, out[-4000:]
 
 

@@ -8,7 +8,12 @@ torch.distributed.all_reduce over gloo), runs it under torch.compile(backend="sy
 every element within the dtype's tolerance, and prints one line per case:
 `RESULT {"case", "dtype", "rank", "max_err", "tol", "ok", "partitions", "boundaries", ...}`.
 Special cases: "raise" (rank 1 raises inside a compiled call; every rank must raise naming it),
-"shapes" (rank 1 binds other shapes; every rank must raise naming the input).
+"shapes" (rank 1 binds other shapes; every rank must raise naming the input), "eager"
+(symmflow.torch.empty and torch.ops.symmflow ops, a symmetric and a staged tensor, against gloo),
+"cudagraph" (GPU only: the compiled MLP captured by the user's torch.cuda.graph and under
+mode="reduce-overhead", replayed on new inputs, against eager).
+SYMMFLOW_TEST_DEVICE=cuda runs the models, inputs and ops on the rank's GPU (rank % GPUs: ranks
+may share one) with the reference computed on the CPU; torch.distributed stays gloo.
 Exits non-zero on any mismatch.
 """
 from __future__ import annotations
@@ -30,6 +35,13 @@ import tp_models  # noqa: E402
 import symmflow.torch as sft  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
+
+
+def device() -> torch.device:
+    if DEVICE == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
 TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
 
 
@@ -63,11 +75,12 @@ def run_case(case: str, dtype: torch.dtype) -> dict:
     model = tp_models.make_model(case, dtype)
     inputs = tp_models.make_inputs(case, dtype, rank=rank, world=world)
     want = reference(case, inputs, model)
+    model, inputs = model.to(device()), [t.to(device()) for t in inputs]
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="symmflow")
     with torch.no_grad():
-        got = compiled(*inputs)
-        got2 = compiled(*inputs)  # a second call reuses the plan
+        got = compiled(*inputs).cpu()
+        got2 = compiled(*inputs).cpu()  # a second call reuses the plan
     err = max((got.float() - want.float()).abs().max().item(),
               (got2.float() - want.float()).abs().max().item())
     scale = max(want.float().abs().max().item(), 1.0)
@@ -76,6 +89,7 @@ def run_case(case: str, dtype: torch.dtype) -> dict:
     text = report.text() if report else ""
     return {"explain_ok": all(w in text for w in ("pool", "symm[", "collective")),
             "case": case, "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
+            "device": str(device()),
             "max_err": err, "tol": tol, "ok": err <= tol,
             "partitions": report.partition_count if report else None,
             "boundaries": [b for b in report.boundaries] if report else None,
@@ -102,10 +116,11 @@ def run_raise() -> dict:
         return x.clone()
 
     lib.impl("fail_on_rank", fail_on_rank, "CPU")
+    lib.impl("fail_on_rank", fail_on_rank, "CUDA")
     torch.library.register_fake("symmflow_test::fail_on_rank", lambda x, r: torch.empty_like(x),
                                 lib=lib)
     compiled = torch.compile(Failing(), backend="symmflow")
-    x = torch.ones(8, 16)
+    x = torch.ones(8, 16, device=device())
     start = time.monotonic()
     try:
         with torch.no_grad():
@@ -123,15 +138,76 @@ def run_shapes() -> dict:
     """Rank 1 binds other shapes than its peers: every rank must raise naming the input."""
     rank = dist.get_rank()
     model = tp_models.make_model("input_allreduce", torch.float32)
-    x = torch.ones(8 if rank != 1 else 12, 16)
+    x = torch.ones(8 if rank != 1 else 12, 16, device=device())
     try:
         with torch.no_grad():
             torch.compile(model, backend="symmflow")(x)
         message = ""
     except Exception as e:  # noqa: BLE001
         message = f"{type(e).__name__}: {e}"
-    ok = bool(message) and ("input" in message) and ("x" in message or "arg" in message)
+    # The user's argument is named (Note [input names] in _backend.py), with each rank's shape.
+    ok = ("input 'x'" in message and "f32[8, 16]" in message and "f32[12, 16]" in message
+          and "arg0_1" not in message)
     return {"case": "shapes", "rank": rank, "ok": ok, "message": message[:400]}
+
+
+def run_eager(dtype: torch.dtype) -> dict:
+    """torch.ops.symmflow ops on symmflow.torch.empty tensors and on a plain tensor (staged),
+    eagerly on DEVICE, against gloo's all_reduce of the same values."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    group = dist.group.WORLD.group_name
+    values = [torch.arange(37 * 5, dtype=torch.float32).reshape(37, 5) * (r + 1) / 64
+              for r in range(world)]
+    want = values[rank].clone()
+    dist.all_reduce(want)
+    x = sft.empty((37, 5), dtype=dtype, device=device())
+    assert x.device == device() and x.dtype == dtype, (x.device, x.dtype)
+    x.copy_(values[rank].to(dtype))
+    got = torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
+    plain = values[rank].to(dtype).to(device())  # not symmetric: staged through a fresh heap
+    got_plain = torch.ops.symmflow.one_shot_all_reduce(plain, "sum", group)
+    inplace = sft.empty((37, 5), dtype=dtype, device=device())
+    inplace.copy_(values[rank].to(dtype))
+    torch.ops.symmflow.two_shot_all_reduce_(inplace, "sum", group)
+    tol = TOLERANCE[dtype] * max(want.abs().max().item(), 1.0)
+    errs = [(t.cpu().float() - want).abs().max().item() for t in (got, got_plain, inplace)]
+    return {"case": "eager", "dtype": str(dtype).split(".")[-1], "rank": rank,
+            "device": str(device()), "max_err": max(errs), "tol": tol,
+            "ok": max(errs) <= tol and got.device == device()}
+
+
+def run_cudagraph(dtype: torch.dtype) -> dict:
+    """The compiled MLP inside PyTorch's CUDA graphs: captured by the user (torch.cuda.graph) and
+    by mode="reduce-overhead", replayed on new inputs; every result against eager on the CPU."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = tp_models.make_model("mlp", dtype)
+    xs = [tp_models.make_inputs("mlp", dtype, rank=rank, world=world)[0] * (k + 1) for k in range(3)]
+    with torch.no_grad():
+        wants = [model(x) for x in xs]
+        model = model.to(device())
+        errs = []
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="symmflow")
+        static = xs[0].to(device())
+        compiled(static)  # warm-up: compiles, allocates, rendezvouses
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = compiled(static)
+        for x, want in zip(xs, wants):
+            static.copy_(x)
+            graph.replay()
+            errs.append((out.cpu().float() - want.float()).abs().max().item())
+        torch._dynamo.reset()
+        overhead = torch.compile(model, backend="symmflow", mode="reduce-overhead")
+        for _ in range(2):
+            for x, want in zip(xs, wants):
+                errs.append((overhead(x.to(device())).cpu().float() - want.float()).abs().max().item())
+    tol = TOLERANCE[dtype] * max(max(w.float().abs().max().item() for w in wants), 1.0)
+    report = sft.last_report()
+    return {"case": "cudagraph", "dtype": str(dtype).split(".")[-1], "rank": rank,
+            "device": str(device()), "max_err": max(errs), "tol": tol, "ok": max(errs) <= tol,
+            "partitions": report.partition_count, "copies_added": report.copies_added()}
 
 
 def emit(result: dict) -> None:
@@ -158,6 +234,10 @@ def main() -> int:
                     result = run_raise()
                 elif case == "shapes":
                     result = run_shapes()
+                elif case == "eager":
+                    result = run_eager(DTYPES[dtype_name])
+                elif case == "cudagraph":
+                    result = run_cudagraph(DTYPES[dtype_name])
                 else:
                     result = run_case(case, DTYPES[dtype_name])
             except Exception:  # noqa: BLE001 - reported as a failed case

@@ -1,0 +1,208 @@
+// Plans on the caller's GPU tensors and stream (Note [device inputs] and Note [caller's stream] in
+// src/exec/executable_device.cpp), at 1 and 2 ranks (two ranks share the GPU on a one-GPU host),
+// every output against the cpu interpreter on the same inputs:
+//  - device inputs read in place (no copy), a graph per binding, more bindings than are kept;
+//  - runs ordered on a stream of the caller's, with no host wait, outputs into caller tensors;
+//  - runs captured into the caller's own CUDA graph (global capture mode, as torch.cuda.graph
+//    uses), replayed with new input values.
+// Skipped without a GPU.
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "symmflow/exec/compare.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/interpret.hpp"
+#include "symmflow/ir/text.hpp"
+#include "symmflow/kernels/cuda.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/passes/pipeline.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+std::string read_example(const std::string& name) {
+  std::ifstream in(std::string(SYMMFLOW_EXAMPLES_DIR) + "/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Tensor random(const ir::TensorType& t, uint64_t seed) {
+  Tensor x = Tensor::empty(t.shape, t.dtype);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
+  const double scale = t.shape.size() >= 2 ? 1.0 / std::sqrt(double(t.shape[0])) : 1.0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    store_double(x.view(), i, (double(s >> 11) * 0x1.0p-53 * 2 - 1) * scale);
+  }
+  return x;
+}
+
+struct Case {
+  std::shared_ptr<const passes::Plan> plan;
+  std::shared_ptr<ir::Graph> source;
+};
+
+Case compile(const std::string& example, int world) {
+  const std::string text = read_example(example);
+  return {passes::compile(ir::parse_graph(text, {example, world})),
+          std::shared_ptr<ir::Graph>(ir::parse_graph(text, {example, world}))};
+}
+
+// Host inputs for run `iter` of this rank, and the interpreter's outputs for them.
+std::vector<Tensor> host_inputs(const Case& c, int rank, int iter) {
+  std::vector<Tensor> in;
+  for (const ir::Value* v : c.plan->graph->inputs())
+    in.push_back(random(v->type(), uint64_t(1000 * iter + 10 * rank + 1)));
+  return in;
+}
+
+void expect_matches(const Case& c, const std::vector<Tensor>& host_in,
+                    const std::vector<Tensor>& got, const std::string& what) {
+  std::vector<Tensor> in;
+  for (const Tensor& t : host_in) in.push_back(call("aten::clone", {t}).to_tensor());
+  std::vector<Tensor> want = exec::interpret(*c.source, in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Tensor host = to_host(got[i]);
+    exec::Comparison cmp =
+        exec::compare(host, want[i], exec::check_tolerance(want[i].dtype(), 8), what);
+    EXPECT_FALSE(cmp.mismatch) << *cmp.mismatch;
+  }
+}
+
+class CudaStream : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  }
+};
+
+// Inputs made on the GPU at new addresses each run: read in place (no copy-in of a non-staged
+// input), a graph captured per binding; the seventh run reuses the first run's tensors, whose
+// binding was evicted (4 are kept), and must still give the right results.
+TEST_P(CudaStream, DeviceInputsAreReadInPlaceWithAGraphPerBinding) {
+  const int world = GetParam();
+  for (const char* example : {"tp_mlp_small.sf", "input_allreduce.sf"}) {
+    Case c = compile(example, world);
+    run_threads(world, [&](Runtime& rt) {
+      int dev = bind_device();
+      exec::Executable exe(c.plan, exec::ExecOptions{Device::cuda(dev)});
+      std::vector<std::vector<Tensor>> kept;
+      for (int iter = 0; iter < 7; ++iter) {
+        const int data = iter == 6 ? 0 : iter;
+        std::vector<Tensor> host = host_inputs(c, rt.rank(), data);
+        if (iter < 6) {
+          std::vector<Tensor> dev_in;
+          for (const Tensor& h : host) dev_in.push_back(to_device(h));
+          kept.push_back(dev_in);
+        }
+        std::vector<Tensor> got = exe.run(kept[size_t(data)]);
+        expect_matches(c, host, got, fmt::format("{} world {} rank {} run {}", example, world,
+                                                 rt.rank(), iter));
+        const size_t staged = std::string(example) == "input_allreduce.sf" ? 1 : 0;
+        EXPECT_EQ(exe.last_stats().copies, staged) << example << " run " << iter;
+      }
+      EXPECT_NE(exe.device_description().find("input bindings captured"), std::string::npos)
+          << exe.device_description();
+    }, ThreadsOptions{60});
+  }
+}
+
+// Runs on a stream of the caller's: the caller enqueues the inputs' upload on it, the run follows
+// with no host wait, outputs land in the caller's tensors, and the caller's stream waits for them.
+TEST_P(CudaStream, RunsFollowAndPrecedeTheCallersStream) {
+  const int world = GetParam();
+  Case c = compile("tp_mlp_small.sf", world);
+  run_threads(world, [&](Runtime& rt) {
+    int dev = bind_device();
+    cudaStream_t caller = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&caller, cudaStreamNonBlocking));
+    exec::Executable exe(c.plan, exec::ExecOptions{Device::cuda(dev)});
+    std::vector<Tensor> dev_in;
+    for (const Tensor& h : host_inputs(c, rt.rank(), 0)) dev_in.push_back(to_device(h));
+    Tensor out = Tensor::empty(c.plan->graph->outputs()[0]->type().shape,
+                               c.plan->graph->outputs()[0]->type().dtype, Device::cuda(dev));
+    for (int iter = 0; iter < 3; ++iter) {
+      std::vector<Tensor> host = host_inputs(c, rt.rank(), iter + 1);
+      for (size_t i = 0; i < host.size(); ++i) {  // the caller's upload, on its stream
+        CUDA_OK(cudaMemcpyAsync(dev_in[i].raw_data(), host[i].raw_data(), host[i].nbytes(),
+                                cudaMemcpyHostToDevice, caller));
+      }
+      exec::RunOptions options;
+      options.stream = caller;
+      options.into = {out};
+      std::vector<Tensor> got = exe.run(dev_in, options);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].raw_data(), out.raw_data());
+      CUDA_OK(cudaStreamSynchronize(caller));
+      expect_matches(c, host, {out}, fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
+    }
+    CUDA_OK(cudaStreamDestroy(caller));
+  }, ThreadsOptions{60});
+}
+
+// The caller captures a run into its own CUDA graph (global mode, as torch.cuda.graph) after one
+// warm-up run, then replays that graph with new values written into the same input tensors.
+TEST_P(CudaStream, RunsAreCapturedIntoTheCallersGraph) {
+  const int world = GetParam();
+  for (const char* example : {"tp_mlp_small.sf", "input_allreduce.sf", "halo_exchange_signal.sf"}) {
+    Case c = compile(example, world);
+    run_threads(world, [&](Runtime& rt) {
+      int dev = bind_device();
+      cudaStream_t caller = nullptr;
+      CUDA_OK(cudaStreamCreateWithFlags(&caller, cudaStreamNonBlocking));
+      exec::Executable exe(c.plan, exec::ExecOptions{Device::cuda(dev)});
+      std::vector<Tensor> dev_in, outs;
+      for (const Tensor& h : host_inputs(c, rt.rank(), 0)) dev_in.push_back(to_device(h));
+      for (const ir::Value* v : c.plan->graph->outputs())
+        outs.push_back(Tensor::empty(v->type().shape, v->type().dtype, Device::cuda(dev)));
+      exec::RunOptions options;
+      options.stream = caller;
+      options.into = outs;
+      exe.run(dev_in, options);  // warm-up outside the capture
+      CUDA_OK(cudaStreamSynchronize(caller));
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t graph_exec = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(caller, cudaStreamCaptureModeGlobal));
+      exe.run(dev_in, options);
+      CUDA_OK(cudaStreamEndCapture(caller, &graph));
+      CUDA_OK(cudaGraphInstantiate(&graph_exec, graph, 0));
+      for (int iter = 1; iter < 4; ++iter) {
+        std::vector<Tensor> host = host_inputs(c, rt.rank(), iter);
+        for (size_t i = 0; i < host.size(); ++i) {
+          CUDA_OK(cudaMemcpyAsync(dev_in[i].raw_data(), host[i].raw_data(), host[i].nbytes(),
+                                  cudaMemcpyHostToDevice, caller));
+        }
+        CUDA_OK(cudaGraphLaunch(graph_exec, caller));
+        CUDA_OK(cudaStreamSynchronize(caller));
+        expect_matches(c, host, outs, fmt::format("{} world {} rank {} replay {}", example, world,
+                                                  rt.rank(), iter));
+      }
+      EXPECT_NE(exe.device_description().find("captured into the caller's graph"),
+                std::string::npos) << exe.device_description();
+      cudaGraphExecDestroy(graph_exec);
+      cudaGraphDestroy(graph);
+      CUDA_OK(cudaStreamDestroy(caller));
+    }, ThreadsOptions{60});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, CudaStream, ::testing::Values(1, 2),
+                         [](const auto& info) { return fmt::format("W{}", info.param); });
+
+}  // namespace
+}  // namespace symmflow::cuda

@@ -1,0 +1,96 @@
+"""The backend's modes and options, the user's input names, PyTorch's CUDA graphs wrapper on the
+CPU (a pass-through) and Session.run_into into torch tensors (one process; a world of one)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import symmflow
+import symmflow.torch as sft
+from symmflow.torch import _backend, _cudagraphs
+
+
+class Lin(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        return self.lin(x) * 2.0 + y
+
+
+def test_user_input_names_follow_dynamo_sources(world):
+    seen = {}
+
+    def spy(gm, example_inputs, **kw):
+        seen["names"] = _backend.user_input_names(gm)
+        return gm.forward
+
+    with torch.no_grad():
+        torch.compile(Lin(), backend=spy)(torch.randn(2, 8), torch.randn(2, 8))
+    assert seen["names"] == ["self_lin_weight", "self_lin_bias", "x", "y"]
+
+
+def test_compiled_partitions_name_the_users_inputs(world):
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(Lin(), backend="symmflow")(torch.randn(2, 8), torch.randn(2, 8))
+    text = sft.last_report().partitions[0].ir_text
+    assert text.startswith("graph partition_0(self_lin_weight: f32[8, 8], "
+                           "self_lin_bias: f32[8], x: f32[2, 8], y: f32[2, 8])"), text
+
+
+@pytest.mark.parametrize("mode,options,message", [
+    ("max-autotune", None, "the symmflow backend takes mode None, 'default' or 'reduce-overhead' "
+                           "(PyTorch's CUDA graphs around the compiled graph), not 'max-autotune'"),
+    (None, {"fusion": True}, "the symmflow backend has no option ['fusion'] (it takes "
+                             "'cuda_graph': False to run each partition without its own graph)"),
+])
+def test_unknown_modes_and_options_are_refused(world, mode, options, message):
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x * 2.0, backend="symmflow", mode=mode, options=options)
+    with pytest.raises(Exception) as e, torch.no_grad():
+        compiled(torch.randn(4))
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("mode,options", [("reduce-overhead", None), (None, {"cuda_graph": False})])
+def test_modes_on_cpu_give_eagers_results(world, mode, options):
+    torch._dynamo.reset()
+    model = Lin()
+    x, y = torch.randn(2, 8), torch.randn(2, 8)
+    with torch.no_grad():
+        want = model(x, y)
+        compiled = torch.compile(model, backend="symmflow", mode=mode, options=options)
+        for _ in range(3):  # warm-up, capture, replay on a GPU; the same call on the CPU
+            torch.testing.assert_close(compiled(x, y), want)  # f32 tolerance
+
+
+def test_graphed_callable_passes_cpu_calls_through():
+    calls = []
+
+    def fn(a, b):
+        calls.append(1)
+        return a + b, b
+
+    g = _cudagraphs.GraphedCallable(fn)
+    a, b = torch.ones(3), torch.arange(3.0)
+    for _ in range(3):
+        s, t = g(a, b)
+        assert torch.equal(s, a + b) and t is b
+    assert len(calls) == 3 and g.captures == 0 and g.replays == 0
+
+
+def test_run_into_writes_torch_outputs_and_checks_them(world):
+    rank = sft.init()
+    program = symmflow.compile(symmflow.Program(
+        "graph f(x: f32[4, 3]) {\n  y = aten::mul.Scalar(x, 3.0)\n  return y\n}\n", world_size=1))
+    session = symmflow.Session(program, rank)
+    x = torch.arange(12.0).reshape(4, 3)
+    out = torch.full((4, 3), -1.0)
+    stats = session.run_into([x], [out])
+    assert torch.equal(out, x * 3.0)
+    assert stats["output_copies"] == 1
+    with pytest.raises(symmflow.Error) as e:
+        session.run_into([x], [torch.empty(3, 4)])
+    assert str(e.value) == "run: output 0 ('y') of program 'f' is f32[4, 3], got f32[3, 4]"
