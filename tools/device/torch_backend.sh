@@ -3,7 +3,8 @@
 # machine (carry .whl: nanobind's wheel, which the device machine lacks):
 #   bash tools/device/torch_backend.sh build   # configure + build CUDA module, CLI, Python module,
 #                                              # the GPU tests of the decoder-block ops
-#   bash tools/device/torch_backend.sh run     # the torchrun worker's cases on the GPU with two
+#   bash tools/device/torch_backend.sh run     # (or one part: models, failures, timing)
+#                                              # the torchrun worker's cases on the GPU with two
 #                                              # processes sharing it, then the backend timed at
 #                                              # world 1 beside eager and inductor; table last
 # (`bash tools/device/run.sh build` builds the same and more; `run.sh verify` runs the GPU tests.)
@@ -54,13 +55,19 @@ for r in rows:
         print("  ", r["case"], "rank", r["rank"], r.get("seconds", ""), r["message"][:300])
 ')"
 }
-step "two processes sharing the GPU: models, symm_mem cases, eager ops, CUDA graphs"
-worker models mlp,decoder,decoder_sp,decoder_unsupported,input_allreduce,inplace_allreduce,ring,eager,cudagraph f32,bf16
-step "two processes sharing the GPU: a raising rank, different shapes"
-worker raise raise f32
-worker shapes shapes f32
-step "backend: world 1, timed beside eager and inductor"
-PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 1 tools/device/torch_backend.py \
-  --json "$OUT/torch_backend1.json" --iters 50 >"$OUT/torch_backend1.log" 2>&1
-sed -n '/^torch_backend:/,$p' "$OUT/torch_backend1.log"; tail -3 "$OUT/torch_backend1.log"
+if [[ "$mode" == run || "$mode" == models ]]; then
+  step "two processes sharing the GPU: models, symm_mem cases, eager ops, CUDA graphs"
+  worker models mlp,decoder,decoder_sp,decoder_unsupported,input_allreduce,inplace_allreduce,ring,eager,cudagraph f32,bf16
+fi
+if [[ "$mode" == run || "$mode" == failures ]]; then
+  step "two processes sharing the GPU: a raising rank, different shapes"
+  worker raise raise f32
+  worker shapes shapes f32
+fi
+if [[ "$mode" == run || "$mode" == timing ]]; then
+  step "backend: world 1, timed beside eager and inductor"
+  PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 1 tools/device/torch_backend.py \
+    --json "$OUT/torch_backend1.json" --iters "${ITERS:-50}" >"$OUT/torch_backend1.log" 2>&1
+  sed -n '/^torch_backend:/,$p' "$OUT/torch_backend1.log"; tail -3 "$OUT/torch_backend1.log"
+fi
 step done
