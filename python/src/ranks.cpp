@@ -123,13 +123,14 @@ nb::object empty_symmetric(api::Rank& rank, const std::vector<int64_t>& shape,
   return export_tensor(out);
 }
 
-// stream: on GPU tensors, the cudaStream_t to run on (PyTorch's current stream); 0: the rank's.
+// stream: on GPU tensors, the cudaStream_t to run on (PyTorch's current stream; 0 is the legacy
+// default stream); None or absent: the rank's own stream.
 nb::list call_op(api::Rank& rank, const std::string& name, nb::args args, nb::kwargs kwargs) {
-  uintptr_t stream = 0;
+  std::optional<uintptr_t> stream;
   for (auto [key, value] : kwargs) {
     SF_CHECK(nb::cast<std::string>(key) == "stream",
              "call_op: unknown keyword argument '{}' (only 'stream')", nb::cast<std::string>(key));
-    stream = nb::cast<uintptr_t>(value);
+    if (!value.is_none()) stream = nb::cast<uintptr_t>(value);
   }
   std::vector<Value> values;
   for (size_t i = 0; i < args.size(); ++i)
@@ -139,7 +140,7 @@ nb::list call_op(api::Rank& rank, const std::string& name, nb::args args, nb::kw
     nb::gil_scoped_release release;
     CurrentRuntime current(rank.runtime());
     std::optional<api::EagerStream> on_stream;
-    if (stream != 0) on_stream.emplace(reinterpret_cast<void*>(stream));
+    if (stream) on_stream.emplace(reinterpret_cast<void*>(*stream));
     result = symmflow::call(name, values);
   }
   nb::list out;

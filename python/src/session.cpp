@@ -41,7 +41,14 @@ void make_session(PySession* self, const api::CompiledProgram& program, api::Ran
   self->session = std::make_unique<api::Session>(*self->program, rank, options);
 }
 
-nb::list run(PySession& s, const std::vector<Array>& inputs, bool views, uintptr_t stream) {
+// stream: None, or the caller's cudaStream_t as an int (0: the legacy default stream).
+std::optional<void*> stream_of(std::optional<uintptr_t> stream) {
+  if (!stream) return std::nullopt;
+  return reinterpret_cast<void*>(*stream);
+}
+
+nb::list run(PySession& s, const std::vector<Array>& inputs, bool views,
+             std::optional<uintptr_t> stream) {
   std::vector<Tensor> in;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
@@ -51,7 +58,7 @@ nb::list run(PySession& s, const std::vector<Array>& inputs, bool views, uintptr
     CurrentRuntime current(s.rank->runtime());
     api::RunOptions options;
     options.outputs = views ? api::Outputs::views : api::Outputs::owned;
-    options.stream = reinterpret_cast<void*>(stream);
+    options.stream = stream_of(stream);
     out = s.session->run(in, options);
   }
   nb::list result;
@@ -60,7 +67,7 @@ nb::list run(PySession& s, const std::vector<Array>& inputs, bool views, uintptr
 }
 
 nb::dict run_into(PySession& s, const std::vector<Array>& inputs,
-                  const std::vector<Array>& outputs, uintptr_t stream) {
+                  const std::vector<Array>& outputs, std::optional<uintptr_t> stream) {
   std::vector<TensorView> in, out;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(import_view(inputs[i], fmt::format("inputs[{}]", i)));
@@ -72,7 +79,7 @@ nb::dict run_into(PySession& s, const std::vector<Array>& inputs,
     nb::gil_scoped_release release;
     CurrentRuntime current(s.rank->runtime());
     api::RunOptions options;
-    options.stream = reinterpret_cast<void*>(stream);
+    options.stream = stream_of(stream);
     stats = s.session->run_into(in, out, options);
   }
   return stats_dict(stats);
@@ -89,12 +96,13 @@ void bind_session(nb::module_& m) {
       .def("input_buffer",
            [](PySession& s, size_t i) { return export_tensor(s.session->input_buffer(i)); },
            nb::arg("i"))
-      .def("run", &run, nb::arg("inputs"), nb::arg("views") = false, nb::arg("stream") = 0,
+      .def("run", &run, nb::arg("inputs"), nb::arg("views") = false, nb::arg("stream") = nb::none(),
            "Runs on `inputs` (any DLPack arrays). views=True returns the outputs as views of the "
            "plan's memory (no copy), valid until the next run. stream: on a GPU, the caller's "
            "cudaStream_t (torch.cuda.current_stream().cuda_stream) to order the run on, without "
-           "waiting on the host (also inside the caller's CUDA graph capture); 0: run and wait.")
-      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = 0,
+           "waiting on the host (also inside the caller's CUDA graph capture; 0 is the legacy default "
+           "stream); None: run on the session's streams and wait.")
+      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = nb::none(),
            "Runs on `inputs` and writes output i into outputs[i] as part of the run; stream as "
            "for run().")
       .def_prop_ro("last_stats", [](const PySession& s) { return stats_dict(s.session->last_stats()); })

@@ -162,7 +162,8 @@ Tensor& Executable::device_handle(size_t i) {
 // Binds each input's slot for this run (Note [device inputs]); copy_in[i]: copy it into its
 // buffer before the steps. Returns the binding the backend keys its graphs by.
 RunBinding Executable::bind_device_inputs(const std::vector<Tensor>& inputs,
-                                          std::vector<bool>& copy_in, void* stream) {
+                                          std::vector<bool>& copy_in,
+                                          std::optional<void*> stream) {
   const passes::Plan& p = *plan_;
   RunBinding binding;
   binding.stream = stream;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,8 +74,8 @@ void copy_tensor(const Tensor& dst, const Tensor& src);
 Tensor empty_symmetric(const std::string& device, const Shape& shape, DType dtype,
                        const std::string& group);
 // While it lives, the eager GPU kernels of the calling thread (symmflow::call on GPU tensors) run
-// on `stream` (a cudaStream_t of the thread's GPU, e.g. PyTorch's current stream) instead of the
-// rank's own; binds the thread to its GPU first. Refuses: no cuda backend or no GPU.
+// on `stream` (a cudaStream_t of the thread's GPU, e.g. PyTorch's current stream; a null pointer
+// is the legacy default stream) instead of the rank's own; binds the thread to its GPU first. Refuses: no cuda backend or no GPU.
 class EagerStream {
  public:
   explicit EagerStream(void* stream);
@@ -104,10 +105,11 @@ struct RunOptions {
   // in microseconds of the steady clock. Empty: no clock is read.
   std::function<void(size_t step, double begin_us, double end_us)> on_step;
   bool synchronize = true;  // on a GPU: wait for the run before returning
-  // On a GPU: the caller's stream (a cudaStream_t, such as PyTorch's current stream) or null.
+  // On a GPU: the caller's stream (a cudaStream_t, such as PyTorch's current stream; a null
+  // pointer is the legacy default stream) or none.
   // The run follows the work queued there, that stream waits for the run, nothing waits on the
   // host, and a run while the stream is being captured (torch.cuda.graph) joins that capture.
-  void* stream = nullptr;
+  std::optional<void*> stream;
 };
 
 // What one run did (exec::RunStats): data copies the plan needed, copy-ins skipped because the

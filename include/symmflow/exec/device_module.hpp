@@ -29,8 +29,8 @@ struct DeviceModule {
   Tensor (*to_host)(const Tensor&) = nullptr;   // a host copy; waits for the thread's stream
   // A zeroed tensor in a new symmetric heap of `group` on the thread's GPU (collective).
   Tensor (*empty_symmetric)(const Shape&, DType, std::string_view group) = nullptr;
-  // Makes `stream` (a stream of the thread's GPU; null: the one bind_device made) the stream the
-  // thread's eager kernels run on, and returns the one it replaces.
+  // Makes `stream` (a cudaStream_t of the thread's GPU; null: the legacy default stream) the
+  // stream the thread's eager kernels run on, and returns the one it replaces.
   void* (*exchange_stream)(void* stream) = nullptr;
 };
 void register_device_module(DeviceType type, const DeviceModule& module);

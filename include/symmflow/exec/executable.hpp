@@ -27,6 +27,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,11 +64,12 @@ struct RunOptions {
   // On a GPU: wait for the run (raising what failed) before returning. false returns as soon as
   // the run is enqueued; call Executable::synchronize() before reading its outputs.
   bool synchronize = true;
-  // On a GPU: the caller's stream (a cudaStream_t, e.g. PyTorch's current stream), or null. The
+  // On a GPU: the caller's stream (a cudaStream_t, e.g. PyTorch's current stream; a null pointer
+  // is the legacy default stream), or none. The
   // run is ordered after the work queued there and that stream waits for it; nothing waits on
   // the host (synchronize is ignored), and while the stream is being captured into a CUDA graph
   // the run is captured into it (Note [caller's stream] in executable_device.cpp).
-  void* stream = nullptr;
+  std::optional<void*> stream = std::nullopt;
   // Caller-owned destinations: output i is copied into into[i] as part of the run (on a GPU, on
   // its stream), and run() returns them. Empty: output_mode decides.
   std::vector<Tensor> into = {};
@@ -163,7 +165,7 @@ class Executable {
   void prepare_device();
   std::vector<Tensor> run_on_device(const std::vector<Tensor>& inputs, const RunOptions& options);
   RunBinding bind_device_inputs(const std::vector<Tensor>& inputs, std::vector<bool>& copy_in,
-                                void* stream);
+                                std::optional<void*> stream);
   Tensor& device_handle(size_t i);
   std::vector<Tensor> collect_outputs(const RunOptions& options);
 

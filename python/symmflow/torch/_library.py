@@ -145,7 +145,7 @@ def _make_kernel(qualname: str, schema: torch.FunctionSchema):
             args[i] = staged
         cuda = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
         # On a GPU the op runs on PyTorch's current stream (Note [streams] in _backend.py).
-        stream = torch.cuda.current_stream(cuda).cuda_stream if cuda is not None else 0
+        stream = torch.cuda.current_stream(cuda).cuda_stream if cuda is not None else None
         results = symmflow.call_op(
             rank, qualname, *[a.detach() if isinstance(a, torch.Tensor) else a for a in args],
             stream=stream)

@@ -87,9 +87,10 @@ class CudaBackend : public exec::DeviceBackend {
   void run(const std::function<void()>& before, const std::function<void()>& steps,
            const std::function<void()>& after, const exec::RunBinding& binding) override {
     // Note [caller's stream]
-    auto caller = static_cast<cudaStream_t>(binding.stream);
+    const bool on_caller = binding.stream.has_value();
+    auto caller = static_cast<cudaStream_t>(binding.stream.value_or(nullptr));
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (caller) {
+    if (on_caller) {
       SF_CUDA_CHECK(cudaStreamIsCapturing(caller, &status));
       SF_CHECK(status != cudaStreamCaptureStatusInvalidated,
                "Executable::run: the caller's stream is in an invalidated CUDA graph capture");
@@ -112,7 +113,7 @@ class CudaBackend : public exec::DeviceBackend {
       set_current_stream(streams_[0]);
       after();
     }
-    if (caller) {
+    if (on_caller) {
       SF_CUDA_CHECK(cudaEventRecord(caller_join_, streams_[0]));
       SF_CUDA_CHECK(cudaStreamWaitEvent(caller, caller_join_, 0));
     }

@@ -23,12 +23,9 @@ Tensor symmetric(const Shape& shape, DType dtype, std::string_view group) {
   return t;
 }
 
-// The stream bind_device() made for this thread, remembered the first time another replaces it.
-thread_local void* own_stream = nullptr;
 void* exchange(void* stream) {
   void* previous = current_stream();
-  if (!own_stream) own_stream = previous;
-  set_current_stream(stream ? stream : own_stream);
+  set_current_stream(stream);
   return previous;
 }
 
