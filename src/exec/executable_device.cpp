@@ -28,7 +28,10 @@
 // "reduce-overhead" mode), the fork pulls the compute and communication streams into the
 // caller's capture and the steps are enqueued there, not captured into a graph of our own (CUDA
 // graphs do not nest by capture); every allocation and rendezvous happened at construction, so
-// the captured work replays safely (signal state is replay-safe: Note [cuda all-reduce] in kernels/cuda/all_reduce.cu).
+// the captured work replays safely (signal state is replay-safe: Note [cuda all-reduce] in
+// kernels/cuda/all_reduce.cu). Nothing waits on the host, so a failure surfaces later: a peer's
+// failure (the world's failure flag) at the next run, a collective's timeout on the GPU at
+// synchronize().
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -205,6 +208,16 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
   SF_CHECK(!options.on_step,
            "Executable::run: on_step times host steps, but on a GPU the steps are enqueued "
            "asynchronously (captured into a CUDA graph); time whole runs instead");
+  // Note [caller's stream]: an asynchronous run never waits on the host, so a peer that failed
+  // would be noticed only by a kernel's timeout on the GPU: ask the world's failure flag first.
+  if (options.stream && communicates_) {
+    if (auto f = runtime_->bootstrap().failure(); f && f->rank != runtime_->rank()) {
+      throw_error(ErrorCode::PeerFailure,
+                  "Executable::run: rank {} failed ({}) before rank {} ran program '{}' (on its "
+                  "GPU, asynchronously)",
+                  f->rank, f->what, runtime_->rank(), plan_->graph->name());
+    }
+  }
   std::vector<bool> copy_in;
   const RunBinding binding = bind_device_inputs(inputs, copy_in, options.stream);
   auto before = [&] {
