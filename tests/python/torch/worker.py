@@ -168,7 +168,16 @@ def run_eager(dtype: torch.dtype) -> dict:
     x.copy_(values[rank].to(dtype))
     got = torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
     plain = values[rank].to(dtype).to(device())  # not symmetric: staged through a fresh heap
-    got_plain = torch.ops.symmflow.one_shot_all_reduce(plain, "sum", group)
+    if plain.is_cuda:  # refused on a GPU (Note [no GPU staging] in _library.py)
+        try:
+            torch.ops.symmflow.one_shot_all_reduce(plain, "sum", group)
+            refused = ""
+        except Exception as e:  # noqa: BLE001 - the message is checked
+            refused = str(e)
+        assert "argument 'input' is a CUDA tensor outside symmetric memory" in refused, refused
+        got_plain = got
+    else:
+        got_plain = torch.ops.symmflow.one_shot_all_reduce(plain, "sum", group)
     inplace = sft.empty((37, 5), dtype=dtype, device=device())
     inplace.copy_(values[rank].to(dtype))
     torch.ops.symmflow.two_shot_all_reduce_(inplace, "sum", group)
