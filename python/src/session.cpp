@@ -100,9 +100,10 @@ void bind_session(nb::module_& m) {
            "Runs on `inputs` (any DLPack arrays). views=True returns the outputs as views of the "
            "plan's memory (no copy), valid until the next run. stream: on a GPU, the caller's "
            "cudaStream_t (torch.cuda.current_stream().cuda_stream) to order the run on, without "
-           "waiting on the host (also inside the caller's CUDA graph capture; 0 is the legacy default "
-           "stream); None: run on the session's streams and wait.")
-      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = nb::none(),
+           "waiting on the host (also inside the caller's CUDA graph capture; 0 is the legacy "
+           "default stream); None: run on the session's streams and wait.")
+      .def("run_into", &run_into, nb::arg("inputs"), nb::arg("outputs"),
+           nb::arg("stream") = nb::none(),
            "Runs on `inputs` and writes output i into outputs[i] as part of the run; stream as "
            "for run().")
       .def_prop_ro("last_stats", [](const PySession& s) { return stats_dict(s.session->last_stats()); })

@@ -108,7 +108,8 @@ void Executable::prepare_device() {
     }
     input_of[size_t(p.inputs[i])] = int(i);
     const ir::TensorType& t = p.values[size_t(p.inputs[i])].type;
-    const auto* lo = reinterpret_cast<const char*>((uintptr_t(1) << 62) + i * (uintptr_t(1) << 44));
+    const uintptr_t base = (uintptr_t(1) << 62) + i * (uintptr_t(1) << 44);  // 16 TiB apart
+    const auto* lo = reinterpret_cast<const char*>(base);
     input_ranges_[i] = {lo, lo + size_t(numel(t.shape)) * dtype_size(t.dtype), false};
   }
   // Note [streams of a plan]

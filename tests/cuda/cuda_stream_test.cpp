@@ -150,7 +150,8 @@ TEST_P(CudaStream, RunsFollowAndPrecedeTheCallersStream) {
       ASSERT_EQ(got.size(), 1u);
       EXPECT_EQ(got[0].raw_data(), out.raw_data());
       CUDA_OK(cudaStreamSynchronize(caller));
-      expect_matches(c, host, {out}, fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
+      expect_matches(c, host, {out},
+                     fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
     }
     CUDA_OK(cudaStreamDestroy(caller));
   }, ThreadsOptions{60});

@@ -75,7 +75,8 @@ Tensor empty_symmetric(const std::string& device, const Shape& shape, DType dtyp
                        const std::string& group);
 // While it lives, the eager GPU kernels of the calling thread (symmflow::call on GPU tensors) run
 // on `stream` (a cudaStream_t of the thread's GPU, e.g. PyTorch's current stream; a null pointer
-// is the legacy default stream) instead of the rank's own; binds the thread to its GPU first. Refuses: no cuda backend or no GPU.
+// is the legacy default stream) instead of the rank's own; binds the thread to its GPU first.
+// Refuses: no cuda backend or no GPU.
 class EagerStream {
  public:
   explicit EagerStream(void* stream);
@@ -106,9 +107,9 @@ struct RunOptions {
   std::function<void(size_t step, double begin_us, double end_us)> on_step;
   bool synchronize = true;  // on a GPU: wait for the run before returning
   // On a GPU: the caller's stream (a cudaStream_t, such as PyTorch's current stream; a null
-  // pointer is the legacy default stream) or none.
-  // The run follows the work queued there, that stream waits for the run, nothing waits on the
-  // host, and a run while the stream is being captured (torch.cuda.graph) joins that capture.
+  // pointer is the legacy default stream) or none. The run follows the work queued there, that
+  // stream waits for the run, nothing waits on the host, and a run while the stream is being
+  // captured (torch.cuda.graph) joins that capture.
   std::optional<void*> stream;
 };
 

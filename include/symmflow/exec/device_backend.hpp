@@ -22,10 +22,10 @@ namespace symmflow::exec {
 // How one run is bound (Note [device inputs] and Note [caller's stream] in executable_device.cpp).
 struct RunBinding {
   // The caller's stream (a cudaStream_t; a null pointer is the legacy default stream), or none.
-  // When set, the run waits for the work queued
-  // there before the call, that stream waits for the run, and nothing waits on the host; while
-  // that stream is being captured into the caller's CUDA graph, the steps are enqueued into that
-  // capture instead of a graph of the backend's own.
+  // When set, the run waits for the work queued there before the call, that stream waits for
+  // the run, and nothing waits on the host; while that stream is being captured into the
+  // caller's CUDA graph, the steps are enqueued into that capture instead of a graph of the
+  // backend's own.
   std::optional<void*> stream;
   // Where the steps find the graph inputs this run: a graph captured for one key is replayed
   // only for the same key (the backend keeps the graphs of the last few keys).

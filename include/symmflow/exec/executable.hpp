@@ -15,9 +15,10 @@
 // with events where the plan's data flow crosses them; the first run captures the steps into one
 // CUDA graph and later runs replay it. Inputs (host or device tensors) are copied into fixed
 // device buffers before the graph (cudaMemcpyAsync), except an input that already is that buffer
-// (input_handle), and an input already on the plan's GPU, contiguous and outside the plan's pools,
-// which the steps read in place (a graph is captured per binding: Note [device inputs]): zero
-// copies. RunOptions::stream orders a run on the caller's stream, inside its CUDA graph capture too.
+// (input_handle), and an input already on the plan's GPU, contiguous and outside the plan's
+// pools, which the steps read in place (a graph is captured per binding: Note [device inputs]):
+// zero copies. RunOptions::stream orders a run on the caller's stream, inside its CUDA graph
+// capture too.
 //
 // The Executable reads only the typed plan (Note [typed plan] in passes/plan.hpp): step kinds,
 // resolved op handles, operand and result value ids, copy kinds, groups. It never reads an IR
@@ -65,10 +66,10 @@ struct RunOptions {
   // the run is enqueued; call Executable::synchronize() before reading its outputs.
   bool synchronize = true;
   // On a GPU: the caller's stream (a cudaStream_t, e.g. PyTorch's current stream; a null pointer
-  // is the legacy default stream), or none. The
-  // run is ordered after the work queued there and that stream waits for it; nothing waits on
-  // the host (synchronize is ignored), and while the stream is being captured into a CUDA graph
-  // the run is captured into it (Note [caller's stream] in executable_device.cpp).
+  // is the legacy default stream), or none. The run is ordered after the work queued there and
+  // that stream waits for it; nothing waits on the host (synchronize is ignored), and while the
+  // stream is being captured into a CUDA graph the run is captured into it (Note [caller's
+  // stream] in executable_device.cpp).
   std::optional<void*> stream = std::nullopt;
   // Caller-owned destinations: output i is copied into into[i] as part of the run (on a GPU, on
   // its stream), and run() returns them. Empty: output_mode decides.

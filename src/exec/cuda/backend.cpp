@@ -99,7 +99,8 @@ class CudaBackend : public exec::DeviceBackend {
     }
     for (size_t s = 0; s < launches_.size() && s < binding.stable.size(); ++s) {
       launches_[s].stable.clear();
-      for (const exec::ByteRange& r : binding.stable[s]) launches_[s].stable.emplace_back(r.lo, r.hi);
+      for (const exec::ByteRange& r : binding.stable[s])
+        launches_[s].stable.emplace_back(r.lo, r.hi);
     }
     {
       StreamGuard guard(streams_[0]);

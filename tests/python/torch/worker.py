@@ -196,7 +196,8 @@ def run_cudagraph(dtype: torch.dtype) -> dict:
     by mode="reduce-overhead", replayed on new inputs; every result against eager on the CPU."""
     rank, world = dist.get_rank(), dist.get_world_size()
     model = tp_models.make_model("mlp", dtype)
-    xs = [tp_models.make_inputs("mlp", dtype, rank=rank, world=world)[0] * (k + 1) for k in range(3)]
+    x0 = tp_models.make_inputs("mlp", dtype, rank=rank, world=world)[0]
+    xs = [x0 * (k + 1) for k in range(3)]
     with torch.no_grad():
         wants = [model(x) for x in xs]
         model = model.to(device())
@@ -217,7 +218,8 @@ def run_cudagraph(dtype: torch.dtype) -> dict:
         overhead = torch.compile(model, backend="symmflow", mode="reduce-overhead")
         for _ in range(2):
             for x, want in zip(xs, wants):
-                errs.append((overhead(x.to(device())).cpu().float() - want.float()).abs().max().item())
+                got = overhead(x.to(device())).cpu().float()
+                errs.append((got - want.float()).abs().max().item())
     tol = TOLERANCE[dtype] * max(max(w.float().abs().max().item() for w in wants), 1.0)
     report = sft.last_report()
     return {"case": "cudagraph", "dtype": str(dtype).split(".")[-1], "rank": rank,
