@@ -25,6 +25,7 @@
 #include "symmflow/passes/pipeline.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "support/tensors.hpp"
 
 namespace symmflow::cuda {
 namespace {
@@ -38,17 +39,10 @@ std::string read_example(const std::string& name) {
   return text.str();
 }
 
+// Uniform in +-1/sqrt(rows) for matrices (sums of many products stay near 1).
 Tensor random(const ir::TensorType& t, uint64_t seed) {
-  Tensor x = Tensor::empty(t.shape, t.dtype);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
   const double scale = t.shape.size() >= 2 ? 1.0 / std::sqrt(double(t.shape[0])) : 1.0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    store_double(x.view(), i, (double(s >> 11) * 0x1.0p-53 * 2 - 1) * scale);
-  }
-  return x;
+  return testing::random_tensor(t.shape, t.dtype, seed, -scale, scale);
 }
 
 struct Case {
