@@ -225,3 +225,28 @@ TEST(ApiSession, AGroupNameReusedForOtherMembersIsRefused) {
   EXPECT_EQ(errors[3], "group 'g' is ranks [2, 3] on this runtime but the graph declares [1, 3] "
                        "for rank 3");
 }
+
+// run_into agrees on the bound inputs before its own checks, as run() does: a rank that binds
+// another shape does not raise alone while its peer waits; every rank names the input.
+TEST(ApiSession, RunIntoRanksBindingDifferentShapesAllNameTheInput) {
+  sf::CompiledProgram compiled =
+      sf::compile(sf::Program::parse_file(example("input_allreduce.sf"), 2));
+  std::mutex mutex;
+  std::vector<std::string> errors(2);
+  sf::run_threads(2, [&](sf::Rank& rank) {
+    sf::Session session(compiled, rank);
+    const symmflow::Shape shape =
+        rank.rank() == 1 ? symmflow::Shape{16, 64} : symmflow::Shape{32, 64};
+    std::vector<float> in = values(symmflow::numel(shape), rank.rank(), 0), out(32 * 64);
+    std::string e = error_of(
+        [&] { session.run_into({view_of(in, shape)}, {view_of(out, {32, 64})}); });
+    std::lock_guard lock(mutex);
+    errors[size_t(rank.rank())] = e;
+  });
+  for (const std::string& e : errors) {
+    EXPECT_THAT(e, ::testing::HasSubstr("input 'x'")) << e;
+    EXPECT_THAT(e, ::testing::HasSubstr("bind different inputs (rank agreement)")) << e;
+    EXPECT_THAT(e, ::testing::HasSubstr("rank 0 binds f32[32, 64] strides [64, 1], rank 1 binds "
+                                        "f32[16, 64] strides [64, 1]")) << e;
+  }
+}
