@@ -307,6 +307,38 @@ TEST(Exec, LocalGraphRunsWithoutARank) {
   testing::expect_same(got[1], want[1], "b (a view)");
 }
 
+// RunOptions::into: outputs land in the caller's tensors (a strided one too) and run() returns
+// them, each counted as an output copy; destinations of another shape or number are refused.
+TEST(Exec, OutputsIntoCallerTensors) {
+  auto plan = testing::plan_text(R"sf(graph g(x: f32[3, 5]) {
+  a = aten::exp(x)
+  b = aten::t(a)
+  c = aten::neg(b)
+  return c, b
+})sf");
+  Executable exe(plan);
+  Tensor x = make_input({3, 5}, DType::f32, 0, 9);
+  std::vector<Tensor> want = exec::interpret(*plan->graph, {x});
+  Tensor c = Tensor::empty({5, 3}, DType::f32);
+  Tensor b_storage = Tensor::empty({3, 5}, DType::f32);
+  Tensor b = b_storage.as_strided({5, 3}, {1, 5}, 0);  // a strided destination
+  exec::RunOptions options;
+  options.into = {c, b};
+  std::vector<Tensor> got = exe.run({x}, options);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].raw_data(), c.raw_data());
+  EXPECT_EQ(got[1].raw_data(), b.raw_data());
+  testing::expect_same(c, want[0], "c into the caller's tensor");
+  testing::expect_same(b, want[1], "b into a strided destination");
+  EXPECT_EQ(exe.last_stats().output_copies, 2u);
+  options.into = {Tensor::empty({3, 5}, DType::f32), b};
+  EXPECT_EQ(testing::error_of([&] { exe.run({x}, options); }),
+            "run: output 0 of program 'g' is f32[5, 3], its destination is f32[3, 5]");
+  options.into = {c};
+  EXPECT_EQ(testing::error_of([&] { exe.run({x}, options); }),
+            "run: 1 destinations for the 2 outputs of program 'g'");
+}
+
 }  // namespace
 }  // namespace symmflow
 
