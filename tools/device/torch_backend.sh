@@ -3,7 +3,8 @@
 # machine (carry .whl: nanobind's wheel, which the device machine lacks):
 #   bash tools/device/torch_backend.sh build   # configure + build CUDA module, CLI, Python module,
 #                                              # the GPU tests of the decoder-block ops
-#   bash tools/device/torch_backend.sh run     # (or one part: models, failures, timing)
+#   bash tools/device/torch_backend.sh run     # (or one part: models, failures, timing;
+#                                              # CASES=mlp,eager limits models, ITERS timing)
 #                                              # the torchrun worker's cases on the GPU with two
 #                                              # processes sharing it, then the backend timed at
 #                                              # world 1 beside eager and inductor; table last
@@ -57,7 +58,8 @@ for r in rows:
 }
 if [[ "$mode" == run || "$mode" == models ]]; then
   step "two processes sharing the GPU: models, symm_mem cases, eager ops, CUDA graphs"
-  worker models mlp,decoder,decoder_sp,decoder_unsupported,input_allreduce,inplace_allreduce,ring,eager,cudagraph f32,bf16
+  cases=mlp,decoder,decoder_sp,decoder_unsupported,input_allreduce,inplace_allreduce,ring,eager,cudagraph
+  worker models "${CASES:-$cases}" f32,bf16
 fi
 if [[ "$mode" == run || "$mode" == failures ]]; then
   step "two processes sharing the GPU: a raising rank, different shapes"
