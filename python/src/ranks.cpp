@@ -142,6 +142,7 @@ nb::list call_op(api::Rank& rank, const std::string& name, nb::args args, nb::kw
     std::optional<api::EagerStream> on_stream;
     if (stream) on_stream.emplace(reinterpret_cast<void*>(*stream));
     result = symmflow::call(name, values);
+    if (stream) api::synchronize_device();  // Note [eager GPU calls] in src/api/session.cpp
   }
   nb::list out;
   if (result.is_tensor()) out.append(export_tensor(result.to_tensor()));

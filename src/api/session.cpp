@@ -133,10 +133,22 @@ Tensor empty_symmetric(const std::string& device, const Shape& shape, DType dtyp
   return cuda_module().empty_symmetric(shape, dtype, group);
 }
 
+// Note [eager GPU calls]: an eager GPU call is ordered with the caller's work by host waits, not
+// by the stream alone: EagerStream waits for the process's queued GPU work first, and the Python
+// binding waits again after the call (synchronize_device). Two processes sharing an H100 once
+// read a buffer that PyTorch had just written with an asynchronous copy on its stream before the
+// copy landed, with the op asked to run on that same stream (cause not found; Note [no GPU
+// staging] in python/symmflow/torch/_library.py); eager calls are not the hot path, compiled
+// partitions order by events (Note [caller's stream] in src/exec/executable_device.cpp).
 EagerStream::EagerStream(void* stream) {
   check_device("cuda");
   cuda_module().bind_device();
+  cuda_module().synchronize_device();
   saved_ = cuda_module().exchange_stream(stream);
+}
+
+void synchronize_device() {
+  if (exec::device_module_loaded(DeviceType::cuda)) cuda_module().synchronize_device();
 }
 
 EagerStream::~EagerStream() { cuda_module().exchange_stream(saved_); }

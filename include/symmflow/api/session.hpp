@@ -75,7 +75,8 @@ Tensor empty_symmetric(const std::string& device, const Shape& shape, DType dtyp
                        const std::string& group);
 // While it lives, the eager GPU kernels of the calling thread (symmflow::call on GPU tensors) run
 // on `stream` (a cudaStream_t of the thread's GPU, e.g. PyTorch's current stream; a null pointer
-// is the legacy default stream) instead of the rank's own; binds the thread to its GPU first.
+// is the legacy default stream) instead of the rank's own; binds the thread to its GPU first and
+// waits for the process's queued GPU work (Note [eager GPU calls] in src/api/session.cpp).
 // Refuses: no cuda backend or no GPU.
 class EagerStream {
  public:
@@ -87,6 +88,10 @@ class EagerStream {
  private:
   void* saved_ = nullptr;
 };
+
+// Waits for everything this process queued on the calling thread's GPU (no-op without the cuda
+// backend loaded); raises what failed.
+void synchronize_device();
 
 struct DeviceOptions {
   std::string device = "cpu";  // "cpu", "cuda" (GPU rank % GPUs) or "cuda:i"

@@ -32,6 +32,8 @@ struct DeviceModule {
   // Makes `stream` (a cudaStream_t of the thread's GPU; null: the legacy default stream) the
   // stream the thread's eager kernels run on, and returns the one it replaces.
   void* (*exchange_stream)(void* stream) = nullptr;
+  // Waits for everything this process queued on the thread's GPU; raises what failed.
+  void (*synchronize_device)() = nullptr;
 };
 void register_device_module(DeviceType type, const DeviceModule& module);
 

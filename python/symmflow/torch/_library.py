@@ -13,8 +13,9 @@ Group arguments are c10d group names, as torch.ops.symm_mem takes them; they are
 symmflow groups with the same ranks (_runtime.resolve_group).
 
 On a GPU, empty(..., device="cuda") allocates in a GPU symmetric heap (peers map it through CUDA
-IPC) and the ops run on PyTorch's current stream, ordered with the torch work around them; a GPU
-tensor that must be symmetric and is not is refused (Note [no GPU staging]), not staged.
+IPC) and the ops run on PyTorch's current stream, with host waits before and after (Note [eager
+GPU calls] in src/api/session.cpp); a GPU tensor that must be symmetric and is not is refused
+(Note [no GPU staging]), not staged.
 
 Refuses: dtypes symmflow has no name for, devices other than cpu and cuda.
 """
@@ -140,7 +141,9 @@ def _make_kernel(qualname: str, schema: torch.FunctionSchema):
             if t.is_cuda:
                 # Note [no GPU staging]: staging through a fresh GPU heap per call gave one rank's
                 # contribution as zeros in bf16 with two processes sharing an H100 (f32 was
-                # right; cause not found), so GPU tensors must be symmetric already.
+                # right; cause not found; the staged copy was PyTorch's asynchronous copy on its
+                # stream, see Note [eager GPU calls] in src/api/session.cpp), so GPU tensors
+                # must be symmetric already.
                 raise symmflow.Error(
                     f"torch.ops.symmflow.{qualname.split('::')[1]}: argument "
                     f"'{schema.arguments[i].name}' is a CUDA tensor outside symmetric memory of "

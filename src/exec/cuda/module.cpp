@@ -4,7 +4,10 @@
 // hooks through which the CLI and the front door reach the GPU without linking this library. The
 // registry kernels of the cuda backend register themselves the same way (SYMMFLOW_LIBRARY_IMPL in
 // src/kernels/cuda). Expects libsymmflow.so loaded first (it is this library's dependency).
+#include <cuda_runtime_api.h>
+
 #include "exec/cuda/backend.hpp"
+#include "runtime/cuda/check.hpp"
 #include "symmflow/exec/device_module.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -23,6 +26,8 @@ Tensor symmetric(const Shape& shape, DType dtype, std::string_view group) {
   return t;
 }
 
+void synchronize_all() { SF_CUDA_CHECK(cudaDeviceSynchronize()); }
+
 void* exchange(void* stream) {
   void* previous = current_stream();
   set_current_stream(stream);
@@ -37,6 +42,7 @@ const bool kRegistered = [] {
   module.to_host = &host_copy;
   module.empty_symmetric = &symmetric;
   module.exchange_stream = &exchange;
+  module.synchronize_device = &synchronize_all;
   exec::register_device_module(DeviceType::cuda, module);
   return true;
 }();
