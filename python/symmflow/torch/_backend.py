@@ -42,8 +42,9 @@ from . import _cudagraphs, _fx_import, _ir_text, _library, _opmap, _partition, _
 
 # Note [binding torch tensors]: a partition's inputs reach Session.run as the torch tensors
 # themselves (DLPack, no copy); a non-contiguous input is made contiguous first and counted in the
-# report (`input_copies`). Outputs come back as tensors that own the plan's result memory
-# (torch.from_dlpack, no copy), so they stay valid after the next call.
+# report (`input_copies`). On the CPU outputs come back as tensors that own a copy of the plan's
+# result (torch.from_dlpack of Session.run's owned outputs); on a GPU they are torch tensors the
+# run writes (Note [streams]). Either way they stay valid after the next call.
 
 
 @dataclasses.dataclass
