@@ -155,8 +155,9 @@ def run_shapes() -> dict:
 
 
 def run_eager(dtype: torch.dtype) -> dict:
-    """torch.ops.symmflow ops on symmflow.torch.empty tensors and on a plain tensor (staged),
-    eagerly on DEVICE, against gloo's all_reduce of the same values."""
+    """torch.ops.symmflow ops on symmflow.torch.empty tensors (one written by PyTorch's kernels just
+    before the op) and on a plain tensor (staged on the CPU, refused on a GPU), eagerly on DEVICE,
+    against gloo's all_reduce of the same values."""
     rank, world = dist.get_rank(), dist.get_world_size()
     group = dist.group.WORLD.group_name
     values = [torch.arange(37 * 5, dtype=torch.float32).reshape(37, 5) * (r + 1) / 64
@@ -179,7 +180,10 @@ def run_eager(dtype: torch.dtype) -> dict:
     else:
         got_plain = torch.ops.symmflow.one_shot_all_reduce(plain, "sum", group)
     inplace = sft.empty((37, 5), dtype=dtype, device=device())
-    inplace.copy_(values[rank].to(dtype))
+    # Written by an asynchronous kernel on PyTorch's stream (a device-to-device copy scaled on
+    # the GPU), which the op must see (Note [eager GPU calls] in src/api/session.cpp).
+    inplace.copy_(plain * 0.5)
+    inplace.mul_(2.0)
     torch.ops.symmflow.two_shot_all_reduce_(inplace, "sum", group)
     tol = TOLERANCE[dtype] * max(want.abs().max().item(), 1.0)
     errs = [(t.cpu().float() - want).abs().max().item() for t in (got, got_plain, inplace)]
