@@ -14,13 +14,19 @@
 # its CLI is built into build/base and the MLP runs alternate it with this tree's, so a change is
 # measured against its base in the same call. `build` only builds (both trees, and the Python
 # module when nanobind's wheel is carried in .whl) and exits, so a second call on the still-warm
-# machine runs `quick` or `verify` without the build's minutes. `verify` is `quick` without the
-# benches: every GPU test and example, and the MLP beside its base; then
-# `bash tools/device/torch_backend.sh run` checks and times the PyTorch backend.
+# machine runs `quick` or `verify` without the build's minutes. `verify` is every GPU test and
+# example (about 8 minutes on one H100); `mlp` times the MLP beside its base; then
+# `bash tools/device/torch_backend.sh run` checks and times the PyTorch backend. Logs come back
+# packed in $OUT/logs.tgz.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-/tmp/symmflow-device}
-mkdir -p "$OUT"
+# Only 8 files come back from $OUT: every log goes to a folder of its own, packed into
+# $OUT/logs.tgz at each step (so a call stopped at its time limit still returns what it wrote).
+FINAL_OUT=${OUT:-/tmp/symmflow-device}
+OUT=/tmp/symmflow-device-logs
+mkdir -p "$OUT" "$FINAL_OUT"
+pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
+trap pack_logs EXIT
 mode=${1:-full}
 nvidia-smi -L | tee "$OUT/gpus.txt"
 python=OFF
@@ -30,7 +36,7 @@ if ls .whl/nanobind-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-inde
   python=ON
 fi
 start=$(date +%s)
-step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
+step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
 
 # The 8-layer MLP compiled by symmflow at 1 and (with two GPUs, or sharing one) 2 ranks: as built
 # (skinny GEMM, steps started early), without early starts, and with cuBLAS only, alternating for
@@ -140,11 +146,11 @@ for r in 1 2; do  # symm_mem::fused_all_reduce_add_rms_norm: one fused kernel on
   echo "allreduce_rmsnorm ranks=$r: $(timeout 120 $S run examples/allreduce_rmsnorm.sf --device cuda --ranks $r \
     --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
 done | tee -a "$OUT/examples.txt"
-mlp_runs "1 2" 1
-if [[ "$mode" == verify ]]; then
+if [[ "$mode" == verify ]]; then  # the MLP beside its base: `run.sh mlp` (one call each fits)
   step done
   exit 0
 fi
+mlp_runs "1 2" 1
 step "pointwise: unfused calls, the register-program engine, a hand-written kernel"
 timeout 120 build/device/bin/bench_cuda_pointwise | tee "$OUT/pointwise.txt"
 step "gemm: skinny kernel, cuBLAS, cuBLASLt"

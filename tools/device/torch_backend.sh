@@ -12,11 +12,16 @@
 # Logs go to $OUT.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-/tmp/symmflow-device}
-mkdir -p "$OUT"
+# Only 8 files come back from $OUT: every log goes to a folder of its own, packed into
+# $OUT/logs.tgz at each step (so a call stopped at its time limit still returns what it wrote).
+FINAL_OUT=${OUT:-/tmp/symmflow-device}
+OUT=/tmp/symmflow-device-logs
+mkdir -p "$OUT" "$FINAL_OUT"
+pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
+trap pack_logs EXIT
 mode=${1:-run}
 start=$(date +%s)
-step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
+step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
 if [[ "$mode" == build ]]; then
