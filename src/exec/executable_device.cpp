@@ -189,18 +189,22 @@ RunBinding Executable::bind_device_inputs(const std::vector<Tensor>& inputs,
     binding.key.push_back(bound.raw_data());
     if (staging_step_[i] < 0) at[i] = static_cast<const char*>(bound.raw_data());
   }
-  binding.stable.resize(device_streams_.size());
-  for (size_t s = 0; s < device_streams_.size(); ++s) {
-    for (const ByteRange& r : device_streams_[s].stable) {
-      ByteRange rebased = r;
-      for (size_t i = 0; i < input_ranges_.size(); ++i) {
-        const ByteRange& synthetic = input_ranges_[i];
-        if (!at[i] || r.lo < synthetic.lo || r.hi > synthetic.hi) continue;
-        rebased = {at[i] + (r.lo - synthetic.lo), at[i] + (r.hi - synthetic.lo), false};
+  if (binding.key != bound_key_ || bound_stable_.empty()) {  // a binding not seen last run
+    bound_key_ = binding.key;
+    bound_stable_.assign(device_streams_.size(), {});
+    for (size_t s = 0; s < device_streams_.size(); ++s) {
+      for (const ByteRange& r : device_streams_[s].stable) {
+        ByteRange rebased = r;
+        for (size_t i = 0; i < input_ranges_.size(); ++i) {
+          const ByteRange& synthetic = input_ranges_[i];
+          if (!at[i] || r.lo < synthetic.lo || r.hi > synthetic.hi) continue;
+          rebased = {at[i] + (r.lo - synthetic.lo), at[i] + (r.hi - synthetic.lo), false};
+        }
+        bound_stable_[s].push_back(rebased);
       }
-      binding.stable[s].push_back(rebased);
     }
   }
+  binding.stable = &bound_stable_;
   return binding;
 }
 

@@ -31,8 +31,8 @@ struct RunBinding {
   // only for the same key (the backend keeps the graphs of the last few keys).
   std::vector<const void*> key;
   // Per step: what it reads that no step writes, at this binding's addresses (StepStream::stable
-  // rebased onto the bound inputs).
-  std::vector<std::vector<ByteRange>> stable;
+  // rebased onto the bound inputs); read only when the steps are enqueued, not on a replay.
+  const std::vector<std::vector<ByteRange>>* stable = nullptr;
 };
 
 class DeviceBackend {

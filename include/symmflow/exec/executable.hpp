@@ -190,6 +190,9 @@ class Executable {
   // each input's synthetic range (null for a staged input).
   std::vector<StepStream> device_streams_;
   std::vector<ByteRange> input_ranges_;
+  // The last binding's key and its rebased stable ranges (rebuilt when the key changes).
+  std::vector<const void*> bound_key_;
+  std::vector<std::vector<ByteRange>> bound_stable_;
   std::vector<Tensor> snapshots_;                      // per input: copy of an input in our pools
   std::vector<const Storage*> pool_storages_;          // the storages of the pools
   std::vector<std::unique_ptr<Step>> steps_;

@@ -73,7 +73,7 @@ class CudaBackend : public exec::DeviceBackend {
     for (size_t s = 0; s < steps.size(); ++s) {
       launches_[s].early = steps[s].early;
       launches_[s].after_communication = steps[s].after_communication;
-      for (const exec::ByteRange& r : steps[s].stable) launches_[s].stable.emplace_back(r.lo, r.hi);
+      // launches_[s].stable: set per binding when the steps are enqueued (enqueue()).
       if (steps[s].recorded)
         SF_CUDA_CHECK(cudaEventCreateWithFlags(&events_[s], cudaEventDisableTiming));
     }
@@ -97,11 +97,7 @@ class CudaBackend : public exec::DeviceBackend {
       SF_CUDA_CHECK(cudaEventRecord(caller_fork_, caller));
       SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[0], caller_fork_, 0));
     }
-    for (size_t s = 0; s < launches_.size() && s < binding.stable.size(); ++s) {
-      launches_[s].stable.clear();
-      for (const exec::ByteRange& r : binding.stable[s])
-        launches_[s].stable.emplace_back(r.lo, r.hi);
-    }
+    stable_ = binding.stable;
     {
       StreamGuard guard(streams_[0]);
       before();
@@ -205,6 +201,12 @@ class CudaBackend : public exec::DeviceBackend {
  private:
   // The steps between a fork of the communication stream off the compute stream and its join.
   void enqueue(const std::function<void()>& steps) {
+    // What each step may read before its wait, at this binding's addresses (Note [early launch]):
+    // only the launches enqueued now read it, a replay has it in its graph.
+    for (size_t s = 0; stable_ && s < launches_.size() && s < stable_->size(); ++s) {
+      launches_[s].stable.clear();
+      for (const exec::ByteRange& r : (*stable_)[s]) launches_[s].stable.emplace_back(r.lo, r.hi);
+    }
     SF_CUDA_CHECK(cudaEventRecord(fork_, streams_[0]));
     SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[1], fork_, 0));
     // A step that throws leaves no pointer to launches_ behind (Note [early launch]).
@@ -234,6 +236,7 @@ class CudaBackend : public exec::DeviceBackend {
   std::deque<Captured> graphs_cache_;
   size_t captures_ = 0, caller_captures_ = 0;
   cudaEvent_t caller_fork_ = nullptr, caller_join_ = nullptr;
+  const std::vector<std::vector<exec::ByteRange>>* stable_ = nullptr;  // this run's binding
   size_t graph_nodes_ = 0;
 };
 
