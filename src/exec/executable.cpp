@@ -403,6 +403,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   detail::check_inputs(*plan_->graph, inputs, "run");
   stats_ = {};
   if (device_) return run_on_device(inputs, options);
+  SF_CHECK(!options.stream, "run: program '{}' runs on the cpu; a stream orders GPU runs only",
+           plan_->graph->name());
   ThreadDeviceGuard on_host(Device::cpu());  // a barrier step is a host barrier here
   for (const auto& barrier : entry_barriers_)  // Note [barrier before each run]
     barrier.first->barrier(0, "Executable::run");

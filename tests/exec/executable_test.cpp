@@ -292,13 +292,16 @@ TEST(Exec, GpuWithoutTheCudaBackendIsRefused) {
             "Executable: cannot run on meta");
 }
 
-TEST(Exec, LocalGraphRunsWithoutARank) {
-  auto plan = testing::plan_text(R"sf(graph g(x: f32[3, 5]) {
+// A local graph with two outputs, one a view (exp, then t and neg).
+constexpr const char* kLocalGraph = R"sf(graph g(x: f32[3, 5]) {
   a = aten::exp(x)
   b = aten::t(a)
   c = aten::neg(b)
   return c, b
-})sf");
+})sf";
+
+TEST(Exec, LocalGraphRunsWithoutARank) {
+  auto plan = testing::plan_text(kLocalGraph);
   Executable exe(plan);
   Tensor x = make_input({3, 5}, DType::f32, 0, 9);
   std::vector<Tensor> got = exe.run({x});
@@ -310,12 +313,7 @@ TEST(Exec, LocalGraphRunsWithoutARank) {
 // RunOptions::into: outputs land in the caller's tensors (a strided one too) and run() returns
 // them, each counted as an output copy; destinations of another shape or number are refused.
 TEST(Exec, OutputsIntoCallerTensors) {
-  auto plan = testing::plan_text(R"sf(graph g(x: f32[3, 5]) {
-  a = aten::exp(x)
-  b = aten::t(a)
-  c = aten::neg(b)
-  return c, b
-})sf");
+  auto plan = testing::plan_text(kLocalGraph);
   Executable exe(plan);
   Tensor x = make_input({3, 5}, DType::f32, 0, 9);
   std::vector<Tensor> want = exec::interpret(*plan->graph, {x});
@@ -337,6 +335,10 @@ TEST(Exec, OutputsIntoCallerTensors) {
   options.into = {c};
   EXPECT_EQ(testing::error_of([&] { exe.run({x}, options); }),
             "run: 1 destinations for the 2 outputs of program 'g'");
+  exec::RunOptions on_stream;
+  on_stream.stream = nullptr;  // the legacy default stream: meaningless for a host plan
+  EXPECT_EQ(testing::error_of([&] { exe.run({x}, on_stream); }),
+            "run: program 'g' runs on the cpu; a stream orders GPU runs only");
 }
 
 }  // namespace

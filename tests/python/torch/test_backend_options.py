@@ -94,3 +94,24 @@ def test_run_into_writes_torch_outputs_and_checks_them(world):
     with pytest.raises(symmflow.Error) as e:
         session.run_into([x], [torch.empty(3, 4)])
     assert str(e.value) == "run: output 0 ('y') of program 'f' is f32[4, 3], got f32[3, 4]"
+
+
+def test_new_entry_points_refuse_bad_input(world):
+    rank = sft.init()
+    with pytest.raises(symmflow.Error) as e:
+        sft.empty((4,), device="meta")
+    assert str(e.value) == "symmflow has symmetric memory on cpu and cuda, not meta"
+    with pytest.raises(symmflow.Error) as e:
+        symmflow.empty_symmetric(rank, (4,), device="tpu")
+    assert str(e.value) == "--device: 'cpu' or 'cuda' (got 'tpu')"
+    group = sft.resolve_group(torch.distributed.group.WORLD.group_name).name
+    x = sft.empty((4,))
+    with pytest.raises(symmflow.Error) as e:
+        symmflow.call_op(rank, "symm_mem::one_shot_all_reduce", x, "sum", group, steam=0)
+    assert str(e.value) == "call_op: unknown keyword argument 'steam' (only 'stream')"
+    program = symmflow.compile(symmflow.Program(
+        "graph f(x: f32[4]) {\n  y = aten::neg(x)\n  return y\n}\n", world_size=1))
+    session = symmflow.Session(program, rank)
+    with pytest.raises(symmflow.Error) as e:
+        session.run_into([torch.ones(4)], [torch.empty(4)], stream=0)
+    assert str(e.value) == "run: program 'f' runs on the cpu; a stream orders GPU runs only"
