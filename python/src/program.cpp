@@ -50,10 +50,12 @@ nb::list interpret(const api::Program& p, const std::vector<Array>& inputs) {
   return result;
 }
 
-api::CompiledProgram compile(nb::handle program, std::optional<int> world_size, bool race_check) {
+api::CompiledProgram compile(nb::handle program, std::optional<int> world_size, bool race_check,
+                             const std::string& device) {
   api::CompileOptions options;
   options.world_size = world_size;
   options.race_check = race_check;
+  options.device = device;
   if (nb::isinstance<nb::str>(program)) {
     api::ParseOptions po;
     po.world_size = world_size.value_or(1);
@@ -115,8 +117,9 @@ void bind_program(nb::module_& m) {
       });
 
   m.def("compile", &compile, nb::arg("program"), nb::arg("world_size") = nb::none(),
-        nb::arg("race_check") = true,
-        "Compiles a Program or program text (ProgramError with every diagnostic).");
+        nb::arg("race_check") = true, nb::arg("device") = "cpu",
+        "Compiles a Program or program text (ProgramError with every diagnostic) for `device` "
+        "('cpu', or 'cuda': its backend's kernels are loaded first; no GPU is needed).");
 }
 
 }  // namespace symmflow::python

@@ -8,6 +8,7 @@
 #include "symmflow/api/explain.hpp"
 #include "symmflow/api/program.hpp"
 #include "symmflow/exec/compare.hpp"
+#include "symmflow/exec/device_module.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ir/diagnostics.hpp"
 #include "symmflow/ir/text.hpp"
@@ -126,6 +127,11 @@ std::vector<std::string> pass_names() {
 }
 
 CompiledProgram compile(const Program& program, const CompileOptions& options) {
+  if (options.device != "cpu") {  // the target's kernels registered before the passes choose
+    SF_CHECK(options.device == "cuda" || options.device.rfind("cuda:", 0) == 0,
+             "compile: device 'cpu' or 'cuda' (got '{}')", options.device);
+    exec::device_module(DeviceType::cuda, "compile for " + options.device);
+  }
   std::vector<std::string> names = pass_names();
   for (const std::string& p : options.print_after) {
     SF_CHECK(p == "all" || std::find(names.begin(), names.end(), p) != names.end(),

@@ -61,6 +61,7 @@ struct RunCmdOptions {
 api::CompileOptions compile_options(const RunCmdOptions& o) {
   api::CompileOptions c;
   c.race_check = o.race_check;
+  c.device = o.device;
   return c;
 }
 

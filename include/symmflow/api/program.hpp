@@ -115,6 +115,9 @@ struct CompileOptions {
   bool race_check = true;
   // Keep the IR printed after these passes (pass_names(), or "all"): CompiledProgram::printed_after.
   std::vector<std::string> print_after;
+  // The device the plan is for: "cpu", or "cuda"/"cuda:i", whose backend module is loaded first
+  // (the passes choose among the kernels registered when they run). No GPU is needed.
+  std::string device = "cpu";
 };
 
 class CompiledProgram {

@@ -175,18 +175,16 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
                        index: int, own_graphs: bool = True):
     rank = _runtime.current_rank()
     device = _runtime.device_of(example_inputs)
-    # The cuda backend registers its kernels when loaded, and the compiler picks among the
-    # registered ones: load it before compiling (the first GPU compile of a process failed
-    # "aten::mm has no cuda kernel yet" without this, on the H100).
-    symmflow.check_device(device)
     imported = _fx_import.import_graph(
         sub_gm, example_inputs, world_size=rank.world_size, rank=rank.rank,
         group_resolver=lambda name: [list(s) for s in _runtime.resolve_group(name).subgroups],
         group_namer=_runtime.group_name, catalogue=_catalogue(), name=f"partition_{index}",
     )
+    # For its device: a GPU compile loads the cuda backend's kernels first (without them the
+    # first GPU compile of a process failed "aten::mm has no cuda kernel yet" on the H100).
     compiled = symmflow.compile(
         symmflow.Program(imported.text, world_size=rank.world_size,
-                         filename=f"<torch partition {index}>"))
+                         filename=f"<torch partition {index}>"), device=device)
     own_graphs = own_graphs and os.environ.get("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0"
     session = symmflow.Session(compiled, rank, device=device, cuda_graph=own_graphs)
     global _last_session

@@ -115,3 +115,31 @@ def test_new_entry_points_refuse_bad_input(world):
     with pytest.raises(symmflow.Error) as e:
         session.run_into([torch.ones(4)], [torch.empty(4)], stream=0)
     assert str(e.value) == "run: program 'f' runs on the cpu; a stream orders GPU runs only"
+
+
+def test_compiling_for_cuda_loads_its_kernels_first():
+    """compile(..., device="cuda") registers the cuda backend's kernels before the passes choose
+    (no GPU needed); a device symmflow lacks is refused. In a fresh process: nothing loaded yet."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import symmflow\n"
+        "mm = lambda: next(e for e in symmflow.ops() if e['name'] == 'aten::mm')['backends']\n"
+        "print(mm())\n"
+        "try:\n"
+        "    symmflow.compile('graph f(x: f32[2, 2]) {\\n  y = aten::mm(x, x)\\n  return y\\n}\\n',"
+        " device='cuda')\n"
+        "except symmflow.Error as e:\n"
+        "    print('no cuda module:', e)\n"
+        "print(mm())\n"
+        "try:\n"
+        "    symmflow.compile('graph f(x: f32[2]) {\\n  return x\\n}\\n', device='tpu')\n"
+        "except symmflow.Error as e:\n"
+        "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ)).stdout.splitlines()
+    if any(line.startswith("no cuda module:") for line in out):
+        pytest.skip("built without the cuda backend")
+    assert out == ["['cpu']", "['cpu', 'cuda']", "compile: device 'cpu' or 'cuda' (got 'tpu')"], out
