@@ -7,9 +7,13 @@
 //   arguments only where Note [rank-relative arguments] (graph.hpp) allows them.
 // Refuses (InvalidUsage, naming the op and argument): arguments that do not bind, a rank-relative
 //   value for a non-int argument or an op without a group, a functional<op> whose written argument
-//   is not a tensor, a fused body whose inputs differ from its arguments.
+//   is not a tensor, a fused body whose inputs differ from its arguments, a result type of more
+//   than 2^40 elements (zero dimensions counted as one).
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "ir/parser.hpp"
 #include "symmflow/ir/graph.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/group_size.hpp"
@@ -106,6 +110,21 @@ std::vector<Arg> bind_ir(const OpDef& op, const std::vector<Arg>& args,
   return out;
 }
 
+// Note [parser limits] for the types shape functions compute: a result of at most 2^40
+// elements counting a zero dimension as one (so strides stay far from int64 overflow; found by
+// ir_fuzz: a view of a zero-element tensor with a dimension of 2^63 - 1).
+TensorType checked_result(const OpDef& op, const TensorSpec& spec) {
+  int64_t extent = 1;
+  for (int64_t d : spec.shape) {
+    constexpr int64_t kMax = text_parser::kMaxElements;
+    SF_CHECK(d >= 0 && d <= kMax && extent <= kMax / std::max<int64_t>(d, 1),
+             "{}: its result {}{} has more than 2^40 elements", op.name(),
+             dtype_name(spec.dtype), shape_str(spec.shape));
+    extent *= std::max<int64_t>(d, 1);
+  }
+  return {spec.dtype, spec.shape};
+}
+
 }  // namespace
 
 std::vector<Arg> bind_node_args(const OpDef& op, const std::vector<Arg>& args,
@@ -135,7 +154,7 @@ Node* Graph::add_op(const OpDef& op, std::vector<Arg> args, std::vector<KwArg> k
   for (size_t r = 0; r < specs.size(); ++r) {
     std::string hint =
         name.empty() ? "v" : (specs.size() == 1 ? name : fmt::format("{}_{}", name, r));
-    n->outputs_.push_back(new_value(hint, {specs[r].dtype, specs[r].shape}, n.get(), int(r)));
+    n->outputs_.push_back(new_value(hint, checked_result(op, specs[r]), n.get(), int(r)));
   }
   return insert(std::move(n), before);
 }
@@ -149,7 +168,7 @@ Node* Graph::add_functional(const OpDef& op, std::vector<Arg> bound, Node* befor
     std::vector<symmflow::Value> vals;
     for (const Arg& a : bound) vals.push_back(meta_value(a));
     ScopedGroupSizeResolver groups(group_sizes(*this));
-    for (const TensorSpec& s : op.shape_fn()(vals)) types.push_back({s.dtype, s.shape});
+    for (const TensorSpec& s : op.shape_fn()(vals)) types.push_back(checked_result(op, s));
   }
   for (int i : op.aliases().written_args) {
     const Arg& a = bound[size_t(i)];

@@ -132,6 +132,20 @@ TEST(ParserLimits, TensorSizesStayFarFromOverflow) {
             "  graph g(x: f32[0, 99999999999999999999]) {\n"
             "                    ^");
   EXPECT_EQ(error_of("graph g(x: f32[1048576, 1048576]) {\n  return x\n}\n"), "<no error>");
+  // The same bound on the types shape functions compute (found by ir_fuzz: an empty() of an
+  // int literal past int64, whose strides overflowed).
+  EXPECT_EQ(error_of("graph g() {\n  b = aten::empty.memory_format([99999999999999999999, 8], "
+                     "dtype=f32)\n  return b\n}\n"),
+            "g.sf:2:7: error: aten::empty.memory_format: its result "
+            "f32[9223372036854775807, 8] has more than 2^40 elements\n"
+            "    b = aten::empty.memory_format([99999999999999999999, 8], dtype=f32)\n"
+            "        ^");
+  EXPECT_EQ(error_of("graph g() {\n  b = aten::empty.memory_format([0, 2199023255552], "
+                     "dtype=f32)\n  return b\n}\n"),
+            "g.sf:2:7: error: aten::empty.memory_format: its result f32[0, 2199023255552] has "
+            "more than 2^40 elements\n"
+            "    b = aten::empty.memory_format([0, 2199023255552], dtype=f32)\n"
+            "        ^");
 }
 
 // ---- linear time -------------------------------------------------------------------------------
