@@ -68,7 +68,8 @@ def _group_of(group) -> _runtime.GroupInfo:
 
 
 def _symmflow_device(device) -> str:
-    """'cpu' or 'cuda' (this rank's GPU) for a torch device; refuses another GPU than the rank's."""
+    """'cpu', 'cuda' or 'cuda:i' for a torch device (empty_symmetric refuses a GPU other than the
+    rank's); refuses other device types."""
     device = torch.device(device if device is not None else "cpu")
     if device.type == "cpu":
         return "cpu"
@@ -149,9 +150,8 @@ def _make_kernel(qualname: str, schema: torch.FunctionSchema):
                     f"'{schema.arguments[i].name}' is a CUDA tensor outside symmetric memory of "
                     f"group '{group}'; allocate it with symmflow.torch.empty(shape, dtype=..., "
                     f"device='cuda', group=...) (eager GPU calls do not stage)")
-            staged = torch.from_dlpack(symmflow.empty_symmetric(
-                rank, tuple(t.shape), dtype=dtype_name(t.dtype), group=group,
-                device=_symmflow_device(t.device)))
+            staged = torch.from_dlpack(symmflow.empty_symmetric(  # on the CPU only (above)
+                rank, tuple(t.shape), dtype=dtype_name(t.dtype), group=group))
             staged.copy_(t)
             if i in written:
                 write_back.append((t, staged))
