@@ -43,9 +43,9 @@ if(NOT SYMMFLOW_CUDA STREQUAL "OFF" AND NOT SYMMFLOW_SANITIZE AND NOT SYMMFLOW_B
       set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper (H100, H200): the GPUs these kernels are tuned for
     endif()
     enable_language(CUDA)
-    # CMake 3.25 does not know how to ask nvcc 13 for C++20; the .cu files are C++17.
-    set(CMAKE_CUDA_STANDARD 17)
-    set(CMAKE_CUDA_STANDARD_REQUIRED OFF)
+    # The .cu files are C++20 like the rest (a collective's .cu holds its `impl`, which includes the
+    # registry headers: Note [one file per collective]). CMake 3.25 does not know how to ask nvcc
+    # 13 for C++20, so src/CMakeLists.txt passes -std=c++20 itself and no standard is set here.
     find_package(CUDAToolkit REQUIRED)
     symmflow_find_cuda_wheel_libraries()
     if(TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND TARGET CUDA::nvrtc)

@@ -1,11 +1,12 @@
 // Contract in algorithm.hpp. cuda_all_reduce_algorithm is the rule the cuda Communicator runs
 // (src/kernels/cuda/communicator.cpp); collective_algorithm describes it, with the cpu kernels'
-// choice (kernels/cpu/collectives/all_reduce.cpp) and the exchange kernels' shape (Note [cuda
-// exchange]), for explain.
+// choice (kernels/cpu/collectives/all_reduce.cpp), for explain; every other collective is
+// described by its definition (OpExchange, declared beside the op: Library::exchange).
 #include "symmflow/kernels/algorithm.hpp"
 
 #include <fmt/format.h>
 
+#include "symmflow/ops/registry.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::kernels {
@@ -64,34 +65,15 @@ AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int wor
                         tunables().cuda_one_shot_max_bytes)};
   }
   if (starts_with(name, "multimem_")) return {"refused", "refused", "needs multicast"};
-  struct Row {
-    std::string_view op, algorithm, why;
-  };
-  static const Row rows[] = {
-      {"all_gather_out", "pull", "barrier, read every peer's input, barrier"},
-      {"_low_contention_all_gather", "pull", "barrier, read every peer's input, barrier"},
-      {"reduce_scatter_out", "pull-reduce", "barrier, reduce own chunk from every peer, barrier"},
-      {"_low_contention_reduce_scatter", "pull-reduce",
-       "barrier, reduce own chunk from every peer, barrier"},
-      {"all_to_all_vdev", "pull", "barrier, read the splits and rows of every peer, barrier"},
-      {"collective_permute", "push", "barrier, write into the receiver's out, barrier"},
-      {"collective_permute_out", "push", "barrier, write into the receiver's out, barrier"},
-      {"broadcast_", "pull", "barrier, read the root's input, barrier"},
-      {"fused_all_reduce_add_rms_norm", "one_shot+norm",
-       "one_shot all-reduce, then residual add and rms_norm per row (cuda: one kernel)"},
-      {"fused_all_reduce_add_rms_norm_out", "one_shot+norm",
-       "one_shot all-reduce, then residual add and rms_norm per row (cuda: one kernel)"},
-      {"put_signal", "push+signal", "write into the peer, then raise its signal"},
-      {"wait_signal", "wait", "consume the peer's signal"},
-      {"get", "copy", "read the peer's copy"},
-      {"barrier", "barrier", "signal every peer, wait for every peer"},
-  };
-  for (const Row& r : rows) {
-    if (name == r.op) {
-      std::string a(r.algorithm);
-      if (world == 1 && a != "wait" && a != "push+signal") a = "local";
-      return {a, a, std::string(r.why)};
-    }
+  // The others: what the op's definition declares (Library::exchange), or its functional op's.
+  const Registry& registry = Registry::global();
+  const OpDef* def = registry.find(op);
+  if (!def && op.find("::") == std::string_view::npos)
+    def = registry.find(fmt::format("symm_mem::{}", op));
+  if (const OpExchange* e = def ? def->exchange() : nullptr) {
+    std::string a = e->algorithm;
+    if (world == 1 && a != "wait" && a != "push+signal") a = "local";
+    return {a, a, e->why};
   }
   return {};
 }

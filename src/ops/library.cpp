@@ -53,6 +53,11 @@ Library& Library::tag(std::string_view name, TagSet tags) {
   return *this;
 }
 
+Library& Library::exchange(std::string_view name, std::string algorithm, std::string why) {
+  registry_.exchange(qualify(name), {std::move(algorithm), std::move(why)});
+  return *this;
+}
+
 Library& Library::impl(std::string_view name, Backend backend, Kernel kernel) {
   registry_.impl(qualify(name), backend, std::move(kernel));
   return *this;

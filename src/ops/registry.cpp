@@ -227,6 +227,25 @@ void Registry::tag_locked(OpDef& op, TagSet tags) {
   op.declared_tags_ |= tags;
 }
 
+void Registry::exchange(std::string_view name, OpExchange exchange) {
+  std::unique_lock lock(registry_mutex());
+  OpDef& op = get_mutable(name);
+  SF_CHECK(!op.group_arg_.empty(),
+           "op '{}': an exchange needs a group argument, but the schema has no 'str group_name' "
+           "(name another one with register_group_arg first)",
+           op.name());
+  SF_CHECK(!exchange.algorithm.empty() && !exchange.why.empty(),
+           "op '{}': an exchange needs an algorithm name and a description", op.name());
+  op.exchange_ = std::move(exchange);
+}
+
+const OpExchange* OpDef::exchange() const {
+  if (exchange_) return &*exchange_;
+  if (functional_op_ && functional_op_ != this && functional_op_->exchange_)
+    return &*functional_op_->exchange_;
+  return nullptr;
+}
+
 void Registry::impl(std::string_view name, Backend backend, Kernel kernel) {
   std::unique_lock lock(registry_mutex());
   auto it = ops_.find(name);

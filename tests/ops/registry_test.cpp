@@ -1,6 +1,7 @@
 // Registration rules of the op registry, each accepted and rejected with its exact message.
 #include <gtest/gtest.h>
 
+#include "symmflow/kernels/algorithm.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow {
@@ -147,6 +148,36 @@ TEST(Registry, RefusesMisnamedVariant) {
             "op 't_badlink::f_out' is named as a variant of 't_badlink::f' but their arguments "
             "differ:\n  t_badlink::f_out(Tensor x, float k, Tensor(a!) out) -> ()\n  "
             "t_badlink::f(Tensor x, int k) -> Tensor");
+}
+
+// An op's exchange is declared beside its definition, an out variant shares its functional op's,
+// and explain's algorithm column (kernels::collective_algorithm) prints it with no entry elsewhere.
+TEST(Registry, ExchangeIsDeclaredWithTheOpAndExplainPrintsIt) {
+  reg().def("t_exch", "shift(Tensor x, str group_name) -> Tensor", same_as_first());
+  reg().def("t_exch", "shift_out(Tensor x, str group_name, Tensor(a!) out) -> ()", {});
+  reg().def("t_exch", "local(Tensor x) -> Tensor", same_as_first());
+  reg().link_variants("t_exch");
+  EXPECT_EQ(reg().get("t_exch::shift").exchange(), nullptr);
+  EXPECT_EQ(error_of([] { reg().exchange("t_exch::local", {"push", "x"}); }),
+            "op 't_exch::local': an exchange needs a group argument, but the schema has no "
+            "'str group_name' (name another one with register_group_arg first)");
+  EXPECT_EQ(error_of([] { reg().exchange("t_exch::shift", {"", "x"}); }),
+            "op 't_exch::shift': an exchange needs an algorithm name and a description");
+  EXPECT_EQ(error_of([] { reg().exchange("t_exch::nope", {"push", "x"}); }),
+            "op 't_exch::nope' is not defined");
+  reg().exchange("t_exch::shift", {"push", "write into the next rank"});
+  ASSERT_NE(reg().get("t_exch::shift_out").exchange(), nullptr);
+  EXPECT_EQ(reg().get("t_exch::shift_out").exchange()->algorithm, "push");
+  const kernels::AlgorithmChoice two = kernels::collective_algorithm("t_exch::shift_out", 64, 2);
+  EXPECT_EQ(two.cpu, "push");
+  EXPECT_EQ(two.cuda, "push");
+  EXPECT_EQ(two.why, "write into the next rank");
+  EXPECT_EQ(kernels::collective_algorithm("t_exch::shift", 64, 1).cpu, "local");
+  EXPECT_EQ(kernels::collective_algorithm("t_exch::local", 64, 2).cpu, "");
+  // The built-in ones are declared the same way (src/ops/symm_mem/defs.cpp).
+  EXPECT_EQ(kernels::collective_algorithm("all_gather_out", 64, 4).cuda, "pull");
+  EXPECT_EQ(kernels::collective_algorithm("symm_mem::fused_all_reduce_add_rms_norm_out", 64, 2).cpu,
+            "one_shot+norm");
 }
 
 struct SymmRow {

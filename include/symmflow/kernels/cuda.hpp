@@ -64,14 +64,6 @@ class Communicator {
   void all_reduce_inplace(const DeviceHeap& heap, size_t offset_bytes, int64_t n, DType dtype,
                           std::string_view reduce_op, void* stream, Algo algo = Algo::automatic);
 
-  // out = rms_norm(all_reduce(in) + residual) * weight and residual_out = all_reduce(in) +
-  // residual, over `rows` contiguous rows of n elements (weight: n), in one kernel
-  // (src/kernels/cuda/allreduce_rmsnorm.cu; symm_mem::fused_all_reduce_add_rms_norm on GPUs). Every
-  // rounding is the composition's; rows * n elements at most max_bytes.
-  void all_reduce_rms_norm(const void* in, const void* residual, const void* weight, void* out,
-                           void* residual_out, int64_t rows, int64_t n, double eps, DType dtype,
-                           std::string_view reduce_op, void* stream);
-
   // The other collectives of the group (Note [cuda exchange] in src/kernels/cuda/exchange.cu):
   // device pointers of this rank's GPU or of peers' (peer access), enqueued on `stream`,
   // capture-safe. `op` names the calling op in the error that synchronize() raises when a peer
@@ -115,6 +107,9 @@ class Communicator {
   struct State;  // device workspace and launch configuration (src/kernels/cuda/communicator.cpp)
 
  private:
+  // Collectives of a file of their own launch on the workspace through it (Note [one file per
+  // collective] in src/kernels/cuda/collective.hpp).
+  friend struct WorkspaceAccess;
   Communicator() = default;
   void check_signal(std::string_view op, int peer, int channel) const;
   std::shared_ptr<Group> group_;

@@ -31,6 +31,9 @@ class Library {
   Library& def(std::string_view schema, ShapeFn shape_fn = {}, TagSet tags = {});
   // Declares tags of an op (Note [op tags] in registry.hpp); inferred tags are refused.
   Library& tag(std::string_view name, TagSet tags);
+  // Declares how a communication op moves data, which `explain` prints (OpExchange in
+  // registry.hpp): m.exchange("all_gather_out", "pull", "barrier, read every peer's input, barrier").
+  Library& exchange(std::string_view name, std::string algorithm, std::string why);
   // Names are relative to the namespace ("add.Tensor"). The two-argument form needs the backend
   // given by SYMMFLOW_LIBRARY_IMPL.
   Library& impl(std::string_view name, Backend backend, Kernel kernel);

@@ -35,6 +35,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -113,6 +114,15 @@ using Kernel = std::function<void(KernelCall&)>;
 // arguments may be meta tensors. Throws InvalidUsage when the arguments are inconsistent.
 using ShapeFn = std::function<std::vector<TensorSpec>(std::span<const Value> args)>;
 
+// How a communication op moves data between the ranks of its group, in words, for `explain`
+// (kernels::collective_algorithm prints it): declared with the op (Library::exchange), so a new
+// collective needs no entry elsewhere. Size-dependent all-reduce choices are not described here
+// but computed (kernels/algorithm.hpp).
+struct OpExchange {
+  std::string algorithm;  // "pull", "push+signal", "one_shot+norm"
+  std::string why;        // "barrier, read every peer's input, barrier"
+};
+
 class OpDef {
  public:
   explicit OpDef(FunctionSchema schema);
@@ -137,6 +147,9 @@ class OpDef {
   // The same links as handles (null when absent), valid while the registry lives.
   const OpDef* functional_op() const { return functional_op_; }
   const OpDef* out_op() const { return out_op_; }
+  // Declared with Library::exchange; an out variant without its own has its functional op's.
+  // Null when neither declared one.
+  const OpExchange* exchange() const;
 
  private:
   friend class Registry;
@@ -152,6 +165,7 @@ class OpDef {
   const OpDef* functional_op_ = nullptr;
   const OpDef* out_op_ = nullptr;
   TagSet declared_tags_;
+  std::optional<OpExchange> exchange_;
 };
 
 class Registry {
@@ -174,6 +188,8 @@ class Registry {
   // Adds declared tags (Note [op tags]); refuses inferred tags and, for one_sided, peer_read,
   // signal and barrier, an op without a group argument.
   void tag(std::string_view qualified_name, TagSet tags);
+  // Declares how the op exchanges data (OpExchange); refused for an op without a group argument.
+  void exchange(std::string_view qualified_name, OpExchange exchange);
   void impl(std::string_view qualified_name, Backend backend, Kernel kernel);
   void register_symm_mem_args(std::string_view qualified_name, std::vector<std::string> names);
   void register_group_arg(std::string_view qualified_name, std::string name);

@@ -312,15 +312,17 @@ void dispatch(ElemType type, bool vec, Args&&... args) {
   }
 }
 
-}  // namespace
-
-int preload_collective_kernels() {
+int preload_all_reduce_kernels() {
   for (ElemType t : {ElemType::f32, ElemType::bf16, ElemType::f16}) {
     dispatch<Preload>(t, false);
     dispatch<Preload>(t, true);
   }
   return int(cudaGetLastError());
 }
+
+const bool kPreloaded = register_kernel_preload(&preload_all_reduce_kernels);
+
+}  // namespace
 
 int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
                     ReduceKind op, const Launch& l, void* stream) {

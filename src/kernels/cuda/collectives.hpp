@@ -1,6 +1,8 @@
-// Launchers of the cuda collective kernels (all_reduce.cu, exchange.cu, allreduce_rmsnorm.cu), callable from host code without CUDA
-// headers; they return the cudaError_t of the launch as an int (0: success). The .cu files include
-// nothing of symmflow but this header and workspace_device.hpp. Private to the cuda backend.
+// Launchers of the cuda collective kernels of all_reduce.cu and exchange.cu, callable from host
+// code without CUDA headers (Communicator calls them); they return the cudaError_t of the launch
+// as an int (0: success). Those two .cu files include nothing of symmflow but this header and
+// workspace_device.hpp. A collective of a file of its own declares nothing here (Note [one file
+// per collective] in workspace_access.hpp). Private to the cuda backend.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +22,12 @@ struct Launch {
   bool early = false;  // a programmatic dependent launch (Note [early launch]); all_reduce only
 };
 
-// Loads every collective kernel on the current GPU now rather than at its first launch (a lazy
-// load may wait for a peer's spinning kernel on a shared GPU: Note [ranks sharing a GPU]).
-int preload_collective_kernels();
+// Runs `load` (it returns a cudaError_t as int) on each GPU the first time a rank thread binds it,
+// so the file's kernels load now rather than at their first launch: a lazy load may wait for a
+// peer's kernel spinning on a shared GPU (Note [ranks sharing a GPU] in src/runtime/cuda/heap.cpp).
+// Each .cu registers its own from a namespace-scope initializer (preload.cpp runs them):
+//   const bool kPreloaded = register_kernel_preload(&load);
+bool register_kernel_preload(int (*load)());
 
 // out = reduce(in of every rank); see Note [cuda all-reduce] in all_reduce.cu.
 int launch_one_shot(const WorkspaceView& v, const void* in, void* out, int64_t n, ElemType type,
@@ -72,20 +77,6 @@ int launch_all_to_all(const WorkspaceView& v, const AllToAllPlan& plan, int unit
 int launch_put_signal(const WorkspaceView& v, const void* src, void* dst, int64_t bytes, int unit,
                       int peer, int channel, const Launch& l, void* stream);
 int launch_wait_signal(const WorkspaceView& v, int peer, int channel, void* stream);
-// Fused all-reduce + residual add + RMSNorm over `rows` contiguous rows of n (allreduce_rmsnorm.cu).
-struct RmsNormPlan {
-  const void* in = nullptr;  // this rank's partial sums
-  const void* residual = nullptr;
-  const void* weight = nullptr;  // n elements
-  void* out = nullptr;
-  void* residual_out = nullptr;
-  int64_t rows = 0, n = 0;
-  float eps = 0;
-};
-int launch_allreduce_rmsnorm(const WorkspaceView& v, const RmsNormPlan& plan, ElemType type,
-                             ReduceKind op, const Launch& l, void* stream);
-int preload_allreduce_rmsnorm_kernels();
 int launch_fill_u32(uint32_t* p, uint32_t value, int64_t count, void* stream);
-int preload_exchange_kernels();
 
 }  // namespace symmflow::cuda

@@ -3,6 +3,8 @@
 // the one rule of kernels/algorithm.hpp, launch shape, failure reporting), and each rank thread's
 // communicator per group. The kernels and their protocol are in all_reduce.cu (Note [cuda
 // all-reduce]) and exchange.cu (Note [cuda exchange]). At world size 1 an all-reduce is a copy.
+// Collectives of a file of their own reach the workspace through WorkspaceAccess
+// (workspace_access.hpp, Note [one file per collective]).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -10,7 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-#include "kernels/cuda/collectives.hpp"
+#include "kernels/cuda/workspace_access.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/kernels/algorithm.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -24,9 +26,7 @@ static_assert(kLLMaxBytes == kernels::kCudaLLMaxBytes,
 
 using kernels::AllReduceAlgorithm;
 
-namespace {
-
-ElemType elem_type(DType d, std::string_view op = "cuda all_reduce") {
+ElemType elem_type(DType d, std::string_view op) {
   switch (d) {
     case DType::f32:
       return ElemType::f32;
@@ -40,7 +40,7 @@ ElemType elem_type(DType d, std::string_view op = "cuda all_reduce") {
   invalid_usage("{}: dtype {} is not supported on the GPU (f32, bf16, f16)", op, dtype_name(d));
 }
 
-ReduceKind reduce_kind(std::string_view name, std::string_view op = "cuda all_reduce") {
+ReduceKind reduce_kind(std::string_view name, std::string_view op) {
   if (name == "sum") return ReduceKind::sum;
   if (name == "avg") return ReduceKind::avg;
   if (name == "max") return ReduceKind::max;
@@ -48,23 +48,21 @@ ReduceKind reduce_kind(std::string_view name, std::string_view op = "cuda all_re
   invalid_usage("{}: unknown reduce_op '{}' (valid: sum, avg, max, min)", op, name);
 }
 
-bool aligned(const void* p, uintptr_t to) {
-  return reinterpret_cast<uintptr_t>(p) % to == 0;
-}
-
-// Blocks for `units` units of work per rank: enough threads for every unit up to `per_thread`
-// units each, at most `limit` blocks (one or two per multiprocessor: every block of every rank is
-// resident at once, so blocks waiting for their peers never starve the blocks they wait for).
 int blocks_for(int64_t units, int threads, int per_thread, int limit) {
   int64_t want = (units + int64_t(threads) * per_thread - 1) / (int64_t(threads) * per_thread);
   return int(std::clamp<int64_t>(want, 1, std::min(limit, kMaxBlocks)));
 }
 
-// The widest load/store (16, 8, 4, 2 or 1 bytes) that divides every size and address given.
 int unit_of(std::initializer_list<uintptr_t> values) {
   uintptr_t all = 16;
   for (uintptr_t v : values) all |= v;
   return int(all & (~all + 1));  // lowest set bit, at most 16
+}
+
+namespace {
+
+bool aligned(const void* p, uintptr_t to) {
+  return reinterpret_cast<uintptr_t>(p) % to == 0;
 }
 
 }  // namespace
@@ -183,8 +181,8 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
   SF_CHECK(algo != Algo::two_shot,
            "cuda all_reduce: two_shot reduces in place in GPU symmetric memory; allocate the "
            "buffer with cuda::DeviceHeap and call all_reduce_inplace");
-  ElemType type = elem_type(dtype);
-  ReduceKind op = reduce_kind(reduce_op);
+  ElemType type = elem_type(dtype, "cuda all_reduce");
+  ReduceKind op = reduce_kind(reduce_op, "cuda all_reduce");
   SF_CHECK(n >= 0, "cuda all_reduce: negative element count {}", n);
   const int64_t bytes = n * int64_t(dtype_size(dtype));
   SF_CHECK(size_t(bytes) <= s.max_bytes,
@@ -235,8 +233,8 @@ void Communicator::all_reduce_inplace(const DeviceHeap& heap, size_t offset_byte
     return;
   }
   s.check_usable("cuda all_reduce", *group_);
-  ElemType type = elem_type(dtype);
-  ReduceKind op = reduce_kind(reduce_op);
+  ElemType type = elem_type(dtype, "cuda all_reduce");
+  ReduceKind op = reduce_kind(reduce_op, "cuda all_reduce");
   SF_CHECK(size_t(bytes) <= s.max_bytes,
            "cuda all_reduce: {} bytes exceed the communicator's max_bytes {} (group '{}')", bytes,
            s.max_bytes, group_->name());
@@ -282,26 +280,10 @@ void Communicator::check() {
               op, s.timeout_s, group_->name(), group_->global_rank(group_->rank()), peer);
 }
 
-void Communicator::all_reduce_rms_norm(const void* in, const void* residual, const void* weight,
-                                       void* out, void* residual_out, int64_t rows, int64_t n,
-                                       double eps, DType dtype, std::string_view reduce_op,
-                                       void* stream) {
-  constexpr std::string_view op = "symm_mem::fused_all_reduce_add_rms_norm";
-  State& s = *state_;
-  s.check_usable(op, *group_);
-  ElemType type = elem_type(dtype, op);
-  ReduceKind kind = reduce_kind(reduce_op, op);
-  const int64_t bytes = rows * n * int64_t(dtype_size(dtype));
-  SF_CHECK(rows >= 0 && n >= 0 && size_t(bytes) <= s.max_bytes,
-           "{}: {} rows of {} exceed the communicator's max_bytes {} (group '{}')", op, rows, n,
-           s.max_bytes, group_->name());
-  if (rows == 0 || n == 0) return;
-  RmsNormPlan plan{in, residual, weight, out, residual_out, rows, n, float(eps)};
-  Launch l;
-  l.threads = n >= 512 ? 512 : int((n + 31) / 32 * 32);
-  l.blocks = int(std::min<int64_t>(rows, std::min(s.sms, kMaxBlocks)));
-  SF_CUDA_CHECK(
-      cudaError_t(launch_allreduce_rmsnorm(s.view_for(op), plan, type, kind, l, stream)));
+CallWorkspace WorkspaceAccess::call(Communicator& comm, std::string_view op) {
+  Communicator::State& s = *comm.state_;
+  s.check_usable(op, *comm.group_);
+  return {s.view_for(op), s.sms, s.max_bytes};
 }
 
 int Communicator::channels() const { return state_->view.channels; }

@@ -279,6 +279,8 @@ int launch_fill_u32(uint32_t* p, uint32_t value, int64_t count, void* stream) {
   return int(cudaGetLastError());
 }
 
+namespace {
+
 int preload_exchange_kernels() {
   cudaFuncAttributes a;
   for (int unit : {1, 2, 4, 8, 16}) {
@@ -304,5 +306,10 @@ int preload_exchange_kernels() {
   cudaFuncGetAttributes(&a, fill_u32_kernel);
   return int(cudaGetLastError());
 }
+
+
+const bool kPreloaded = register_kernel_preload(&preload_exchange_kernels);
+
+}  // namespace
 
 }  // namespace symmflow::cuda

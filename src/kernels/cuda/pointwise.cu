@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/collectives.hpp"
 #include "kernels/cuda/pointwise.hpp"
 
 namespace symmflow::cuda {
@@ -146,8 +147,6 @@ __global__ void pointwise_kernel(const __grid_constant__ PwProgram p) {
   }
 }
 
-}  // namespace
-
 int preload_pointwise_kernels() {
   cudaFuncAttributes a;
   cudaFuncGetAttributes(&a, pointwise_kernel<float, true>);
@@ -156,6 +155,10 @@ int preload_pointwise_kernels() {
   cudaFuncGetAttributes(&a, pointwise_kernel<double, false>);
   return int(cudaGetLastError());
 }
+
+const bool kPreloaded = register_kernel_preload(&preload_pointwise_kernels);
+
+}  // namespace
 
 int launch_pointwise(const PwProgram& p, void* stream) {
   if (p.numel == 0) return 0;

@@ -64,8 +64,6 @@ struct PwProgram {
   bool wide = false;        // compute in double (an f64 or 64-bit integer value takes part)
 };
 
-// Loads the kernels on the current GPU now (see preload_collective_kernels).
-int preload_pointwise_kernels();
 // Runs `p` on `stream`; returns the cudaError_t of the launch as an int.
 int launch_pointwise(const PwProgram& p, void* stream);
 

@@ -102,6 +102,8 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
         "float eps, str reduce_op, str group_name, Tensor(a!) out, Tensor(b!) residual_out) -> ()");
   m.register_symm_mem_args("fused_all_reduce_add_rms_norm", {"input"});
   m.register_symm_mem_args("fused_all_reduce_add_rms_norm_out", {"input"});
+  m.exchange("fused_all_reduce_add_rms_norm", "one_shot+norm",
+             "one_shot all-reduce, then residual add and rms_norm per row (cuda: one kernel)");
 
   // reduce-scatter, all-gather, all-to-all
   m.def("reduce_scatter_out(Tensor(a!) input, str group_name, bool split_last_dim, "
@@ -119,6 +121,12 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   m.register_symm_mem_args("_low_contention_all_gather", {"tensor"});
   m.register_symm_mem_args("multimem_all_gather_out", {"out"});
   m.register_symm_mem_args("all_to_all_vdev", {"input", "out", "in_splits", "out_splits_offsets"});
+  // How they move data, for explain (out variants share their functional op's).
+  for (const char* op : {"all_gather_out", "_low_contention_all_gather"})
+    m.exchange(op, "pull", "barrier, read every peer's input, barrier");
+  for (const char* op : {"reduce_scatter_out", "_low_contention_reduce_scatter"})
+    m.exchange(op, "pull-reduce", "barrier, reduce own chunk from every peer, barrier");
+  m.exchange("all_to_all_vdev", "pull", "barrier, read the splits and rows of every peer, barrier");
 
   // point to point and signals
   m.def("collective_permute(Tensor input, int shift, str group_name) -> Tensor", like_arg(0));
@@ -140,6 +148,12 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   m.tag("put_signal", {Tag::one_sided, Tag::signal});
   m.tag("wait_signal", {Tag::one_sided, Tag::signal});
   m.tag("barrier", {Tag::barrier});
+  m.exchange("collective_permute", "push", "barrier, write into the receiver's out, barrier");
+  m.exchange("broadcast_", "pull", "barrier, read the root's input, barrier");
+  m.exchange("put_signal", "push+signal", "write into the peer, then raise its signal");
+  m.exchange("wait_signal", "wait", "consume the peer's signal");
+  m.exchange("get", "copy", "read the peer's copy");
+  m.exchange("barrier", "barrier", "signal every peer, wait for every peer");
 }
 
 }  // namespace symmflow
