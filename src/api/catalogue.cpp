@@ -31,6 +31,7 @@ OpInfo info_of(const OpDef& op) {
   info.inplace = op.inplace_variant();
   info.out = op.out_variant();
   info.tags = op.tags().str();
+  if (const OpExchange* e = op.exchange()) info.exchange = e->algorithm + ": " + e->why;
   return info;
 }
 

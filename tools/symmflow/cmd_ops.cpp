@@ -1,5 +1,6 @@
 // `symmflow ops`: lists the registered ops (schema, symm args, group argument, variants, backends,
-// tags: Note [op tags] in ops/registry.hpp; a `tags:` line when the op has any)
+// tags: Note [op tags] in ops/registry.hpp; a `tags:` line when the op has any; an `exchange:`
+// line when its definition declares how it moves data)
 // or, with --check, parses and validates one schema and prints its alias analysis.
 #include <memory>
 #include <string>
@@ -50,6 +51,7 @@ int run_list(const OpsOptions& o) {
     if (!op.out.empty()) line += "  out: " + op.out;
     fmt::print("{}\n", line);
     if (!op.tags.empty()) fmt::print("    tags: {}\n", op.tags);
+    if (!op.exchange.empty()) fmt::print("    exchange: {}\n", op.exchange);
   }
   fmt::print("{} ops\n", ops.size());
   return 0;

@@ -18,6 +18,9 @@ struct OpInfo {
   std::string group_arg;               // empty when the op does not communicate
   std::string functional, inplace, out;  // variants; empty when none
   std::string tags;  // "collective, in_place" (Note [op tags] in ops/registry.hpp); empty: none
+  // How a collective moves data, as its definition declares (OpExchange in ops/registry.hpp):
+  // "pull: barrier, read every peer's input, barrier"; empty when not declared.
+  std::string exchange;
 };
 
 // Registered ops, sorted by name, of namespace `ns` (every namespace when empty); InvalidUsage

@@ -19,9 +19,9 @@ namespace symmflow::cuda {
 // protocol helpers of device_sync.cuh over the communicator's workspace), its launch, its `impl`
 // through SYMMFLOW_LIBRARY_IMPL, and its preload (register_kernel_preload of collectives.hpp).
 // Nothing else in the backend names it: no launcher declared in a header, no Communicator method,
-// no list of kernels to preload. fused_all_reduce_rms_norm.cu is the model. The collectives of
-// all_reduce.cu and exchange.cu stay behind Communicator's methods because the executor and other
-// kernels (eager copies, broadcast, the bench) call them directly.
+// no list of kernels to preload. reduce_to_root.cu and fused_all_reduce_rms_norm.cu are the
+// models. The collectives of all_reduce.cu and exchange.cu stay behind Communicator's methods
+// because the executor and other kernels (eager copies, broadcast, the bench) call them directly.
 
 // The workspace of one call of `op` on `comm`: raises if the communicator failed earlier; a
 // failure the kernel records in the view's status is raised by synchronize() naming `op`.
