@@ -5,8 +5,8 @@
 // get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
 // robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
 // that never arrives makes synchronize() raise naming the op and the peer;
-// symm_mem::fused_all_reduce_add_rms_norm's one kernel against its cpu kernel. Skipped without a
-// GPU.
+// symm_mem::fused_all_reduce_add_rms_norm's one kernel and symm_mem::reduce_out against their cpu
+// kernels. Skipped without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -327,6 +327,37 @@ TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
             EXPECT_NE(message.find("symm_mem::fused_all_reduce_add_rms_norm: argument 'weight'"),
                       std::string::npos)
                 << message;
+          }
+        }
+      }
+    });
+  }
+}
+
+// symm_mem::reduce_out (Note [reduce to root]; one file, reduce_to_root.cu): the root's out against
+// the cpu kernel on the same values (equal bits; avg within one rounding), every other rank's out
+// untouched, every root, sizes up to past the communicator's first staging size.
+TEST_F(CudaSymmOps, ReduceToRootMatchesTheCpuKernel) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+        for (int64_t n : {int64_t(1), int64_t(33), int64_t(4097), int64_t(1 << 19) + 3}) {
+          Twin in = symmetric(values({n}, d, uint64_t(n), rt.rank()));
+          for (const char* op : {"sum", "avg", "max", "min"}) {
+            for (int root = 0; root < w; ++root) {
+              const std::string what = fmt::format("world {} rank {} {} n {} {} root {}", w,
+                                                   rt.rank(), dtype_name(d), n, op, root);
+              Tensor want = Tensor::zeros({n}, d);
+              call("symm_mem::reduce_out", {in.cpu, int64_t(root), op, "world", want});
+              Tensor sentinel = values({n}, d, 99, 0);
+              Tensor got = to_device(sentinel);
+              call("symm_mem::reduce_out", {in.gpu, int64_t(root), op, "world", got});
+              if (rt.rank() == root) {
+                expect_same(got, want, std::string(op) == "avg" ? one_rounding(d) : 0, what);
+              } else {
+                expect_same(got, sentinel, 0, what + " (not the root: untouched)");
+              }
+            }
           }
         }
       }

@@ -36,6 +36,14 @@ std::vector<TensorSpec> all_gather_shape(std::span<const Value> a) {
   return {{t.dtype(), s}};
 }
 
+// Note [reduce to root]
+// reduce_out(input, root, reduce_op, group_name, out) is MPI_Reduce / ncclReduce on symmetric
+// memory: the root's out = the reduction over the ranks of input, in rank order (the bits of
+// one_shot_all_reduce on the same inputs); the other ranks' out is not written (still declared
+// written, so nothing reads a stale copy of it across the call). Every rank calls it with the same
+// root. It is the model of a collective added in its three files (docs/architecture.md): this
+// definition, src/kernels/cpu/collectives/reduce_to_root.cpp and src/kernels/cuda/reduce_to_root.cu.
+
 // Note [fused all-reduce add rms_norm]
 // fused_all_reduce_add_rms_norm(input, residual, weight, eps, reduce_op, group_name) is, exactly,
 //   residual_out = aten::add.Tensor(one_shot_all_reduce(input, reduce_op, group_name), residual)
@@ -104,6 +112,12 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   m.register_symm_mem_args("fused_all_reduce_add_rms_norm_out", {"input"});
   m.exchange("fused_all_reduce_add_rms_norm", "one_shot+norm",
              "one_shot all-reduce, then residual add and rms_norm per row (cuda: one kernel)");
+  // reduce to one rank (Note [reduce to root])
+  m.def("reduce_out(Tensor input, int root, str reduce_op, str group_name, Tensor(a!) out) -> ()");
+  m.register_symm_mem_args("reduce_out", {"input"});
+  m.exchange("reduce_out", "one_shot to root",
+             "every rank's input reaches the root, which reduces them in rank order (cpu: the "
+             "one_shot, kept by the root only)");
 
   // reduce-scatter, all-gather, all-to-all
   m.def("reduce_scatter_out(Tensor(a!) input, str group_name, bool split_last_dim, "

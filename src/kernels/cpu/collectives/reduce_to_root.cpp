@@ -1,0 +1,52 @@
+// cpu kernel of symm_mem::reduce_out (Note [reduce to root] in src/ops/symm_mem/defs.cpp): the
+// root's out = reduce over the ranks of input, in rank order; the other ranks' out is untouched.
+//
+// Contract: every rank of the group calls it with the same shapes, root and reduce_op. It is the
+// one-shot of all_reduce.cpp (one_shot.hpp) on every rank, so the root's result is bitwise the
+// one_shot_all_reduce of the same inputs; a non-root reduces into a temporary it drops (it must
+// take part in the one-shot's barriers anyway, and its cores have nothing better to do then).
+// Expects: `input` contiguous in symmetric memory of the group; `out` of any layout.
+// Refuses (InvalidUsage naming the op and argument, before any communication): a root outside
+//   the group, `out` not like `input` or overlapping it, and everything the one-shot refuses
+//   (group, reduce_op, dtype, symmetric input).
+// Allocates a non-root's temporary (input's bytes) and a strided output's temp.
+#include <fmt/format.h>
+
+#include "kernels/cpu/collectives/one_shot.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+constexpr std::string_view kReduceOut = "symm_mem::reduce_out";
+
+void reduce_out_impl(const Tensor& input, int64_t root, std::string_view reduce_op,
+                     std::string_view group_name, const Tensor& out) {
+  constexpr std::string_view op = kReduceOut;
+  Reduction red = prepare(op, reduce_op, group_name, input.dtype());
+  SymmArg in(input, op, "input", *red.group);
+  SF_CHECK(root >= 0 && root < red.group->size(),
+           "{}: root {} out of range for group '{}' of size {}", op, root, red.group->name(),
+           red.group->size());
+  check_spec(op, "out", out, input.dtype(), input.shape(), "like 'input'");
+  check_no_overlap(op, "out", out, "input", input);
+  fingerprint(*red.group, op, input.dtype(), input.numel(), fmt::format("root={}", root));
+  if (red.group->rank() == int(root)) {
+    OutBuffer dst(out);
+    one_shot(op, red, in, input.numel(), dst.data());
+    dst.finish();
+  } else {
+    const Tensor dropped = Tensor::empty(input.shape(), input.dtype());
+    one_shot(op, red, in, input.numel(), dropped.raw_data());
+  }
+}
+
+SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
+  m.impl("reduce_out", [](KernelCall& c) {
+    reduce_out_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(),
+                    c.arg(3).to_string(), c.arg(4).to_tensor());
+  });
+}
+
+}  // namespace
+}  // namespace symmflow::cpu
