@@ -163,7 +163,7 @@ if [[ "$mode" == full ]]; then
       >"$OUT/sanitizer_$tool.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | head -5
     timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_symm_ops \
-      --gtest_filter='CudaSymmOps.PutSignal*:CudaSymmOps.CollectivePermute*' >"$OUT/sanitizer_symm_$tool.log" 2>&1
+      --gtest_filter='CudaSymmOps.PutSignal*:CudaSymmOps.CollectivePermute*:CudaSymmOps.ReduceToRoot*' >"$OUT/sanitizer_symm_$tool.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_symm_$tool.log" | head -5
     timeout 240 compute-sanitizer --tool "$tool" build/device/tests/cuda/test_cuda_ops \
       --gtest_filter='CudaOps.Binary*:CudaOps.Copies*:CudaOps.RmsNorm*:CudaOps.Skinny*' >"$OUT/sanitizer_ops_$tool.log" 2>&1
