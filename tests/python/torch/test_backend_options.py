@@ -143,3 +143,16 @@ def test_compiling_for_cuda_loads_its_kernels_first():
     if any(line.startswith("no cuda module:") for line in out):
         pytest.skip("built without the cuda backend")
     assert out == ["['cpu']", "['cpu', 'cuda']", "compile: device 'cpu' or 'cuda' (got 'tpu')"], out
+
+
+def test_a_new_collective_reaches_torch_ops_without_python_changes(world):
+    """symm_mem::reduce_out was added in C++ alone (its definition and two kernel files); the
+    catalogue registers it as torch.ops.symmflow.reduce_out (eager here, on a world of one)."""
+    x = sft.empty((3, 5), dtype=torch.float32, group=world)
+    x.copy_(torch.arange(15, dtype=torch.float32).reshape(3, 5))
+    out = torch.full((3, 5), -1.0)
+    torch.ops.symmflow.reduce_out(x, 0, "sum", world, out)
+    torch.testing.assert_close(out, x, rtol=0, atol=0)
+    with pytest.raises(Exception) as e:
+        torch.ops.symmflow.reduce_out(x, 1, "sum", world, out)
+    assert "symm_mem::reduce_out: root 1 out of range for group" in str(e.value)
