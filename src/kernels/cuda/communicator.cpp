@@ -92,7 +92,7 @@ struct Communicator::State {
   std::vector<std::string> ops;  // ops[code - 1]: the op names that status codes refer to
   int device = 0;
   int sms = 1;      // multiprocessors this rank's collectives may occupy
-  int sharing = 1;  // members of the group on this rank's GPU
+  int sharing = 1;  // members of the group on the most crowded GPU of the group
   size_t max_bytes = 0;
   double timeout_s = 0;
   bool failed = false;
@@ -136,8 +136,15 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   const size_t pad_bytes = size_t(channels) * kMaxRanks * 4;
   s->signals = DeviceHeap::allocate(group, pad_bytes, "cuda::Communicator");
   // Ranks that share a GPU split its multiprocessors (bind_device()).
-  s->sharing = 0;
-  for (int r = 0; r < w; ++r) s->sharing += s->staging->device_of(r) == s->device;
+  // Every member takes the share of the most crowded GPU, so launch shapes agree (block b of
+  // every member handles the same elements) when members are spread unevenly, such as 3 ranks
+  // on 2 GPUs; per-GPU shares gave the lone rank twice the blocks, whose flags never came.
+  s->sharing = 1;
+  for (int r = 0; r < w; ++r) {
+    int on_its_gpu = 0;
+    for (int q = 0; q < w; ++q) on_its_gpu += s->staging->device_of(q) == s->staging->device_of(r);
+    s->sharing = std::max(s->sharing, on_its_gpu);
+  }
   s->sms = std::max(1, s->sms / s->sharing);
   SF_CUDA_CHECK(cudaMalloc(&s->words, 64 + pad_bytes));
   auto stream = static_cast<cudaStream_t>(current_stream());  // Note [ranks sharing a GPU]

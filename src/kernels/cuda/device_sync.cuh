@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/cuda/collectives.hpp"
@@ -136,6 +137,38 @@ void by_op(ReduceKind op, F&& f) {
     case ReduceKind::min:
       f(std::integral_constant<ReduceKind, ReduceKind::min>{});
       return;
+  }
+}
+
+// f(T{}, op) with T the element type of `type` (float, __nv_bfloat16, __half) and op as by_op
+// gives it: a collective's kernel instance for a call,
+//   by_type_and_op(type, kind, [&](auto t, auto op) {
+//     my_kernel<decltype(t), decltype(op)::value><<<blocks, threads, 0, stream>>>(...);
+//   });
+template <typename F>
+void by_type_and_op(ElemType type, ReduceKind op, F&& f) {
+  by_op(op, [&](auto o) {
+    switch (type) {
+      case ElemType::f32:
+        f(float{}, o);
+        return;
+      case ElemType::bf16:
+        f(__nv_bfloat16{}, o);
+        return;
+      case ElemType::f16:
+        f(__half{}, o);
+        return;
+    }
+  });
+}
+
+// f(T{}, op) for every element type and reduce op: what a file's preload walks
+// (register_kernel_preload in collectives.hpp).
+template <typename F>
+void every_type_and_op(F&& f) {
+  for (ElemType t : {ElemType::f32, ElemType::bf16, ElemType::f16}) {
+    for (ReduceKind op : {ReduceKind::sum, ReduceKind::avg, ReduceKind::max, ReduceKind::min})
+      by_type_and_op(t, op, f);
   }
 }
 

@@ -102,14 +102,6 @@ __global__ void __launch_bounds__(1024)
   finish(v, call);
 }
 
-template <typename T>
-void launch_as(const WorkspaceView& v, const Plan& p, ReduceKind op, const Launch& l,
-               cudaStream_t s) {
-  by_op(op, [&](auto tag) {
-    allreduce_rmsnorm_kernel<T, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, p);
-  });
-}
-
 // Enqueues the kernel on `stream` for `rows` rows of n (the communicator holds them: checked).
 void launch(Communicator& comm, std::string_view op, const Plan& plan, DType dtype,
             std::string_view reduce_op, void* stream) {
@@ -124,18 +116,10 @@ void launch(Communicator& comm, std::string_view op, const Plan& plan, DType dty
   Launch l;
   l.threads = plan.n >= 512 ? 512 : int((plan.n + 31) / 32 * 32);
   l.blocks = int(std::min<int64_t>(plan.rows, std::min(w.sms, kMaxBlocks)));
-  auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case ElemType::f32:
-      launch_as<float>(w.view, plan, kind, l, s);
-      break;
-    case ElemType::bf16:
-      launch_as<__nv_bfloat16>(w.view, plan, kind, l, s);
-      break;
-    case ElemType::f16:
-      launch_as<__half>(w.view, plan, kind, l, s);
-      break;
-  }
+  by_type_and_op(type, kind, [&](auto t, auto o) {
+    allreduce_rmsnorm_kernel<decltype(t), decltype(o)::value>
+        <<<l.blocks, l.threads, 0, static_cast<cudaStream_t>(stream)>>>(w.view, plan);
+  });
   SF_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -179,15 +163,10 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
 }
 
 int preload() {
-  cudaFuncAttributes a;
-  for (ReduceKind op : {ReduceKind::sum, ReduceKind::avg, ReduceKind::max, ReduceKind::min}) {
-    by_op(op, [&](auto tag) {
-      constexpr ReduceKind k = decltype(tag)::value;
-      cudaFuncGetAttributes(&a, allreduce_rmsnorm_kernel<float, k>);
-      cudaFuncGetAttributes(&a, allreduce_rmsnorm_kernel<__nv_bfloat16, k>);
-      cudaFuncGetAttributes(&a, allreduce_rmsnorm_kernel<__half, k>);
-    });
-  }
+  every_type_and_op([](auto t, auto o) {
+    cudaFuncAttributes a;
+    cudaFuncGetAttributes(&a, allreduce_rmsnorm_kernel<decltype(t), decltype(o)::value>);
+  });
   return int(cudaGetLastError());
 }
 

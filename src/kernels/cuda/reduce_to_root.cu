@@ -59,14 +59,6 @@ __global__ void __launch_bounds__(512) reduce_to_root_kernel(WorkspaceView v, Pl
   finish(v, call);
 }
 
-template <typename T>
-void launch_as(const WorkspaceView& v, const Plan& p, ReduceKind op, const Launch& l,
-               cudaStream_t s) {
-  by_op(op, [&](auto tag) {
-    reduce_to_root_kernel<T, decltype(tag)::value><<<l.blocks, l.threads, 0, s>>>(v, p);
-  });
-}
-
 void reduce_out(const Tensor& input, int64_t root, std::string_view reduce_op,
                 std::string_view group_name, const Tensor& out) {
   constexpr std::string_view op = "symm_mem::reduce_out";
@@ -88,18 +80,10 @@ void reduce_out(const Tensor& input, int64_t root, std::string_view reduce_op,
   Launch l;
   l.threads = 512;
   l.blocks = blocks_for(plan.n, l.threads, 2, w.sms);
-  auto s = static_cast<cudaStream_t>(current_stream());
-  switch (type) {
-    case ElemType::f32:
-      launch_as<float>(w.view, plan, kind, l, s);
-      break;
-    case ElemType::bf16:
-      launch_as<__nv_bfloat16>(w.view, plan, kind, l, s);
-      break;
-    case ElemType::f16:
-      launch_as<__half>(w.view, plan, kind, l, s);
-      break;
-  }
+  by_type_and_op(type, kind, [&](auto t, auto o) {
+    reduce_to_root_kernel<decltype(t), decltype(o)::value>
+        <<<l.blocks, l.threads, 0, static_cast<cudaStream_t>(current_stream())>>>(w.view, plan);
+  });
   SF_CUDA_CHECK(cudaGetLastError());
   if (dense) dense->finish();
 }
@@ -112,15 +96,10 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
 }
 
 int preload() {
-  cudaFuncAttributes a;
-  for (ReduceKind op : {ReduceKind::sum, ReduceKind::avg, ReduceKind::max, ReduceKind::min}) {
-    by_op(op, [&](auto tag) {
-      constexpr ReduceKind k = decltype(tag)::value;
-      cudaFuncGetAttributes(&a, reduce_to_root_kernel<float, k>);
-      cudaFuncGetAttributes(&a, reduce_to_root_kernel<__nv_bfloat16, k>);
-      cudaFuncGetAttributes(&a, reduce_to_root_kernel<__half, k>);
-    });
-  }
+  every_type_and_op([](auto t, auto o) {
+    cudaFuncAttributes a;
+    cudaFuncGetAttributes(&a, reduce_to_root_kernel<decltype(t), decltype(o)::value>);
+  });
   return int(cudaGetLastError());
 }
 
