@@ -307,7 +307,6 @@ int preload_exchange_kernels() {
   return int(cudaGetLastError());
 }
 
-
 const bool kPreloaded = register_kernel_preload(&preload_exchange_kernels);
 
 }  // namespace
