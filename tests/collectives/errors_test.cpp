@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/workspace.hpp"
+#include "support/errors.hpp"
 #include "symmflow/kernels/collectives.hpp"
 #include "symmflow/ops/call.hpp"
 
@@ -31,17 +32,6 @@ ErrorCode code_of(const std::exception_ptr& p) {
   return ErrorCode::Internal;
 }
 
-// The message of what fn throws (InvalidUsage expected), or "<no error>".
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage) << e.what();
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // Runs fn on `world` ranks after registering the ops on this thread.
 void on_ranks(int world, const std::function<void(Runtime&)>& fn) {
@@ -54,24 +44,24 @@ TEST(CollectiveErrors, SymmetricArgumentsAndGroups) {
     rt.new_group("a", {0, 1});
     rt.new_group("b", {0, 1});
     Tensor plain = Tensor::empty({4}, DType::f32);
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce", {plain, "sum", "a"});
               }),
               "symm_mem::one_shot_all_reduce: argument 'input' is not in symmetric memory; "
               "allocate it with symmflow::empty_symmetric(shape, dtype, \"a\") or let the "
               "compiler place it");
     Tensor in_a = empty_symmetric({4}, DType::f32, "a");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::two_shot_all_reduce_", {in_a, "sum", "b"});
               }),
               "symm_mem::two_shot_all_reduce_: argument 'input' was allocated in group 'a' but "
               "the op runs on group 'b'");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::all_gather_out", {in_a, "nope", Tensor::empty({8}, DType::f32)});
               }),
               "symm_mem::all_gather_out: unknown group 'nope' (known: a, b, world)");
     Tensor strided = in_a.as_strided({2}, {2}, 0);
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce", {strided, "sum", "a"});
               }),
               "symm_mem::one_shot_all_reduce: symmetric argument 'input' (f32[2] with strides "
@@ -80,7 +70,7 @@ TEST(CollectiveErrors, SymmetricArgumentsAndGroups) {
     // A group destroyed and made again: the old tensors belong to the destroyed one.
     rt.destroy_group("a");
     rt.new_group("a", {0, 1});
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce", {in_a, "sum", "a"});
               }),
               "symm_mem::one_shot_all_reduce: group 'a' was destroyed; create it again with "
@@ -92,58 +82,58 @@ TEST(CollectiveErrors, ReduceOpsDtypesAndShapes) {
   on_ranks(2, [](Runtime& rt) {
     Tensor x = empty_symmetric({4}, DType::f32, "world");
     EXPECT_EQ(
-        error_of([&] {
+        usage_error_of([&] {
           call("symm_mem::one_shot_all_reduce", {x, "prod", "world"});
         }),
         "symm_mem::one_shot_all_reduce: unknown reduce_op 'prod' (valid: sum, avg, max, min)");
     Tensor i8 = empty_symmetric({4}, DType::i8, "world");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce", {i8, "sum", "world"});
               }),
               "symm_mem::one_shot_all_reduce: dtype i8 is not supported on cpu (supported: f32, "
               "bf16, f16, f64, i32, i64)");
     Tensor u32 = empty_symmetric({4}, DType::u32, "world");
-    EXPECT_EQ(error_of([&] { all_reduce(u32, "max", "world"); }),
+    EXPECT_EQ(usage_error_of([&] { all_reduce(u32, "max", "world"); }),
               "symmflow::all_reduce: dtype u32 is not supported on cpu (supported: f32, bf16, "
               "f16, f64, i32, i64)");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce_out",
                      {x, "sum", "world", Tensor::empty({5}, DType::f32)});
               }),
               "symm_mem::one_shot_all_reduce_out: argument 'out' is f32[5] but must be f32[4] "
               "(like 'input')");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::two_shot_all_reduce_out",
                      {x, "sum", "world", Tensor::empty({4}, DType::bf16)});
               }),
               "symm_mem::two_shot_all_reduce_out: argument 'output' is bf16[4] but must be "
               "f32[4] (like 'input')");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce_copy",
                      {x, Tensor::empty({6}, DType::f32), "sum", "world"});
               }),
               "symm_mem::one_shot_all_reduce_copy: argument 'symm_buffer' (f32[4]) holds fewer "
               "elements than 'local_input' (f32[6])");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::one_shot_all_reduce_out", {x, "sum", "world", x});
               }),
               "symm_mem::one_shot_all_reduce_out: argument 'out' overlaps argument 'input' in "
               "memory; peers read 'input' while this rank writes 'out', so they must be separate "
               "buffers");
     Tensor m = empty_symmetric({3, 4}, DType::f32, "world");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::reduce_scatter_out",
                      {m, "world", false, Tensor::empty({1, 4}, DType::f32)});
               }),
               "symm_mem::reduce_scatter_out: dim 0 of argument 'input' (f32[3, 4]) is not "
               "divisible by the group size 2");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::reduce_scatter_out",
                      {m, "world", true, Tensor::empty({3, 3}, DType::f32)});
               }),
               "symm_mem::reduce_scatter_out: argument 'output' is f32[3, 3] but must be f32[3, 2] "
               "('input' split 2 ways along dim 1)");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::all_gather_out", {m, "world", Tensor::empty({3, 4}, DType::f32)});
               }),
               "symm_mem::all_gather_out: argument 'out' is f32[3, 4] but must be f32[6, 4] "
@@ -155,39 +145,39 @@ TEST(CollectiveErrors, ReduceOpsDtypesAndShapes) {
 TEST(CollectiveErrors, ChannelsPeersAndU32Writes) {
   on_ranks(2, [](Runtime& rt) {
     Tensor x = empty_symmetric({4}, DType::f32, "world");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::barrier", {"world", int64_t(16)});
               }),
               "symm_mem::barrier: channel 16 out of range for group 'world' (valid: 0..15; set "
               "SYMMFLOW_SIGNAL_CHANNELS for more)");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::put_signal", {x, x, int64_t(1), int64_t(-1), "world"});
               }),
               "symm_mem::put_signal: channel -1 out of range for group 'world' (valid: 0..15; set "
               "SYMMFLOW_SIGNAL_CHANNELS for more)");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::wait_signal", {x, int64_t(2), int64_t(0), "world"});
               }),
               "symm_mem::wait_signal: peer 2 out of range for group 'world' of size 2");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::broadcast_", {x, int64_t(5), "world"});
               }),
               "symm_mem::broadcast_: root 5 out of range for group 'world' of size 2");
     Tensor u = Tensor::empty({4}, DType::u32);
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::stream_write_value32_", {u, int64_t(4), int64_t(1)});
               }),
               "symm_mem::stream_write_value32_: offset 4 and count 1 out of bounds for 'input' of "
               "4 elements");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::memset32_", {u, int64_t(1), int64_t(1), int64_t(4)});
               }),
               "symm_mem::memset32_: offset 1 and count 4 out of bounds for 'input' of 4 elements");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::memset32_", {u, int64_t(0), int64_t(-1), int64_t(1)});
               }),
               "symm_mem::memset32_: val -1 is out of the u32 range [0, 4294967295]");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::memset32_", {x, int64_t(0), int64_t(1), int64_t(1)});
               }),
               "symm_mem::memset32_: argument 'input' (f32[4]) must be a contiguous u32 tensor");
@@ -197,19 +187,19 @@ TEST(CollectiveErrors, ChannelsPeersAndU32Writes) {
 TEST(CollectiveErrors, MultimemIsRefusedWithAnAlternative) {
   on_ranks(1, [](Runtime&) {
     Tensor x = empty_symmetric({4}, DType::f32, "world");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::multimem_all_reduce_", {x, "sum", "world"});
               }),
               "symm_mem::multimem_all_reduce_: needs NVLink multicast, which the cpu backend "
               "lacks; use symm_mem::two_shot_all_reduce_ (or symm_mem::one_shot_all_reduce) "
               "instead");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::multimem_one_shot_all_reduce", {x, "sum", "world"});
               }),
               "symm_mem::multimem_one_shot_all_reduce: needs NVLink multicast, which the cpu "
               "backend lacks; use symm_mem::one_shot_all_reduce (or "
               "symm_mem::two_shot_all_reduce_ for large tensors) instead");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::multimem_one_shot_all_reduce_out",
                      {x, "sum", "world", Tensor::empty({4}, DType::f32)});
               }),
@@ -217,7 +207,7 @@ TEST(CollectiveErrors, MultimemIsRefusedWithAnAlternative) {
               "backend lacks; use symm_mem::one_shot_all_reduce_out (or "
               "symm_mem::two_shot_all_reduce_out for large tensors) instead");
     EXPECT_EQ(
-        error_of([&] {
+        usage_error_of([&] {
           call("symm_mem::multimem_all_gather_out", {x, "world", Tensor::empty({4}, DType::f32)});
         }),
         "symm_mem::multimem_all_gather_out: needs NVLink multicast, which the cpu backend "

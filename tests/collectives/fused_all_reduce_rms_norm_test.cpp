@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/workspace.hpp"
+#include "support/errors.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/registry.hpp"
 
@@ -162,15 +163,6 @@ INSTANTIATE_TEST_SUITE_P(Collectives, FusedAllReduceRmsNorm, ::testing::Values(1
                            return "W" + std::to_string(p.param);
                          });
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage) << e.what();
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(FusedAllReduceRmsNormErrors, ShapesDtypesAndOverlaps) {
   Registry::global();
@@ -178,49 +170,49 @@ TEST(FusedAllReduceRmsNormErrors, ShapesDtypesAndOverlaps) {
     Tensor in = empty_symmetric({4, 8}, DType::f32, "world");
     Tensor res = Tensor::empty({4, 8}, DType::f32);
     Tensor wt = Tensor::empty({8}, DType::f32);
-    EXPECT_EQ(error_of([&] { call(kOp, {in, Tensor::empty({4, 7}, DType::f32), wt, kEps, "sum", "world"}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, Tensor::empty({4, 7}, DType::f32), wt, kEps, "sum", "world"}); }),
               "symm_mem::fused_all_reduce_add_rms_norm: argument 'residual' is f32[4, 7] but must "
               "be f32[4, 8] (like 'input')");
-    EXPECT_EQ(error_of([&] { call(kOp, {in, res, Tensor::empty({4, 8}, DType::f32), kEps, "sum", "world"}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, res, Tensor::empty({4, 8}, DType::f32), kEps, "sum", "world"}); }),
               "symm_mem::fused_all_reduce_add_rms_norm: argument 'weight' is f32[4, 8] but must be "
               "f32[8] (the last dim of 'input')");
-    EXPECT_EQ(error_of([&] { call(kOp, {in, res, Tensor::empty({8}, DType::bf16), kEps, "sum", "world"}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, res, Tensor::empty({8}, DType::bf16), kEps, "sum", "world"}); }),
               "symm_mem::fused_all_reduce_add_rms_norm: argument 'weight' is bf16[8] but must be "
               "f32[8] (the last dim of 'input')");
     Tensor ints = empty_symmetric({4, 8}, DType::i32, "world");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call(kOp, {ints, Tensor::empty({4, 8}, DType::i32), Tensor::empty({8}, DType::i32),
                            kEps, "sum", "world"});
               }),
               "symm_mem::fused_all_reduce_add_rms_norm: argument 'input' is i32[4, 8]; the op "
               "normalizes, so it needs a floating dtype (f32, bf16, f16, f64)");
     Tensor scalar = empty_symmetric({}, DType::f32, "world");
-    EXPECT_EQ(error_of([&] { call(kOp, {scalar, Tensor::empty({}, DType::f32), wt, kEps, "sum", "world"}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {scalar, Tensor::empty({}, DType::f32), wt, kEps, "sum", "world"}); }),
               "symm_mem::fused_all_reduce_add_rms_norm: argument 'input' (f32[]) needs at least one "
               "dim to normalize over");
-    EXPECT_EQ(error_of([&] { call(kOp, {res, res, wt, kEps, "sum", "world"}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {res, res, wt, kEps, "sum", "world"}); }),
               "symm_mem::fused_all_reduce_add_rms_norm: argument 'input' is not in symmetric "
               "memory; allocate it with symmflow::empty_symmetric(shape, dtype, \"world\") or let "
               "the compiler place it");
-    EXPECT_EQ(error_of([&] { call(kOp, {in, res, wt, kEps, "prod", "world"}); }).rfind(
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, res, wt, kEps, "prod", "world"}); }).rfind(
                   "symm_mem::fused_all_reduce_add_rms_norm: unknown reduce_op 'prod'", 0),
               0u);
     // The _out variant: outputs of the wrong shape, or overlapping an argument or each other.
     Tensor out = Tensor::empty({4, 8}, DType::f32);
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(usage_error_of([&] {
                 call(kOpOut, {in, res, wt, kEps, "sum", "world", Tensor::empty({4, 9}, DType::f32), out});
               }),
               "symm_mem::fused_all_reduce_add_rms_norm_out: argument 'out' is f32[4, 9] but must "
               "be f32[4, 8] (like 'input')");
-    EXPECT_EQ(error_of([&] { call(kOpOut, {in, res, wt, kEps, "sum", "world", out, res}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOpOut, {in, res, wt, kEps, "sum", "world", out, res}); }),
               "symm_mem::fused_all_reduce_add_rms_norm_out: output 'residual_out' overlaps "
               "argument 'residual' in memory; the op writes 'residual_out' while it still reads "
               "'residual', so they must be separate buffers");
-    EXPECT_EQ(error_of([&] { call(kOpOut, {in, res, wt, kEps, "sum", "world", out, out}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOpOut, {in, res, wt, kEps, "sum", "world", out, out}); }),
               "symm_mem::fused_all_reduce_add_rms_norm_out: output 'out' overlaps argument "
               "'residual_out' in memory; the op writes 'out' while it still reads "
               "'residual_out', so they must be separate buffers");
-    EXPECT_EQ(error_of([&] { call(kOpOut, {in, res, wt, kEps, "sum", "world", in, out}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOpOut, {in, res, wt, kEps, "sum", "world", in, out}); }),
               "symm_mem::fused_all_reduce_add_rms_norm_out: output 'out' overlaps argument "
               "'input' in memory; the op writes 'out' while it still reads 'input', so they must "
               "be separate buffers");

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/workspace.hpp"
+#include "support/errors.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/registry.hpp"
 #include "symmflow/symmflow.hpp"
@@ -126,33 +127,24 @@ TEST(ReduceToRootCompiled, RunsThroughTheCompilerAndExplainNamesItsExchange) {
   }
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage) << e.what();
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(ReduceToRootErrors, RootOutAndInputAreChecked) {
   Registry::global();
   run_threads(2, [](Runtime&) {
     Tensor in = empty_symmetric({4, 8}, DType::f32, "world");
     Tensor out = Tensor::empty({4, 8}, DType::f32);
-    EXPECT_EQ(error_of([&] { call(kOp, {in, int64_t(2), "sum", "world", out}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, int64_t(2), "sum", "world", out}); }),
               "symm_mem::reduce_out: root 2 out of range for group 'world' of size 2");
-    EXPECT_EQ(error_of([&] { call(kOp, {in, int64_t(-1), "sum", "world", out}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, int64_t(-1), "sum", "world", out}); }),
               "symm_mem::reduce_out: root -1 out of range for group 'world' of size 2");
-    EXPECT_EQ(error_of([&] { call(kOp, {in, int64_t(0), "sum", "world", Tensor::empty({4, 7}, DType::f32)}); }),
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, int64_t(0), "sum", "world", Tensor::empty({4, 7}, DType::f32)}); }),
               "symm_mem::reduce_out: argument 'out' is f32[4, 7] but must be f32[4, 8] (like "
               "'input')");
-    EXPECT_EQ(error_of([&] { call(kOp, {in, int64_t(0), "prod", "world", out}); }).rfind(
+    EXPECT_EQ(usage_error_of([&] { call(kOp, {in, int64_t(0), "prod", "world", out}); }).rfind(
                   "symm_mem::reduce_out: unknown reduce_op 'prod'", 0),
               0u);
     const std::string local =
-        error_of([&] { call(kOp, {Tensor::empty({4, 8}, DType::f32), int64_t(0), "sum", "world", out}); });
+        usage_error_of([&] { call(kOp, {Tensor::empty({4, 8}, DType::f32), int64_t(0), "sum", "world", out}); });
     EXPECT_EQ(local.rfind("symm_mem::reduce_out: argument 'input'", 0), 0u) << local;
   });
 }

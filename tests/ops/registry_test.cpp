@@ -1,21 +1,15 @@
 // Registration rules of the op registry, each accepted and rejected with its exact message.
 #include <gtest/gtest.h>
 
+#include "support/errors.hpp"
 #include "symmflow/kernels/algorithm.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::usage_error_of;
+
 
 ShapeFn same_as_first() {
   return [](std::span<const Value> a) {
@@ -38,12 +32,12 @@ TEST(Registry, DefRecordsSchemaAndAliases) {
 
 TEST(Registry, RejectsSecondDef) {
   reg().def("t_dup", "f(Tensor x) -> Tensor", same_as_first());
-  EXPECT_EQ(error_of([] { reg().def("t_dup", "f(Tensor y) -> Tensor", same_as_first()); }),
+  EXPECT_EQ(usage_error_of([] { reg().def("t_dup", "f(Tensor y) -> Tensor", same_as_first()); }),
             "op 't_dup::f' is already defined");
 }
 
 TEST(Registry, RejectsMutatingOpReturningAlias) {
-  std::string msg = error_of([] { reg().def("t_alias", "bad_(Tensor(a!) x) -> Tensor(a!)", {}); });
+  std::string msg = usage_error_of([] { reg().def("t_alias", "bad_(Tensor(a!) x) -> Tensor(a!)", {}); });
   EXPECT_NE(msg.find("op 't_alias::bad_'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("must return () or fresh tensors"), std::string::npos) << msg;
@@ -51,26 +45,26 @@ TEST(Registry, RejectsMutatingOpReturningAlias) {
 }
 
 TEST(Registry, RejectsReturnsWithoutShapeFunction) {
-  EXPECT_EQ(error_of([] { reg().def("t_noshape", "f(Tensor x) -> Tensor", {}); }),
+  EXPECT_EQ(usage_error_of([] { reg().def("t_noshape", "f(Tensor x) -> Tensor", {}); }),
             "op 't_noshape::f' returns values but was defined without a shape function");
   EXPECT_EQ(reg().find("t_noshape::f"), nullptr);
 }
 
 TEST(Registry, RejectsSchemaOfOtherNamespace) {
-  EXPECT_EQ(error_of([] { reg().def("t_ns", "aten::f(Tensor x) -> ()", {}); }),
+  EXPECT_EQ(usage_error_of([] { reg().def("t_ns", "aten::f(Tensor x) -> ()", {}); }),
             "schema 'aten::f(Tensor x) -> ()' names namespace 'aten' inside library 't_ns'");
 }
 
 TEST(Registry, SymmArgsAreCheckedAgainstTheSchema) {
   reg().def("t_symm", "ar(Tensor x, Tensor[] xs, int n, str group_name) -> Tensor",
             same_as_first());
-  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_symm::ar", {"y"}); }),
+  EXPECT_EQ(usage_error_of([] { reg().register_symm_mem_args("t_symm::ar", {"y"}); }),
             "op 't_symm::ar': symm arg 'y' is not an argument of its schema (arguments: x, xs, n, "
             "group_name)");
-  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_symm::ar", {"n"}); }),
+  EXPECT_EQ(usage_error_of([] { reg().register_symm_mem_args("t_symm::ar", {"n"}); }),
             "op 't_symm::ar': symm arg 'n' has type int; only Tensor and Tensor[] arguments can be "
             "symmetric");
-  EXPECT_EQ(error_of([] {
+  EXPECT_EQ(usage_error_of([] {
               reg().register_symm_mem_args("t_symm::ar", {"x", "x"});
             }),
             "op 't_symm::ar': symm arg 'x' listed twice");
@@ -82,13 +76,13 @@ TEST(Registry, SymmArgsAreCheckedAgainstTheSchema) {
 
 TEST(Registry, SymmArgsNeedAGroupArgument) {
   reg().def("t_group", "nogroup(Tensor x) -> Tensor", same_as_first());
-  EXPECT_EQ(error_of([] { reg().register_symm_mem_args("t_group::nogroup", {"x"}); }),
+  EXPECT_EQ(usage_error_of([] { reg().register_symm_mem_args("t_group::nogroup", {"x"}); }),
             "op 't_group::nogroup': symm args x need a group argument, but the schema has no "
             "'str group_name' (name another one with register_group_arg first)");
   reg().def("t_group", "custom(Tensor x, str pg, int k) -> Tensor", same_as_first());
-  EXPECT_EQ(error_of([] { reg().register_group_arg("t_group::custom", "k"); }),
+  EXPECT_EQ(usage_error_of([] { reg().register_group_arg("t_group::custom", "k"); }),
             "op 't_group::custom': group argument 'k' has type int; it must be str");
-  EXPECT_EQ(error_of([] { reg().register_group_arg("t_group::custom", "nope"); }),
+  EXPECT_EQ(usage_error_of([] { reg().register_group_arg("t_group::custom", "nope"); }),
             "op 't_group::custom': group argument 'nope' is not an argument of its schema "
             "(arguments: x, pg, k)");
   reg().register_group_arg("t_group::custom", "pg");
@@ -97,23 +91,23 @@ TEST(Registry, SymmArgsNeedAGroupArgument) {
 }
 
 TEST(Registry, ImplRules) {
-  EXPECT_EQ(error_of([] { reg().impl("t_impl::nope", Backend::cpu, [](KernelCall&) {}); }),
+  EXPECT_EQ(usage_error_of([] { reg().impl("t_impl::nope", Backend::cpu, [](KernelCall&) {}); }),
             "impl of undefined op 't_impl::nope' (def it first)");
   reg().def("t_impl", "k(Tensor x) -> ()", {});
   reg().impl("t_impl::k", Backend::cpu, [](KernelCall&) {});
-  EXPECT_EQ(error_of([] { reg().impl("t_impl::k", Backend::cpu, [](KernelCall&) {}); }),
+  EXPECT_EQ(usage_error_of([] { reg().impl("t_impl::k", Backend::cpu, [](KernelCall&) {}); }),
             "op 't_impl::k' already has a cpu kernel");
   reg().impl("t_impl::k", Backend::cuda, [](KernelCall&) {});
   EXPECT_EQ(reg().get("t_impl::k").backends(), (std::vector<Backend>{Backend::cpu, Backend::cuda}));
 }
 
 TEST(Registry, UnknownOpSuggestsCloseNames) {
-  EXPECT_EQ(error_of([] { reg().get("symm_mem::one_shot_allreduce"); })
+  EXPECT_EQ(usage_error_of([] { reg().get("symm_mem::one_shot_allreduce"); })
                 .rfind("unknown op 'symm_mem::one_shot_allreduce' (did you mean "
                        "symm_mem::one_shot_all_reduce",
                        0),
             0u);
-  EXPECT_EQ(error_of([] { reg().get("zzzz::qqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"); }),
+  EXPECT_EQ(usage_error_of([] { reg().get("zzzz::qqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"); }),
             "unknown op 'zzzz::qqqqqqqqqqqqqqqqqqqqqqqqqqqqqq'");
 }
 
@@ -144,7 +138,7 @@ TEST(Registry, LinksFunctionalInplaceAndOutVariants) {
 TEST(Registry, RefusesMisnamedVariant) {
   reg().def("t_badlink", "f(Tensor x, int k) -> Tensor", same_as_first());
   reg().def("t_badlink", "f_out(Tensor x, float k, Tensor(a!) out) -> ()", {});
-  EXPECT_EQ(error_of([] { reg().link_variants("t_badlink"); }),
+  EXPECT_EQ(usage_error_of([] { reg().link_variants("t_badlink"); }),
             "op 't_badlink::f_out' is named as a variant of 't_badlink::f' but their arguments "
             "differ:\n  t_badlink::f_out(Tensor x, float k, Tensor(a!) out) -> ()\n  "
             "t_badlink::f(Tensor x, int k) -> Tensor");
@@ -158,12 +152,12 @@ TEST(Registry, ExchangeIsDeclaredWithTheOpAndExplainPrintsIt) {
   reg().def("t_exch", "local(Tensor x) -> Tensor", same_as_first());
   reg().link_variants("t_exch");
   EXPECT_EQ(reg().get("t_exch::shift").exchange(), nullptr);
-  EXPECT_EQ(error_of([] { reg().exchange("t_exch::local", {"push", "x"}); }),
+  EXPECT_EQ(usage_error_of([] { reg().exchange("t_exch::local", {"push", "x"}); }),
             "op 't_exch::local': an exchange needs a group argument, but the schema has no "
             "'str group_name' (name another one with register_group_arg first)");
-  EXPECT_EQ(error_of([] { reg().exchange("t_exch::shift", {"", "x"}); }),
+  EXPECT_EQ(usage_error_of([] { reg().exchange("t_exch::shift", {"", "x"}); }),
             "op 't_exch::shift': an exchange needs an algorithm name and a description");
-  EXPECT_EQ(error_of([] { reg().exchange("t_exch::nope", {"push", "x"}); }),
+  EXPECT_EQ(usage_error_of([] { reg().exchange("t_exch::nope", {"push", "x"}); }),
             "op 't_exch::nope' is not defined");
   reg().exchange("t_exch::shift", {"push", "write into the next rank"});
   ASSERT_NE(reg().get("t_exch::shift_out").exchange(), nullptr);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/errors.hpp"
 #include "symmflow/ir/text.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/passes/passes.hpp"
@@ -13,19 +14,12 @@
 namespace symmflow {
 namespace {
 
+using testing::usage_error_of;
+
 Registry& reg() { return Registry::global(); }
 
 TagSet tags_of(const std::string& op) { return reg().get(op).tags(); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
-    return e.what();
-  }
-  return "<no error>";
-}
 
 ShapeFn same_as_first() {
   return [](std::span<const Value> a) {
@@ -114,16 +108,16 @@ TEST(Tags, DeclaredThroughDefAndTag) {
 TEST(Tags, Refusals) {
   Library m(reg(), "t_tagbad");
   m.def("f_(Tensor(a!) x) -> ()");
-  EXPECT_EQ(error_of([&] { m.tag("f_", {Tag::in_place}); }),
+  EXPECT_EQ(usage_error_of([&] { m.tag("f_", {Tag::in_place}); }),
             "op 't_tagbad::f_': tag in_place is inferred (from the schema's alias annotations, "
             "its group argument and its symm args) and cannot be declared");
-  EXPECT_EQ(error_of([&] { m.tag("f_", {Tag::one_sided}); }),
+  EXPECT_EQ(usage_error_of([&] { m.tag("f_", {Tag::one_sided}); }),
             "op 't_tagbad::f_': tag one_sided needs a group argument, but the schema has no 'str "
             "group_name' (name another one with register_group_arg first)");
-  EXPECT_EQ(error_of([&] { m.tag("nope", {Tag::pointwise}); }),
+  EXPECT_EQ(usage_error_of([&] { m.tag("nope", {Tag::pointwise}); }),
             "op 't_tagbad::nope' is not defined");
   // A def whose tags are refused leaves the registry unchanged.
-  EXPECT_EQ(error_of([&] { m.def("g(Tensor x) -> Tensor", same_as_first(), {Tag::collective}); }),
+  EXPECT_EQ(usage_error_of([&] { m.def("g(Tensor x) -> Tensor", same_as_first(), {Tag::collective}); }),
             "op 't_tagbad::g': tag collective is inferred (from the schema's alias annotations, "
             "its group argument and its symm args) and cannot be declared");
   EXPECT_EQ(reg().find("t_tagbad::g"), nullptr);

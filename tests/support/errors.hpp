@@ -12,5 +12,9 @@
 namespace symmflow::testing {
 
 std::string error_of(const std::function<void()>& f);
+// The same for a call that must be refused as bad input: what() of the symmflow::Error it throws
+// when its code is InvalidUsage; another code comes back as "<Timeout error> what()" (so the
+// EXPECT_EQ on the message fails and names the code), no error as "<no error>".
+std::string usage_error_of(const std::function<void()>& f);
 
 }  // namespace symmflow::testing
