@@ -9,7 +9,11 @@
 // Refuses (InvalidUsage naming the op and argument, before any communication): a root outside
 //   the group, `out` not like `input` or overlapping it, and everything the one-shot refuses
 //   (group, reduce_op, dtype, symmetric input).
-// Allocates a non-root's temporary (input's bytes) and a strided output's temp.
+// Allocates a strided output's temp, and a non-root's scratch when a call is larger than any
+// before on its thread.
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "kernels/cpu/collectives/one_shot.hpp"
@@ -36,8 +40,11 @@ void reduce_out_impl(const Tensor& input, int64_t root, std::string_view reduce_
     one_shot(op, red, in, input.numel(), dst.data());
     dst.finish();
   } else {
-    const Tensor dropped = Tensor::empty(input.shape(), input.dtype());
-    one_shot(op, red, in, input.numel(), dropped.raw_data());
+    // The rank thread's scratch, grown to the largest call (8-byte elements: aligned for every
+    // dtype), so a non-root allocates nothing per call.
+    thread_local std::vector<double> dropped;
+    dropped.resize(std::max(dropped.size(), (input.nbytes() + 7) / 8));
+    one_shot(op, red, in, input.numel(), dropped.data());
   }
 }
 
