@@ -99,7 +99,7 @@ TEST(ReduceToRootCompiled, RunsThroughTheCompilerAndExplainNamesItsExchange) {
     const api::ExplainData& plan = c.explain();
     ASSERT_EQ(plan.collectives.size(), 1u);
     EXPECT_EQ(plan.collectives[0].op, "symm_mem::reduce_out");
-    EXPECT_EQ(plan.collectives[0].cpu, "one_shot to root");
+    EXPECT_EQ(plan.collectives[0].cpu, "push-to-root");
     EXPECT_EQ(plan.collectives[0].why.rfind("every rank's input reaches the root", 0), 0u);
     std::mutex m;
     std::vector<std::string> failures;

@@ -137,7 +137,7 @@ for ex in tp_mlp tp_mlp_small input_allreduce inplace_allreduce halo_exchange_si
 done | tee "$OUT/examples_mpi.txt"
 step "examples on the GPU (--check)"
 for ex in tp_mlp tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
-  halo_exchange_signal decoder_block decoder_block_aten inplace_32_layers inplace_input; do
+  halo_exchange_signal decoder_block decoder_block_aten inplace_32_layers inplace_input reduce_to_root; do
   for r in 1 2; do
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
   done

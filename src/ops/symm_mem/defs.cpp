@@ -115,7 +115,7 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   // reduce to one rank (Note [reduce to root])
   m.def("reduce_out(Tensor input, int root, str reduce_op, str group_name, Tensor(a!) out) -> ()");
   m.register_symm_mem_args("reduce_out", {"input"});
-  m.exchange("reduce_out", "one_shot to root",
+  m.exchange("reduce_out", "push-to-root",
              "every rank's input reaches the root, which reduces them in rank order (cpu: the "
              "one_shot, kept by the root only)");
 
