@@ -85,6 +85,16 @@ void expect_same(const Tensor& gpu, const Tensor& cpu, double tol, const std::st
   }
 }
 
+// The message of the error that calling `op` raises, or "no error".
+std::string error_of(const std::string& op, const std::vector<Value>& args) {
+  try {
+    call(op, args);
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 double one_rounding(DType d) { return d == DType::bf16 ? 8e-3 : d == DType::f16 ? 1e-3 : 2e-7; }
 
 TEST_F(CudaSymmOps, AllGatherEveryDtypeAndSize) {
@@ -268,14 +278,6 @@ TEST_F(CudaSymmOps, GetBroadcastBarrierAndU32Writes) {
                 std::string::npos)
           << message;
       // Bad arguments are refused on the host before anything is enqueued.
-      auto error_of = [](const std::string& op, const std::vector<Value>& args) {
-        try {
-          call(op, args);
-        } catch (const Error& e) {
-          return std::string(e.what());
-        }
-        return std::string("no error");
-      };
       Tensor sym = cuda::empty_symmetric({4}, DType::f32, "world");
       std::string m = error_of("symm_mem::put_signal", {sym, sym, int64_t(w), int64_t(0), "world"});
       EXPECT_NE(m.find(fmt::format("symm_mem::put_signal: peer {} out of range for group 'world' of size {}", w, w)),
@@ -361,6 +363,16 @@ TEST_F(CudaSymmOps, ReduceToRootMatchesTheCpuKernel) {
           }
         }
       }
+      // Bad arguments are refused on the host, on every rank, before anything is enqueued.
+      Twin in = symmetric(values({8}, DType::f32, 1, rt.rank()));
+      auto message = [](const std::vector<Value>& args) { return error_of("symm_mem::reduce_out", args); };
+      EXPECT_EQ(message({in.gpu, int64_t(w), "sum", "world", gpu_empty({8}, DType::f32)}),
+                fmt::format("symm_mem::reduce_out: root {} out of range for group 'world' of size {}",
+                            w, w));
+      EXPECT_EQ(message({in.gpu, int64_t(0), "sum", "world", gpu_empty({9}, DType::f32)}),
+                "symm_mem::reduce_out: argument 'out' is f32[9] but must be like 'input' (f32[8])");
+      EXPECT_EQ(message({in.gpu, int64_t(0), "prod", "world", gpu_empty({8}, DType::f32)}),
+                "symm_mem::reduce_out: unknown reduce_op 'prod' (valid: sum, avg, max, min)");
     });
   }
 }
