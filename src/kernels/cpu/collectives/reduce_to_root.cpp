@@ -3,7 +3,7 @@
 //
 // Contract: every rank of the group calls it with the same shapes, root and reduce_op. It is the
 // one-shot of all_reduce.cpp (one_shot.hpp) on every rank, so the root's result is bitwise the
-// one_shot_all_reduce of the same inputs; a non-root reduces into a temporary it drops (it must
+// one_shot_all_reduce of the same inputs; a non-root reduces into scratch it drops (it must
 // take part in the one-shot's barriers anyway, and its cores have nothing better to do then).
 // Expects: `input` contiguous in symmetric memory of the group; `out` of any layout.
 // Refuses (InvalidUsage naming the op and argument, before any communication): a root outside
