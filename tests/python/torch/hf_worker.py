@@ -1,0 +1,107 @@
+"""One rank of the real-model tests (tests/python/torch/test_hf_models.py, issue 24).
+
+    torchrun --nproc-per-node N hf_worker.py MODEL:STYLE[,MODEL:STYLE...] DTYPE[,DTYPE...]
+
+For every model (examples/pytorch/hf_models.py), parallel style and dtype: the full model's logits
+eagerly (the unsharded reference), the sharded model's eagerly, and the sharded model's under
+torch.compile(backend="symmflow") twice; every element compared within the dtype's tolerance
+(compiled against sharded eager, and sharded eager against the full model), and explain's facts
+recorded: partitions, boundaries with their reasons, compiler-added copies (input copies
+included), whether every collective's input was produced in symmetric memory, the first call's
+time. One `RESULT {json}` line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
+SYMMFLOW_TEST_DEVICE=cuda runs on the rank's GPU (rank % GPUs), references on the CPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
+
+import hf_models  # noqa: E402
+
+import symmflow.torch as sft  # noqa: E402
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 5e-2}
+DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
+
+
+def device() -> torch.device:
+    if DEVICE == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+
+
+def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    full = hf_models.make_model(name, dtype)
+    ids = hf_models.make_input_ids()
+    with torch.no_grad():
+        want = full(ids).logits.float()
+        sharded = hf_models.sharded_copy(full.to(device()), name, style)
+        eager = sharded(ids.to(device())).logits.float().cpu()
+        torch._dynamo.reset()
+        compiled = torch.compile(sharded, backend="symmflow")
+        start = time.perf_counter()
+        got = compiled(ids.to(device())).logits.float().cpu()
+        first_call_s = time.perf_counter() - start
+        got2 = compiled(ids.to(device())).logits.float().cpu()
+    scale = max(want.abs().max().item(), 1.0)
+    tol = TOLERANCE[dtype] * scale
+    err = max((got - eager).abs().max().item(), (got2 - eager).abs().max().item())
+    err_sharded = (eager - want).abs().max().item()
+    reports = sft.reports()
+    report = reports[-1] if reports else None
+    return {"case": f"{name}:{style}", "dtype": str(dtype).split(".")[-1], "rank": rank,
+            "world": world, "device": str(device()), "max_err": err, "tol": tol,
+            "sharded_err": err_sharded,
+            "ok": err <= tol and err_sharded <= tol * 2,
+            "first_call_s": first_call_s,
+            "graphs": sum(1 for _ in reports),
+            "partitions": report.partition_count if report else None,
+            "partition_kinds": report.partition_kinds() if report else None,
+            "boundaries": list(report.boundaries) if report else None,
+            "copies_added": report.copies_added() if report else None,
+            "input_copies": report.input_copies if report else None,
+            "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None}
+
+
+def emit(result: dict) -> None:
+    line = json.dumps(result)
+    sys.stdout.write(f"RESULT {line}\n")
+    sys.stdout.flush()
+    folder = os.environ.get("SYMMFLOW_TEST_RESULTS")
+    if folder:
+        with open(os.path.join(folder, f"rank{result['rank']}.jsonl"), "a") as f:
+            f.write(line + "\n")
+
+
+def main() -> int:
+    cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
+    dist.init_process_group("gloo")
+    sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "30")))
+    failed = False
+    for case in cases:
+        name, style = case.split(":")
+        for dtype_name in dtypes:
+            try:
+                result = run_case(name, style, DTYPES[dtype_name])
+            except Exception:  # noqa: BLE001 - reported as a failed case
+                result = {"case": case, "dtype": dtype_name, "rank": dist.get_rank(),
+                          "ok": False, "error": traceback.format_exc()[-3000:]}
+            failed |= not result["ok"]
+            emit(result)
+    dist.destroy_process_group()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
