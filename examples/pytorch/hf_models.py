@@ -85,18 +85,20 @@ def _dtensor_plan(name: str, sequence_parallel: bool) -> dict:
     if name == "gpt2":  # fused QKV: c_attn is a Conv1D ([in, out] weight); plain Linear styles
         raise ValueError("gpt2 has Conv1D layers: use its transformers tp_plan")
     sp = sequence_parallel
+    # Under sequence parallelism the residual stream stays a DTensor sharded by sequence, so the
+    # model's mask and rotary tables see the full sequence length.
     row_out = Shard(1) if sp else Replicate()
     plan = {
         "self_attn.q_proj": ColwiseParallel(),
         "self_attn.k_proj": ColwiseParallel(),
         "self_attn.v_proj": ColwiseParallel(),
-        "self_attn.o_proj": RowwiseParallel(output_layouts=row_out),
+        "self_attn.o_proj": RowwiseParallel(output_layouts=row_out, use_local_output=not sp),
     }
     if name not in ("mixtral", "qwen3_moe"):
         plan.update({
             "mlp.gate_proj": ColwiseParallel(),
             "mlp.up_proj": ColwiseParallel(),
-            "mlp.down_proj": RowwiseParallel(output_layouts=row_out),
+            "mlp.down_proj": RowwiseParallel(output_layouts=row_out, use_local_output=not sp),
         })
     if sp:
         plan.update({
@@ -104,9 +106,11 @@ def _dtensor_plan(name: str, sequence_parallel: bool) -> dict:
             "post_attention_layernorm": SequenceParallel(),
             "self_attn": PrepareModuleInput(
                 input_kwarg_layouts={"hidden_states": Shard(1)},
-                desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+                desired_input_kwarg_layouts={"hidden_states": Replicate()},
+                use_local_output=True),
             "mlp": PrepareModuleInput(input_layouts=(Shard(1),),
-                                      desired_input_layouts=(Replicate(),)),
+                                      desired_input_layouts=(Replicate(),),
+                                      use_local_output=True),
         })
     return plan
 
@@ -144,8 +148,7 @@ def parallelize(model, name: str, style: str, group=None):
         with torch.no_grad():
             return apply_tensor_parallelism(model, mesh, plan)
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (PrepareModuleInput, SequenceParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import SequenceParallel, parallelize_module
 
     if name == "gpt2":
         if style != "dtensor":
@@ -154,18 +157,16 @@ def parallelize(model, name: str, style: str, group=None):
     sp = style == "sp"
     for layer in _layers(model):
         parallelize_module(layer, mesh, _dtensor_plan(name, sp))
-    if sp:  # the residual stream is sharded by sequence between the layers
-        inner = model.model
-        parallelize_module(inner, mesh, {
-            "norm": SequenceParallel(),
-            "layers.0": PrepareModuleInput(input_layouts=(Replicate(),),
-                                           desired_input_layouts=(Shard(1),),
-                                           use_local_output=True),
-        })
+    if sp:  # torchtitan's plan: the residual stream is sharded by sequence between the layers
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
         parallelize_module(model, mesh, {
-            "lm_head": PrepareModuleInput(input_layouts=(Shard(1),),
-                                          desired_input_layouts=(Replicate(),),
-                                          use_local_output=True)})
+            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(),
+                                                  output_layouts=Shard(1),
+                                                  use_local_output=False),
+            "model.norm": SequenceParallel(),
+            "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
+        })
     return model
 
 

@@ -133,7 +133,11 @@ def reports() -> list[CompileReport]:
 
 
 @functools.cache
-def _catalogue():
+def _catalogue(device_kind: str = "cpu"):
+    """The catalogue as the C++ registry has it for a device: a GPU graph loads the cuda backend
+    first, so that its kernels are listed among each op's backends (Note [kernels per device])."""
+    if device_kind == "cuda":
+        symmflow.check_device("cuda")
     return _opmap.load_catalogue()
 
 
@@ -236,11 +240,12 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     _rename_inputs(gm, input_names)
     report = CompileReport()
     counter = iter(range(1 << 30))
+    device = _runtime.device_of(example_inputs)
     split = _partition.partition(
-        gm, _catalogue(),
+        gm, _catalogue(device.split(":")[0]),
         compile_partition=lambda sub, ex: _compile_partition(sub, ex, report, next(counter),
                                                              own_graphs),
-        example_inputs=example_inputs,
+        example_inputs=example_inputs, device=device,
     )
     report.boundaries = list(split.boundaries)
     report.fallback_ops = [p.reason for p in split.partitions if not p.supported]

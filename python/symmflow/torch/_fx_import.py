@@ -118,6 +118,7 @@ class NodeTranslator:
         self.groups = groups
         self.values: dict[torch.fx.Node, Any] = {}  # node -> IR name, or tuple of names
         self.taken: set[str] = set()  # IR names in use (the graph's node names, made safe)
+        self.used_ops: list[str] = []  # catalogue ops the translated nodes call, in order
 
     def fresh(self, base: str) -> str:
         """An IR name for an extra result (`mm_0`), distinct from every node's name."""
@@ -156,6 +157,7 @@ class NodeTranslator:
                                        f"{', '.join(_opmap.REDUCE_OPS)}")
 
     def call(self, op: str, args: Sequence[Any], kwargs: dict, where: str) -> str:
+        self.used_ops.append(op)
         parts = [self.arg(a, where) for a in args]
         for k, v in kwargs.items():
             if k in _PLACEMENT_KWARGS:
@@ -278,6 +280,7 @@ class NodeTranslator:
         return [f"{name} = {text}"]
 
     def _render_call(self, op: str, args: Sequence[Any], where: str) -> str:
+        self.used_ops.append(op[len("functional<"):-1] if op.startswith("functional<") else op)
         return f"{op}({', '.join(self.arg(a, where) for a in args)})"
 
     def _alias(self, node: torch.fx.Node, rule: Rule, where: str) -> list[str]:
@@ -497,18 +500,26 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
         python_outputs=_python_output_module(gm, views) if views else None, notes=notes)
 
 
+def _device_kind(device: Optional[str]) -> Optional[str]:
+    """"cuda" for "cuda:1", "cpu" for "cpu"; None when no device is known."""
+    return device.split(":", 1)[0] if device else None
+
+
 def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
-                       groups: Optional[GroupTable] = None) -> Optional[str]:
-    """Why `node` cannot be imported, or None when it can (its arguments assumed imported)."""
+                       groups: Optional[GroupTable] = None,
+                       device: Optional[str] = None) -> Optional[str]:
+    """Why `node` cannot be imported, or None when it can (its arguments assumed imported).
+    With `device` ("cpu", "cuda:0"), an op without a kernel for that device is refused too
+    (Note [kernels per device])."""
     if node.op != "call_function":
         return f"{node.op} {node.target} at node {node.name} is not an op symmflow can import"
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
-        return unsupported_reason(node.args[0], catalogue, groups)
+        return unsupported_reason(node.args[0], catalogue, groups, device)
     rule = _opmap.RULES_BY_OP.get(describe_target(node))
     if rule is not None and rule.torch_op.endswith("wait_tensor.default") and \
             isinstance(node.args[0], torch.fx.Node):
         # A wait goes where its collective goes: symmflow must not read an unfinished result.
-        if unsupported_reason(node.args[0], catalogue, groups) is not None:
+        if unsupported_reason(node.args[0], catalogue, groups, device) is not None:
             return (f"{describe_target(node)} at node {node.name}: waits on {node.args[0].name}, "
                     "which stays in PyTorch")
     tr = NodeTranslator(catalogue, groups or GroupTable.permissive_table())
@@ -518,4 +529,18 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
         tr.translate(node)
     except UnsupportedGraph as e:
         return str(e)
+    kind = _device_kind(device)
+    if kind is not None:
+        for op in tr.used_ops:
+            backends = catalogue.ops.get(op, {}).get("backends", [])
+            if kind not in backends:
+                return (f"{describe_target(node)} at node {node.name}: {op} has no {kind} kernel "
+                        f"(backends: {', '.join(backends) or 'none'})")
     return None
+
+
+# Note [kernels per device]
+# A node is supported exactly when it translates and every catalogue op it becomes has a kernel
+# for the device the graph runs on (the catalogue's `backends`, from the C++ registry). So an op
+# symmflow has only on the CPU is left to PyTorch in a GPU graph, named in the report with
+# "has no cuda kernel", instead of failing the compile when the session is built.

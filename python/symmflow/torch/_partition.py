@@ -37,17 +37,19 @@ TORCH_PREFIX = "torch_"
 class SymmflowSupport(OperatorSupportBase):
     """Says yes to nodes `_fx_import` can translate; remembers why it said no."""
 
-    def __init__(self, catalogue: Catalogue, groups: Optional[_fx_import.GroupTable] = None):
+    def __init__(self, catalogue: Catalogue, groups: Optional[_fx_import.GroupTable] = None,
+                 device: Optional[str] = None):
         self.catalogue = catalogue
         self.groups = groups
+        self.device = device  # Note [kernels per device] in _fx_import.py
         self.reasons: dict[torch.fx.Node, str] = {}
 
     def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
         if node not in self.reasons:
-            self.reasons[node] = _fx_import.unsupported_reason(node, self.catalogue,
-                                                              self.groups) or ""
+            self.reasons[node] = _fx_import.unsupported_reason(
+                node, self.catalogue, self.groups, self.device) or ""
         return self.reasons[node] == ""
 
 
@@ -131,15 +133,17 @@ def _fuse(gm: torch.fx.GraphModule, support: OperatorSupportBase, prefix: str,
 def partition(gm: torch.fx.GraphModule, catalogue: Optional[Catalogue] = None, *,
               compile_partition: Optional[CompilePartition] = None,
               example_inputs: Optional[Sequence[Any]] = None,
-              groups: Optional[_fx_import.GroupTable] = None) -> PartitionResult:
+              groups: Optional[_fx_import.GroupTable] = None,
+              device: Optional[str] = None) -> PartitionResult:
     """Splits `gm` into symmflow partitions (compiled by `compile_partition`, when given) and
     PyTorch partitions; returns them with the boundaries (Note [boundaries]). `gm` is not
-    modified."""
+    modified. `device` ("cpu", "cuda:0"): nodes whose ops lack a kernel there stay in PyTorch
+    (Note [kernels per device] in _fx_import.py); None: any backend will do."""
     if catalogue is None:
         catalogue = _opmap.load_catalogue()
     gm = torch.fx.GraphModule(gm, _copy_graph(gm.graph))
     _ensure_vals(gm, example_inputs)
-    support = SymmflowSupport(catalogue, groups)
+    support = SymmflowSupport(catalogue, groups, device)
     reasons_by_name: dict[str, str] = {}
     for n in gm.graph.nodes:
         if n.op == "call_function" and not support.is_node_supported({}, n):

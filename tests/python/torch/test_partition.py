@@ -231,3 +231,27 @@ def test_a_partition_of_views_alone_stays_in_pytorch(catalogue):
     r = partition(fx_graph(build), catalogue, example_inputs=[torch.randn(16)])
     assert [(p.name, p.supported) for p in r.partitions] == [("torch_0", False)]
     assert r.boundaries == []
+
+
+def test_an_op_without_a_kernel_for_the_device_stays_in_pytorch(world, catalogue):
+    """Note [kernels per device]: in a GPU graph, an op the registry has only for the CPU is left
+    to PyTorch with the reason, instead of failing the compile when the session is built."""
+    fn = mlp_with(world, lambda h: torch.sigmoid(h) * 2.0)
+    (gm, _), = aot_graphs(fn, *mlp_inputs())
+    ops = [dict(o) for o in catalogue.ops.values()]
+    for o in ops:
+        o["backends"] = ["cpu"] if o["name"] == "aten::sigmoid" else ["cpu", "cuda"]
+    cpu_only_sigmoid = _opmap.Catalogue.from_list(ops)
+    on_gpu = partition(gm, cpu_only_sigmoid, device="cuda:0")
+    assert [(p.name, p.supported) for p in on_gpu.partitions] == [
+        ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
+    assert on_gpu.partitions[1].reason == (
+        "aten.sigmoid.default at node sigmoid: aten::sigmoid has no cuda kernel "
+        "(backends: cpu)")
+    assert all("has no cuda kernel" in b for b in on_gpu.boundaries), on_gpu.boundaries
+    # The same graph on the CPU, or with no device given, is one partition.
+    for device in ("cpu", None):
+        whole = partition(gm, cpu_only_sigmoid, device=device)
+        assert [p.supported for p in whole.partitions] == [True], device
+    inputs = mlp_inputs()
+    assert_same(on_gpu.split_gm(*inputs), gm(*inputs))
