@@ -151,6 +151,29 @@ TEST_F(CudaLlamaOps, AttentionMatchesCpu) {
   }
 }
 
+// Note [attention masks]: bool masks broadcast from [L, S] and [B, 1, L, S] (a row all dropped)
+// and an additive [B, H, L, S] mask, on permuted inputs, equal to the CPU kernel.
+TEST_F(CudaLlamaOps, MaskedAttentionMatchesCpu) {
+  const int64_t b = 2, h = 4, hkv = 2, l = 5, s = 7, e = 6;
+  uint64_t seed = 50;
+  for (DType d : {DType::f32, DType::bf16, DType::f64}) {
+    auto [q, gq] = attention_input(b, h, l, e, d, seed++, true);
+    auto [k, gk] = attention_input(b, hkv, s, e, d, seed++, true);
+    auto [v, gv] = attention_input(b, hkv, s, e, d, seed++, false);
+    Tensor m2 = Tensor::empty({l, s}, DType::boolean);
+    for (int64_t n = 0; n < l * s; ++n) store_double(m2.view(), n, (n % 3) != 0);
+    Tensor m4 = Tensor::empty({b, 1, l, s}, DType::boolean);
+    for (int64_t n = 0; n < b * l * s; ++n) store_double(m4.view(), n, (n / s) % l != 1 && n % 4);
+    Tensor add = random({b, h, l, s}, d, seed++);
+    for (const Tensor& mask : {m2, m4, add}) {
+      KwArgs kw{{"enable_gqa", true}};
+      expect_close(cpu_t("aten::scaled_dot_product_attention", {gq, gk, gv, to_device(mask)}, kw),
+                   cpu_t("aten::scaled_dot_product_attention", {q, k, v, mask}, kw), tol(d),
+                   fmt::format("masked sdpa {} mask {}", dtype_name(d), shape_str(mask.shape())));
+    }
+  }
+}
+
 TEST_F(CudaLlamaOps, AttentionRefusesKeysPastSharedMemory) {
   Tensor q = to_device(random({1, 1, 1, 4}, DType::f32, 1));
   Tensor k = to_device(random({1, 1, 12289, 4}, DType::f32, 2));

@@ -4,6 +4,8 @@
 // 1-sized dims, two batch dims), grouped KV heads 4:1 and 2:1, non-contiguous inputs, an explicit
 // scale, every float dtype (bf16/f16 to their tolerance); torch eager's own outputs for two cases
 // (tests/python/ref/sdpa_ref.py printed them); and the error text of every refused argument.
+#include <functional>
+
 #include "test_util.hpp"
 
 namespace symmflow::test {
@@ -51,8 +53,11 @@ Shape shape_of(const Shape& lead, int64_t h, int64_t l, int64_t e) {
   return s;
 }
 
+// `add(b, h, i, j)`: what a mask adds to the score (0, -inf for a dropped key, or a float).
+using MaskFn = std::function<double(int64_t, int64_t, int64_t, int64_t)>;
+
 std::vector<double> ref_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Sdpa& c,
-                             double scale) {
+                             double scale, const MaskFn& add = nullptr) {
   std::vector<double> qv = q.to_doubles(), kv = k.to_doubles(), vv = v.to_doubles();
   const int64_t batch = numel(c.lead), group = c.heads / c.kv_heads;
   std::vector<double> out(size_t(batch * c.heads * c.q_len * c.v_dim), 0.0);
@@ -67,10 +72,11 @@ std::vector<double> ref_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, 
             dot += qv[size_t(((b * c.heads + h) * c.q_len + i) * c.head_dim + e)] *
                    kv[size_t(((b * c.kv_heads + hk) * c.kv_len + j) * c.head_dim + e)];
           }
-          s.push_back(dot * scale);
+          s.push_back(dot * scale + (add ? add(b, h, i, j) : 0.0));
         }
         double mx = -INFINITY, sum = 0;
         for (double x : s) mx = std::max(mx, x);
+        if (mx == -INFINITY) continue;  // every key masked: zeros
         for (double& x : s) sum += (x = std::exp(x - mx));
         for (size_t j = 0; j < s.size(); ++j) {
           for (int64_t e = 0; e < c.v_dim; ++e) {
@@ -151,6 +157,62 @@ TEST(AtenAttention, MatchesTorchEager) {
   }
 }
 
+// Note [attention masks]: a bool mask broadcast from [L, S] and from [B, 1, L, S] (with a row
+// whose keys are all dropped: zeros), and an additive [B, H, L, S] mask of the query's dtype,
+// over grouped heads and permuted inputs, every element against the reference.
+TEST(AtenAttention, MasksEveryElementAgainstANaiveReference) {
+  const Sdpa c{{2}, 4, 2, 5, 7, 6, 3, false};
+  uint32_t seed = 100;
+  for (DType dt : kFloatTypes) {
+    for (bool permuted : {false, true}) {
+      Tensor q = attention_input(c.lead, c.heads, c.q_len, c.head_dim, dt, seed++, permuted);
+      Tensor k = attention_input(c.lead, c.kv_heads, c.kv_len, c.head_dim, dt, seed++, permuted);
+      Tensor v = attention_input(c.lead, c.kv_heads, c.kv_len, c.v_dim, dt, seed++, permuted);
+      auto keep2 = [](int64_t i, int64_t j) { return (i + 2 * j) % 3 != 0; };
+      Tensor m2 = Tensor::empty({c.q_len, c.kv_len}, DType::boolean);
+      for (int64_t i = 0; i < c.q_len; ++i)
+        for (int64_t j = 0; j < c.kv_len; ++j) store_double(m2.view(), i * c.kv_len + j, keep2(i, j));
+      auto keep4 = [](int64_t b, int64_t i, int64_t j) { return i != 1 && (b + i + j) % 4 != 0; };
+      Tensor m4 = Tensor::empty({2, 1, c.q_len, c.kv_len}, DType::boolean);
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < c.q_len; ++i)
+          for (int64_t j = 0; j < c.kv_len; ++j)
+            store_double(m4.view(), (b * c.q_len + i) * c.kv_len + j, keep4(b, i, j));
+      Tensor add = random_tensor({2, c.heads, c.q_len, c.kv_len}, dt, seed++);
+      std::vector<double> addv = add.to_doubles();
+      const double scale = 1 / std::sqrt(double(c.head_dim));
+      struct Case {
+        Tensor mask;
+        MaskFn fn;
+        const char* what;
+      };
+      const double inf = INFINITY;
+      Case cases[] = {
+          {m2, [&](int64_t, int64_t, int64_t i, int64_t j) { return keep2(i, j) ? 0.0 : -inf; },
+           "bool [L, S]"},
+          {m4,
+           [&](int64_t b, int64_t, int64_t i, int64_t j) { return keep4(b, i, j) ? 0.0 : -inf; },
+           "bool [B, 1, L, S], row 1 all dropped"},
+          {add,
+           [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+             return addv[size_t(((b * c.heads + h) * c.q_len + i) * c.kv_len + j)];
+           },
+           "additive [B, H, L, S]"},
+      };
+      for (const Case& m : cases) {
+        Tensor got = call_t("aten::scaled_dot_product_attention", {q, k, v, m.mask},
+                            {{"enable_gqa", true}});
+        expect_close(got, ref_sdpa(q, k, v, c, scale, m.fn), dt,
+                     fmt::format("sdpa {} {} permuted={}", dtype_name(dt), m.what, permuted));
+      }
+      std::vector<double> zeros = call_t("aten::scaled_dot_product_attention", {q, k, v, m4},
+                                         {{"enable_gqa", true}})
+                                      .to_doubles();
+      for (int64_t e = 0; e < c.v_dim; ++e) EXPECT_EQ(zeros[size_t(1 * c.v_dim + e)], 0.0);
+    }
+  }
+}
+
 TEST(AtenAttention, EmptyKeysGiveZeros) {
   Tensor q = random_tensor({1, 2, 3, 4}, DType::f32, 1);
   Tensor k = Tensor::empty({1, 2, 0, 4}, DType::f32), v = Tensor::empty({1, 2, 0, 5}, DType::f32);
@@ -165,9 +227,16 @@ TEST(AtenAttention, Errors) {
   Tensor k = random_tensor({1, 2, 5, 8}, DType::f32, 2);
   Tensor v = random_tensor({1, 2, 5, 8}, DType::f32, 3);
   Tensor mask = random_tensor({3, 5}, DType::f32, 4);
-  expect_error([&] { call(op, {q, k, v, mask}, {{"enable_gqa", true}}); },
-               "aten::scaled_dot_product_attention: attn_mask is not supported (only None; pass "
-               "is_causal=True for a causal mask)");
+  expect_error([&] { call(op, {q, k, v, mask, 0.0, true}, {{"enable_gqa", true}}); },
+               "aten::scaled_dot_product_attention: attn_mask and is_causal=True cannot be given "
+               "together");
+  Tensor wide = random_tensor({3, 6}, DType::f32, 4);
+  expect_error([&] { call(op, {q, k, v, wide}, {{"enable_gqa", true}}); },
+               "aten::scaled_dot_product_attention: attn_mask has shape [3, 6], which does not "
+               "broadcast to the scores' shape [1, 4, 3, 5]");
+  Tensor ints = Tensor::zeros({3, 5}, DType::i32);
+  expect_error([&] { call(op, {q, k, v, ints}, {{"enable_gqa", true}}); },
+               "attn_mask");
   expect_error([&] { call(op, {q, k, v, Value(), 0.1}, {{"enable_gqa", true}}); },
                "aten::scaled_dot_product_attention: dropout_p must be 0.0 (inference only), got "
                "0.1");

@@ -2,10 +2,11 @@
 
 AOT autograd decomposes `F.scaled_dot_product_attention` into a masked softmax built from a dozen
 boolean ops (arange, le, logical_and, where, any, ...). symmflow has the attention as one op
-(`aten::scaled_dot_product_attention`, causal mask and grouped KV heads, CPU and CUDA kernels), so
-the backend rewrites dynamo's graph first (`keep_attention_whole`): each call with no mask and no
-dropout becomes `torch.ops.symmflow.scaled_dot_product_attention`, an opaque custom op whose
-eager kernel is torch's own attention, and the importer maps it to symmflow's op.
+(`aten::scaled_dot_product_attention`: causal, bool or additive masks, grouped KV heads; CPU and
+CUDA kernels), so the backend rewrites dynamo's graph first (`keep_attention_whole`): each call
+without dropout (causal, or with the mask transformers' models build under compile) becomes
+`torch.ops.symmflow.scaled_dot_product_attention`, an opaque custom op whose eager kernel is
+torch's own attention, and the importer maps it to symmflow's op.
 """
 from __future__ import annotations
 
@@ -34,11 +35,15 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
 
 
 def _kept(node: torch.fx.Node) -> bool:
-    """Whether a dynamo-level attention call can become symmflow's op (no mask, no dropout)."""
+    """Whether a dynamo-level attention call can become symmflow's op: no dropout, and not a mask
+    together with is_causal (PyTorch refuses that too). A bool or additive mask is kept
+    (Note [attention masks] in src/ops/aten/meta_attention.cpp)."""
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
     args = dict(zip(names, node.args))
     args.update(node.kwargs)
-    return args.get("attn_mask") is None and not args.get("dropout_p", 0.0)
+    if args.get("dropout_p", 0.0):
+        return False
+    return args.get("attn_mask") is None or not args.get("is_causal", False)
 
 
 def keep_attention_whole(gm: torch.fx.GraphModule) -> int:

@@ -7,11 +7,15 @@
 //    aligned causal mask), a softmax (max subtracted) and the weighted sum of the value rows, all
 //    in float (double for f64), rounded to the dtype once. Query head h reads key/value head
 //    h / (heads / kv_heads) (grouped KV heads, enable_gqa). An empty key length gives zeros.
+//    An attn_mask (Note [attention masks] in ops/aten/meta_attention.cpp) is read in place through
+//    its broadcast strides: a bool one drops the scores where it is false, a floating one is
+//    added to them; a row whose keys are all masked comes out as zeros, as PyTorch's does.
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu/common.hpp"
+#include "kernels/cpu/strided.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 
@@ -44,9 +48,42 @@ void embedding_kernel(KernelCall& call) {
   d.finish();
 }
 
+// An attention mask in the accumulation type A, seen through its broadcast strides: the element
+// for (b, h, i, j) is at base[b * heads + h] + i * row + j * col.
+template <typename A>
+struct MaskView {
+  const A* data = nullptr;  // null: no mask
+  bool is_bool = false;     // 1 keeps, 0 drops; else added
+  std::vector<int64_t> base;
+  int64_t row = 0, col = 0;
+};
+
+template <typename A>
+MaskView<A> mask_view(const Tensor& mask_acc, const aten_meta::SdpaInfo& in) {
+  MaskView<A> m;
+  m.data = static_cast<const A*>(mask_acc.raw_data());
+  m.is_bool = in.mask_is_bool;
+  const Shape& full = in.scores_shape;
+  Strides st = broadcast_strides(mask_acc.shape(), mask_acc.strides(), full);
+  const size_t r = full.size();
+  m.row = st[r - 2];
+  m.col = st[r - 1];
+  m.base.resize(size_t(in.batch * in.heads));
+  for (int64_t b = 0; b < in.batch; ++b) {
+    int64_t off = 0, rest = b;
+    for (size_t d = r - 3; d-- > 0;) {  // b unravelled over the leading dims
+      off += (rest % full[d]) * st[d];
+      rest /= full[d];
+    }
+    for (int64_t h = 0; h < in.heads; ++h) m.base[size_t(b * in.heads + h)] = off + h * st[r - 3];
+  }
+  return m;
+}
+
 // q [B, H, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev], o [B, H, L, Ev], contiguous, in A.
 template <typename A>
-void attention(const A* q, const A* k, const A* v, A* o, const aten_meta::SdpaInfo& in) {
+void attention(const A* q, const A* k, const A* v, A* o, const aten_meta::SdpaInfo& in,
+               const MaskView<A>& mask) {
   const int64_t group = in.heads / in.kv_heads;
   const int64_t L = in.q_len, S = in.kv_len, E = in.head_dim, Ev = in.v_dim;
   const A scale = A(in.scale);
@@ -60,19 +97,27 @@ void attention(const A* q, const A* k, const A* v, A* o, const aten_meta::SdpaIn
         const A* qi = q + ((b * in.heads + h) * L + i) * E;
         A* oi = o + ((b * in.heads + h) * L + i) * Ev;
         const int64_t keys = in.causal ? std::min(S, i + 1) : S;
-        A mx = -std::numeric_limits<A>::infinity();
+        const A inf = std::numeric_limits<A>::infinity();
+        const A* mrow = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] + i * mask.row
+                                  : nullptr;
+        A mx = -inf;
         for (int64_t j = 0; j < keys; ++j) {
           A dot = 0;
           for (int64_t e = 0; e < E; ++e) dot += qi[e] * kh[j * E + e];
           p[size_t(j)] = dot * scale;
+          if (mrow) {
+            const A mj = mrow[j * mask.col];
+            p[size_t(j)] = mask.is_bool ? (mj != 0 ? p[size_t(j)] : -inf) : p[size_t(j)] + mj;
+          }
           mx = std::max(mx, p[size_t(j)]);
         }
+        for (int64_t e = 0; e < Ev; ++e) oi[e] = 0;
+        if (mx == -inf) continue;  // every key masked: zeros, as PyTorch gives
         A sum = 0;
         for (int64_t j = 0; j < keys; ++j) {
           p[size_t(j)] = std::exp(p[size_t(j)] - mx);
           sum += p[size_t(j)];
         }
-        for (int64_t e = 0; e < Ev; ++e) oi[e] = 0;
         for (int64_t j = 0; j < keys; ++j) {
           const A w = p[size_t(j)] / sum;
           for (int64_t e = 0; e < Ev; ++e) oi[e] += w * vh[j * Ev + e];
@@ -93,17 +138,21 @@ void sdpa_kernel(KernelCall& call) {
   Tensor q = as_dtype(query, acc, /*contiguous=*/true);
   Tensor k = as_dtype(key, acc, /*contiguous=*/true);
   Tensor v = as_dtype(value, acc, /*contiguous=*/true);
+  Tensor mask;  // in the accumulation type, its own (broadcast) shape
+  if (info.has_mask) mask = as_dtype(call.arg("attn_mask").to_tensor(), acc);
   Destination d(call.out(0), acc, /*need_contiguous=*/true);
   if (acc == DType::f64) {
     attention<double>(static_cast<const double*>(q.raw_data()),
                       static_cast<const double*>(k.raw_data()),
                       static_cast<const double*>(v.raw_data()),
-                      static_cast<double*>(d.tensor().raw_data()), info);
+                      static_cast<double*>(d.tensor().raw_data()), info,
+                      info.has_mask ? mask_view<double>(mask, info) : MaskView<double>{});
   } else {
     attention<float>(static_cast<const float*>(q.raw_data()),
                      static_cast<const float*>(k.raw_data()),
                      static_cast<const float*>(v.raw_data()),
-                     static_cast<float*>(d.tensor().raw_data()), info);
+                     static_cast<float*>(d.tensor().raw_data()), info,
+                     info.has_mask ? mask_view<float>(mask, info) : MaskView<float>{});
   }
   d.finish();
 }

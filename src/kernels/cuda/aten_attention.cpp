@@ -66,6 +66,31 @@ AttentionOperand operand_of(const Tensor& t, int64_t batch, Tensor& keep) {
   return o;
 }
 
+// The mask of Note [attention masks] (ops/aten/meta_attention.cpp) as [batch, heads, L, S]
+// broadcast strides, read in place when its leading dims merge (always for 4-D scores), else
+// through a contiguous copy of its broadcast.
+AttentionMask mask_of(const Tensor& mask, const aten_meta::SdpaInfo& info, Tensor& keep) {
+  AttentionMask m;
+  const Shape& full = info.scores_shape;
+  Strides st(full.size(), 0);
+  const size_t off = full.size() - mask.shape().size();
+  for (size_t d = 0; d < mask.shape().size(); ++d)
+    st[off + d] = mask.shape()[d] == 1 ? 0 : mask.strides()[d];
+  const size_t r = full.size();
+  keep = mask;
+  std::optional<Strides> four = aten_meta::compute_view_strides(
+      full, st, Shape{info.batch, full[r - 3], full[r - 2], full[r - 1]});
+  if (!four) {
+    keep = aten::clone(mask.as_strided(full, st, 0));
+    four = contiguous_strides(Shape{info.batch, full[r - 3], full[r - 2], full[r - 1]});
+  }
+  m.data = keep.raw_data();
+  m.is_bool = info.mask_is_bool;
+  m.type = info.mask_is_bool ? PwType::boolean : pw_type(mask.dtype());
+  for (size_t d = 0; d < 4; ++d) m.strides[d] = (*four)[d];
+  return m;
+}
+
 void sdpa_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& query = call.arg("query").to_tensor();
@@ -84,9 +109,12 @@ void sdpa_kernel(KernelCall& call) {
   AttentionOperand q = operand_of(query, info.batch, q_keep);
   AttentionOperand k = operand_of(key, info.batch, k_keep);
   AttentionOperand v = operand_of(value, info.batch, v_keep);
+  Tensor m_keep;
+  AttentionMask mask;
+  if (info.has_mask) mask = mask_of(call.arg("attn_mask").to_tensor(), info, m_keep);
   const Tensor& dst = call.out(0);
   Tensor y = contiguous_destination(dst);
-  SF_CUDA_CHECK(cudaError_t(launch_attention(q, k, v, y.raw_data(), pw_type(query.dtype()),
+  SF_CUDA_CHECK(cudaError_t(launch_attention(q, k, v, mask, y.raw_data(), pw_type(query.dtype()),
                                              info.batch, info.heads, info.kv_heads, info.q_len,
                                              info.kv_len, info.head_dim, info.v_dim, info.causal,
                                              info.scale, current_stream())));

@@ -6,7 +6,8 @@
 // max and sum of exp(s - max) follow, then threads take output columns in turn and sum
 // p_j * v[j, col] over the keys. The arithmetic is the CPU kernel's (kernels/cpu/attention.cpp),
 // in float (double for f64), so results agree up to summation order; written for clarity, not
-// speed (no tiling, no tensor cores).
+// speed (no tiling, no tensor cores). A mask (AttentionMask) is read through its broadcast
+// strides in the scores' loop.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -39,7 +40,8 @@ __device__ A block_reduce(A v, bool is_max) {
 
 template <typename A>
 __global__ void attention_kernel(const AttentionOperand q, const AttentionOperand k,
-                                 const AttentionOperand v, void* o, PwType t, int64_t heads,
+                                 const AttentionOperand v, const AttentionMask m, void* o,
+                                 PwType t, int64_t heads,
                                  int64_t kv_heads, int64_t L, int64_t S, int64_t E, int64_t Ev,
                                  bool causal, A scale) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -53,6 +55,7 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
   const int64_t k_head = b * k.strides[0] + hk * k.strides[1];
   const int64_t v_head = b * v.strides[0] + hk * v.strides[1];
   const int64_t keys = causal ? (S < i + 1 ? S : i + 1) : S;
+  const int64_t m_row = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
   A mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
     A dot = 0;
@@ -60,10 +63,23 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
       dot += ld<A>(q.data, t, q_row + e * q.strides[3]) *
              ld<A>(k.data, t, k_head + j * k.strides[2] + e * k.strides[3]);
     }
-    p[j] = dot * scale;
-    mx = max(mx, p[j]);
+    A s = dot * scale;
+    if (m.data != nullptr) {
+      const int64_t at = m_row + j * m.strides[3];
+      if (m.is_bool) {
+        s = static_cast<const unsigned char*>(m.data)[at] != 0 ? s : A(-INFINITY);
+      } else {
+        s += ld<A>(m.data, m.type, at);
+      }
+    }
+    p[j] = s;
+    mx = max(mx, s);
   }
   mx = block_reduce(mx, true);
+  if (mx == A(-INFINITY)) {  // every key masked: zeros (PyTorch's result); uniform per block
+    for (int64_t c = threadIdx.x; c < Ev; c += blockDim.x) st(o, t, row * Ev + c, A(0));
+    return;
+  }
   A sum = 0;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
     p[j] = exp(p[j] - mx);
@@ -98,9 +114,10 @@ int64_t attention_shared_bytes(int64_t kv_len, bool wide) {
 }
 
 int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
-                     const AttentionOperand& v, void* o, PwType t, int64_t batch, int64_t heads,
-                     int64_t kv_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-                     int64_t v_dim, bool causal, double scale, void* stream) {
+                     const AttentionOperand& v, const AttentionMask& mask, void* o, PwType t,
+                     int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
+                     int64_t kv_len, int64_t head_dim, int64_t v_dim, bool causal, double scale,
+                     void* stream) {
   const int64_t rows = batch * heads * q_len;
   if (rows == 0 || v_dim == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
@@ -108,10 +125,11 @@ int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
   const size_t shared = size_t(attention_shared_bytes(kv_len, wide));
   if (wide) {
     attention_kernel<double><<<unsigned(rows), kThreads, shared, s>>>(
-        q, k, v, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal, scale);
+        q, k, v, mask, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal, scale);
   } else {
     attention_kernel<float><<<unsigned(rows), kThreads, shared, s>>>(
-        q, k, v, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal, float(scale));
+        q, k, v, mask, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal,
+        float(scale));
   }
   return int(cudaGetLastError());
 }

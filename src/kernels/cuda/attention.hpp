@@ -18,14 +18,26 @@ struct AttentionOperand {
   int64_t strides[4] = {};
 };
 
+// An attention mask seen as [batch, heads, q_len, kv_len] through broadcast strides (zero along
+// broadcast dims); data null: no mask. A bool mask (`is_bool`, one byte per element) keeps the
+// scores where it is non-zero; a floating one (of type `type`) is added to them.
+struct AttentionMask {
+  const void* data = nullptr;
+  PwType type = PwType::f32;
+  bool is_bool = false;
+  int64_t strides[4] = {};
+};
+
 // o[b, h, i, :] = softmax_j(scale * q[b, h, i, :] . k[b, h / group, j, :]) v[b, h / group, j, :]
 // over j < kv_len (j <= i when causal), group = heads / kv_heads; q [B, H, L, E], k [B, Hkv, S, E],
 // v [B, Hkv, S, Ev], o [B, H, L, Ev] contiguous, all of type t (f32, bf16, f16, f64); float
-// accumulation (double for f64). One block per (b, h, i).
+// accumulation (double for f64). One block per (b, h, i). With a mask, a row whose keys are all
+// masked comes out as zeros (PyTorch's result).
 int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
-                     const AttentionOperand& v, void* o, PwType t, int64_t batch, int64_t heads,
-                     int64_t kv_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-                     int64_t v_dim, bool causal, double scale, void* stream);
+                     const AttentionOperand& v, const AttentionMask& mask, void* o, PwType t,
+                     int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
+                     int64_t kv_len, int64_t head_dim, int64_t v_dim, bool causal, double scale,
+                     void* stream);
 
 // out[n, :] = weight[idx[n], :] for n < count; weight [rows, dim] of type t with element strides
 // (row_stride, col_stride), idx contiguous i64 (i32 when `idx_i32`), out contiguous; an index

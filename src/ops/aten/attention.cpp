@@ -1,5 +1,6 @@
 // aten::embedding and aten::scaled_dot_product_attention: schemas (PyTorch's) and shape functions.
-// sdpa refuses an attn_mask and a non-zero dropout_p (inference only); see meta_attention.cpp.
+// sdpa takes a bool or additive attn_mask (Note [attention masks]) and refuses a non-zero
+// dropout_p (inference only); see meta_attention.cpp.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {

@@ -148,6 +148,10 @@ struct SdpaInfo {
   int64_t batch = 1, heads = 1, kv_heads = 1, q_len = 0, kv_len = 0, head_dim = 0, v_dim = 0;
   bool causal = false;
   double scale = 1;
+  // Note [attention masks] (meta_attention.cpp): the mask broadcasts to `scores_shape`,
+  // [..., heads, q_len, kv_len].
+  bool has_mask = false, mask_is_bool = false;
+  Shape scores_shape;
 };
 SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
                    const Tensor& value, const Value& attn_mask, const Value& dropout_p,

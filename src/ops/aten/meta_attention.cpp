@@ -58,8 +58,6 @@ Dims dims_of(std::string_view op, const char* name, const Tensor& t, const Tenso
 SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
                    const Tensor& value, const Value& attn_mask, const Value& dropout_p,
                    const Value& is_causal, const Value& scale, const Value& enable_gqa) {
-  SF_CHECK(attn_mask.is_none(),
-           "{}: attn_mask is not supported (only None; pass is_causal=True for a causal mask)", op);
   const double dropout = dropout_p.to_double();
   SF_CHECK(dropout == 0.0, "{}: dropout_p must be 0.0 (inference only), got {}", op, dropout);
   Dims q = dims_of(op, "query", query, query);
@@ -93,6 +91,29 @@ SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
   info.causal = is_causal.to_bool();
   std::optional<double> s = scale.to_optional_double();
   info.scale = s ? *s : 1.0 / std::sqrt(double(q.dim));
+  if (!attn_mask.is_none()) {
+    // Note [attention masks]: a bool mask keeps the scores where it is true, a floating one is
+    // added to them; either broadcasts to [..., heads, q_len, kv_len]. PyTorch refuses a mask
+    // together with is_causal, and so does this.
+    const Tensor& mask = attn_mask.to_tensor();
+    SF_CHECK(!info.causal, "{}: attn_mask and is_causal=True cannot be given together", op);
+    check_dtype(mask.dtype() == DType::boolean || is_floating(mask.dtype()), op, "attn_mask",
+                mask.dtype(), "bool, f32, bf16, f16 or f64");
+    Shape scores = query.shape();
+    scores.back() = k.len;
+    SF_CHECK(mask.dim() <= int64_t(scores.size()),
+             "{}: attn_mask has shape {}, which does not broadcast to the scores' shape {}", op,
+             shape_str(mask.shape()), shape_str(scores));
+    for (size_t d = 0; d < size_t(mask.dim()); ++d) {
+      int64_t m = mask.shape()[d], want = scores[scores.size() - size_t(mask.dim()) + d];
+      SF_CHECK(m == 1 || m == want,
+               "{}: attn_mask has shape {}, which does not broadcast to the scores' shape {}", op,
+               shape_str(mask.shape()), shape_str(scores));
+    }
+    info.has_mask = true;
+    info.mask_is_bool = mask.dtype() == DType::boolean;
+    info.scores_shape = scores;
+  }
   info.spec.dtype = query.dtype();
   info.spec.shape = query.shape();
   info.spec.shape.back() = v.dim;
