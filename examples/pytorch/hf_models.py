@@ -72,6 +72,13 @@ def make_input_ids(batch: int = 2, seq: int = 8, seed: int = 1234) -> torch.Tens
     return torch.randint(0, VOCAB, (batch, seq), generator=g)
 
 
+def make_attention_mask(ids: torch.Tensor) -> torch.Tensor:
+    """The mask a tokenizer gives a left-padded batch: the last sequence starts with two pads."""
+    mask = torch.ones_like(ids)
+    mask[-1, :2] = 0
+    return mask
+
+
 def _layers(model):
     inner = getattr(model, "model", None) or getattr(model, "transformer")
     return inner.layers if hasattr(inner, "layers") else inner.h

@@ -227,10 +227,15 @@ class NodeTranslator:
         if len(returns) == 0:
             self.values[node] = None
             return [text]
-        if len(returns) == 1:
+        count = len(returns)
+        if count == 1 and isinstance(returns[0].type, torch.ListType):
+            count = len(node_val(node))  # Tensor[] (split_with_sizes): one IR result each
+        elif count == 1:
             self.values[node] = name
             return [f"{name} = {text}"]
-        names = tuple(self.fresh(f"{name}_{i}") for i in range(len(returns)))
+        if count == 0:
+            raise UnsupportedGraph(f"{where}: returns an empty list", node.name, op)
+        names = tuple(self.fresh(f"{name}_{i}") for i in range(count))
         self.values[node] = names
         return [f"{', '.join(names)} = {text}"]
 

@@ -1,6 +1,6 @@
 """One rank of the real-model tests (tests/python/torch/test_hf_models.py, issue 24).
 
-    torchrun --nproc-per-node N hf_worker.py MODEL:STYLE[,MODEL:STYLE...] DTYPE[,DTYPE...]
+    torchrun --nproc-per-node N hf_worker.py MODEL:STYLE[:mask][,...] DTYPE[,DTYPE...]
 
 For every model (examples/pytorch/hf_models.py), parallel style and dtype: the full model's logits
 eagerly (the unsharded reference), the sharded model's eagerly, and the sharded model's under
@@ -8,7 +8,8 @@ torch.compile(backend="symmflow") twice; every element compared within the dtype
 (compiled against sharded eager, and sharded eager against the full model), and explain's facts
 recorded: partitions, boundaries with their reasons, compiler-added copies (input copies
 included), whether every collective's input was produced in symmetric memory, the first call's
-time. One `RESULT {json}` line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
+time. With `:mask` the model also gets the attention mask a tokenizer gives a left-padded batch
+(its second sequence starts with two padding tokens). One `RESULT {json}` line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
 SYMMFLOW_TEST_DEVICE=cuda runs on the rank's GPU (rank % GPUs), references on the CPU.
 """
 from __future__ import annotations
@@ -40,27 +41,33 @@ def device() -> torch.device:
     return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
 
 
-def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
+def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     full = hf_models.make_model(name, dtype)
     ids = hf_models.make_input_ids()
+    mask = hf_models.make_attention_mask(ids) if masked else None
+
+    def logits(model, dev):
+        kwargs = {"attention_mask": mask.to(dev)} if masked else {}
+        return model(ids.to(dev), **kwargs).logits.float().cpu()
+
     with torch.no_grad():
-        want = full(ids).logits.float()
+        want = logits(full, "cpu")
         sharded = hf_models.sharded_copy(full.to(device()), name, style)
-        eager = sharded(ids.to(device())).logits.float().cpu()
+        eager = logits(sharded, device())
         torch._dynamo.reset()
         compiled = torch.compile(sharded, backend="symmflow")
         start = time.perf_counter()
-        got = compiled(ids.to(device())).logits.float().cpu()
+        got = logits(compiled, device())
         first_call_s = time.perf_counter() - start
-        got2 = compiled(ids.to(device())).logits.float().cpu()
+        got2 = logits(compiled, device())
     scale = max(want.abs().max().item(), 1.0)
     tol = TOLERANCE[dtype] * scale
     err = max((got - eager).abs().max().item(), (got2 - eager).abs().max().item())
     err_sharded = (eager - want).abs().max().item()
     reports = sft.reports()
     report = reports[-1] if reports else None
-    return {"case": f"{name}:{style}", "dtype": str(dtype).split(".")[-1], "rank": rank,
+    return {"case": f"{name}:{style}" + (":mask" if masked else ""), "dtype": str(dtype).split(".")[-1], "rank": rank,
             "world": world, "device": str(device()), "max_err": err, "tol": tol,
             "sharded_err": err_sharded,
             "ok": err <= tol and err_sharded <= tol * 2,
@@ -90,10 +97,10 @@ def main() -> int:
     sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "30")))
     failed = False
     for case in cases:
-        name, style = case.split(":")
+        name, style, *rest = case.split(":")
         for dtype_name in dtypes:
             try:
-                result = run_case(name, style, DTYPES[dtype_name])
+                result = run_case(name, style, rest == ["mask"], DTYPES[dtype_name])
             except Exception:  # noqa: BLE001 - reported as a failed case
                 result = {"case": case, "dtype": dtype_name, "rank": dist.get_rank(),
                           "ok": False, "error": traceback.format_exc()[-3000:]}

@@ -30,11 +30,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(nproc: int, cases: str, dtypes: str = "f32", timeout: float = 240, env=None):
-    """Runs the worker on `nproc` ranks; returns (returncode, [RESULT dicts], output)."""
+def launch(nproc: int, cases: str, dtypes: str = "f32", timeout: float = 240, env=None,
+           worker: str = WORKER):
+    """Runs `worker` on `nproc` ranks; returns (returncode, [RESULT dicts], output)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
            "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "--max-restarts=0",
-           WORKER, cases, dtypes]
+           worker, cases, dtypes]
     folder = tempfile.mkdtemp(prefix="symmflow_torchrun_")
     package = os.path.dirname(os.path.dirname(os.path.abspath(symmflow.__file__)))
     path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH")) if p)
