@@ -60,7 +60,9 @@ SchemaReport check_schema(const std::string& text) {
   r.out_args = names_of(s, a.out_args);
   for (size_t i = 0; i < s.returns.size(); ++i) {
     int src = a.returns_alias[i];
-    r.returns.push_back(src < 0 ? "fresh" : fmt::format("aliases {}", s.args[size_t(src)].name));
+    std::string what = src < 0 ? "fresh" : fmt::format("aliases {}", s.args[size_t(src)].name);
+    // Note [list returns]: each result of a list return is fresh, or aliases the list's argument.
+    r.returns.push_back(a.list_return ? "list, each " + what : what);
   }
   r.is_view = a.is_view();
   return r;

@@ -347,7 +347,7 @@ void Executable::run_call(const Step& step) {
   const OpDef& op = *ps.op.called();
   std::vector<Value> outs;
   if (!ps.op.out_variant) {
-    outs.resize(op.schema().returns.size());
+    outs.resize(ps.results.size() - ps.new_values.size());  // one per result, list elements too
     for (size_t r = 0; r < outs.size(); ++r) {
       const Tensor& planned = slots_[size_t(ps.results[r])];
       if (ps.kind == StepKind::functional) {

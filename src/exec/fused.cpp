@@ -86,8 +86,8 @@ void FusedRun::index_values() {
   for (const ir::Value* v : body_.inputs()) define(v);
   for (const ir::Node* n : body_.nodes()) {
     SF_CHECK(n->kind() == ir::NodeKind::op && n->outputs().size() == 1 &&
-                 n->op()->aliases().returns_alias.size() == 1 &&
-                 n->op()->aliases().returns_alias[0] < 0 && !n->op()->aliases().is_mutable(),
+                 !n->op()->aliases().list_return && n->op()->aliases().returns_alias.size() == 1 &&
+                 n->op()->aliases().output_alias(0) < 0 && !n->op()->aliases().is_mutable(),
              "run_fused: body node {} must be an op with one fresh result", n->display_name());
     define(n->output());
   }

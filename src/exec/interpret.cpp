@@ -178,7 +178,7 @@ class Interpreter {
     for (const ir::Arg& a : n.args()) bound.push_back(bind(n, a));
     // functional<op>: the op writes copies; the copies are the new values.
     std::vector<Tensor> new_values;
-    size_t new_index = op.schema().returns.size();
+    size_t new_index = n.result_count();
     if (n.kind() == ir::NodeKind::functional) {
       for (int w : op.aliases().written_args) {
         SF_CHECK(bound[size_t(w)].is_tensor(), "interpret: {} writes a tensor list (unsupported)",
@@ -190,9 +190,9 @@ class Interpreter {
     }
     if (stage_symm_args(n, bound, new_values))
       Runtime::current().group(n.group())->barrier(0, "interpret: staged symm args");
-    std::vector<Value> outs(op.schema().returns.size());
+    std::vector<Value> outs(n.result_count());
     for (size_t r = 0; r < outs.size(); ++r) {
-      if (op.aliases().returns_alias[r] >= 0) continue;
+      if (op.aliases().output_alias(r) >= 0) continue;
       if (Tensor t = fresh(n.output(r)); t.defined()) outs[r] = t;
     }
     call_bound_into(op, bound, outs);

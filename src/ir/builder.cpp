@@ -147,6 +147,11 @@ Node* Graph::add_op(const OpDef& op, std::vector<Arg> args, std::vector<KwArg> k
     ScopedGroupSizeResolver groups(group_sizes(*this));
     specs = op.shape_fn()(bound);
   }
+  // One output per result: a list return has as many as the shape function gives (Note [list
+  // returns], schema.hpp); fixed returns must get one spec each.
+  SF_CHECK(specs.size() == op.aliases().output_count(specs.size()),
+           "op '{}': shape function gave {} results for {} returns", op.name(), specs.size(),
+           op.schema().returns.size());
   auto n = std::make_unique<Node>();
   n->kind_ = NodeKind::op;
   n->op_ = &op;
@@ -177,8 +182,8 @@ Node* Graph::add_functional(const OpDef& op, std::vector<Arg> bound, Node* befor
     types.push_back(a.value->type());
   }
   n->args_ = std::move(bound);
+  const size_t nret = types.size() - op.aliases().written_args.size();  // the op's results
   for (size_t r = 0; r < types.size(); ++r) {
-    size_t nret = op.schema().returns.size();
     std::string hint =
         r < nret ? "v" : n->args_[size_t(op.aliases().written_args[r - nret])].value->name();
     n->outputs_.push_back(new_value(hint, types[r], n.get(), int(r)));

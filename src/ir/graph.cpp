@@ -30,15 +30,19 @@ std::string Layout::str() const {
 
 bool maybe_strided(const Value* v) {
   for (const Node* p = v->producer(); p && p->kind() == NodeKind::op; p = v->producer()) {
-    const std::vector<int>& ra = p->op()->aliases().returns_alias;
-    if (size_t(v->index()) >= ra.size() || ra[size_t(v->index())] < 0) return false;
-    const Arg& base = p->args()[size_t(ra[size_t(v->index())])];
+    const int alias = p->op()->aliases().output_alias(size_t(v->index()));
+    if (alias < 0) return false;
+    const Arg& base = p->args()[size_t(alias)];
     if (base.kind != Arg::Kind::value) return true;
     const std::string& op = p->op()->name();
     if (op == "aten::slice.Tensor") {
       int64_t dim = p->args()[1].literal.to_int(), step = p->args()[4].literal.to_int();
       if (dim < 0) dim += int64_t(base.value->type().shape.size());
       if (dim != 0 || step != 1) return true;
+    } else if (op == "aten::split_with_sizes" || op == "aten::split.Tensor") {
+      int64_t dim = p->args()[2].literal.to_int();  // pieces along the first dim are contiguous
+      if (dim < 0) dim += int64_t(base.value->type().shape.size());
+      if (dim != 0) return true;
     } else if (op != "aten::view" && op != "aten::_unsafe_view" && op != "aten::reshape" &&
                op != "aten::unsqueeze") {
       return true;
@@ -55,6 +59,11 @@ std::vector<Value*> Node::inputs() const {
     if (a.kind == Arg::Kind::value_list) out.insert(out.end(), a.values.begin(), a.values.end());
   }
   return out;
+}
+
+size_t Node::result_count() const {
+  if (kind_ != NodeKind::functional) return outputs_.size();
+  return outputs_.size() - op_->aliases().written_args.size();
 }
 
 std::string Node::display_name() const {

@@ -142,6 +142,9 @@ void verify_into(const Graph& g, std::vector<Diagnostic>& out) {
         for (const Arg& a : n->args()) vals.push_back(meta_value(a));
         try {
           std::vector<TensorSpec> specs = n->op()->shape_fn()(vals);
+          if (specs.size() != n->outputs().size())
+            note(n, fmt::format("{} has {} result{} but {} gives {}", what, n->outputs().size(),
+                                n->outputs().size() == 1 ? "" : "s", what, specs.size()));
           for (size_t r = 0; r < specs.size() && r < n->outputs().size(); ++r) {
             TensorType want{specs[r].dtype, specs[r].shape};
             if (!(n->output(r)->type() == want))

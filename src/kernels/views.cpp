@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/common.hpp"
 #include "ops/aten/meta.hpp"
+#include "ops/aten/meta_multi.hpp"
 #include "symmflow/ops/call.hpp"
 
 namespace symmflow::kernels {
@@ -83,6 +84,29 @@ void expand_kernel(KernelCall& call) {
   set_view(call, self, aten_meta::expand_geometry(call.op.name(), self, call.arg("size")));
 }
 
+// One view per piece (Note [list returns]); `outputs` comes sized by the dispatcher.
+void set_views(KernelCall& call, const Tensor& self,
+               const std::vector<aten_meta::ViewGeometry>& views) {
+  SF_CHECK(call.outputs.size() == views.size(), "{}: {} results expected but the split gives {}",
+           call.op.name(), call.outputs.size(), views.size());
+  for (size_t i = 0; i < views.size(); ++i)
+    call.outputs[i] = self.as_strided(views[i].shape, views[i].strides, views[i].offset);
+}
+
+void split_with_sizes_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_views(call, self,
+            aten_meta::split_with_sizes_geometry(call.op.name(), self, call.arg("split_sizes"),
+                                                 call.arg("dim")));
+}
+
+void split_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_views(call, self,
+            aten_meta::split_geometry(call.op.name(), self, call.arg("split_size"),
+                                      call.arg("dim")));
+}
+
 void unsqueeze_kernel(KernelCall& call) {
   const Tensor& self = call.arg("self").to_tensor();
   set_view(call, self, aten_meta::unsqueeze_geometry(call.op.name(), self, call.arg("dim")));
@@ -98,6 +122,8 @@ void register_view_kernels(Library& m) {
   m.impl("unsqueeze", unsqueeze_kernel);
   m.impl("reshape", reshape_kernel);
   m.impl("slice.Tensor", slice_kernel);
+  m.impl("split_with_sizes", split_with_sizes_kernel);
+  m.impl("split.Tensor", split_kernel);
   m.impl("t", t_kernel);
   m.impl("transpose.int", transpose_kernel);
   m.impl("cat", cat_kernel(false));

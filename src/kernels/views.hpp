@@ -9,8 +9,8 @@
 
 namespace symmflow::kernels {
 
-// view, _unsafe_view, reshape, slice.Tensor, t, transpose.int, permute, expand, unsqueeze, cat,
-// cat.out.
+// view, _unsafe_view, reshape, slice.Tensor, split_with_sizes, split.Tensor, t, transpose.int,
+// permute, expand, unsqueeze, cat, cat.out.
 void register_view_kernels(Library& m);
 
 }  // namespace symmflow::kernels

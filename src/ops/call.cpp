@@ -148,24 +148,37 @@ void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<
   Backend backend = device.type == DeviceType::cuda ? Backend::cuda : Backend::cpu;
   const Kernel* kernel = op.kernel(backend);
   SF_CHECK(kernel, "op '{}' has no {} kernel", op.name(), backend_name(backend));
-  const FunctionSchema& s = op.schema();
-  outputs.resize(s.returns.size());
+  // Note [list returns] (schema.hpp): a list return has as many results as the shape function
+  // gives, unless the caller sized `outputs` already (a plan knows its step's results).
+  const AliasAnalysis& al = op.aliases();
+  std::optional<std::vector<TensorSpec>> specs;
+  auto shapes = [&]() -> const std::vector<TensorSpec>& {
+    if (!specs) specs = op.shape_fn()(bound);
+    return *specs;
+  };
+  const size_t count = al.list_return && !outputs.empty()
+                           ? outputs.size()
+                           : al.output_count(al.list_return ? shapes().size() : 0);
+  outputs.resize(count);
   bool all_set = true;
-  for (size_t r = 0; r < s.returns.size(); ++r) {
-    all_set = all_set && (outputs[r].is_tensor() || op.aliases().returns_alias[r] >= 0);
+  for (size_t r = 0; r < count; ++r) {
+    all_set = all_set && (outputs[r].is_tensor() || al.output_alias(r) >= 0);
   }
   if (!all_set) {
-    std::vector<TensorSpec> specs = op.shape_fn()(bound);
-    SF_CHECK(specs.size() == s.returns.size(), "op '{}': shape function gave {} results for {} returns",
-             op.name(), specs.size(), s.returns.size());
-    for (size_t r = 0; r < s.returns.size(); ++r) {
-      if (op.aliases().returns_alias[r] >= 0 || outputs[r].is_tensor()) continue;
+    SF_CHECK(shapes().size() == count, "op '{}': shape function gave {} results for {} returns",
+             op.name(), shapes().size(), count);
+    for (size_t r = 0; r < count; ++r) {
+      if (al.output_alias(r) >= 0 || outputs[r].is_tensor()) continue;
       // Kernels write every element; fresh returns live on the device of the arguments.
-      outputs[r] = Tensor::uninitialized(specs[r].shape, specs[r].dtype, device);
+      outputs[r] = Tensor::uninitialized((*specs)[r].shape, (*specs)[r].dtype, device);
     }
   }
   KernelCall kc{op, bound, outputs};
   (*kernel)(kc);
+  if (al.list_return) {
+    SF_CHECK(outputs.size() == count, "op '{}': kernel gave {} results for {} expected", op.name(),
+             outputs.size(), count);
+  }
 }
 
 std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound) {
@@ -194,8 +207,8 @@ Value call(std::string_view name, const std::vector<Value>& args, const KwArgs& 
       continue;
     }
     std::vector<Value> out = call_bound(*op, std::move(bound));
-    if (out.empty()) return None{};
-    if (out.size() == 1) return out[0];
+    if (!op->aliases().list_return && out.empty()) return None{};
+    if (!op->aliases().list_return && out.size() == 1) return out[0];
     std::vector<Tensor> tensors;
     for (const Value& v : out) tensors.push_back(v.to_tensor());
     return tensors;

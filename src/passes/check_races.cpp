@@ -64,10 +64,9 @@ const Value* base_of(const Value* v) {
   while (true) {
     const Node* p = v->producer();
     if (!p || p->kind() != NodeKind::op) return v;
-    const std::vector<int>& ra = p->op()->aliases().returns_alias;
-    size_t r = size_t(v->index());
-    if (r >= ra.size() || ra[r] < 0) return v;
-    const Arg& a = p->args()[size_t(ra[r])];
+    const int alias = p->op()->aliases().output_alias(size_t(v->index()));
+    if (alias < 0) return v;
+    const Arg& a = p->args()[size_t(alias)];
     if (a.kind != Arg::Kind::value) return v;
     v = a.value;
   }
@@ -83,7 +82,7 @@ std::vector<const Value*> written_buffers(const Node& n) {
   std::vector<const Value*> out;
   const std::vector<int>& written = n.op()->aliases().written_args;
   if (n.kind() == NodeKind::functional) {
-    size_t first = n.op()->schema().returns.size();
+    size_t first = n.result_count();
     for (size_t k = 0; k < written.size() && first + k < n.outputs().size(); ++k)
       out.push_back(n.outputs()[first + k]);
     return out;

@@ -38,7 +38,7 @@ void check_coverage(const std::vector<ir::Node*>& nodes, const MemoryPlan& memor
     for (const ir::Value* v : n->outputs()) {
       bool input_view = false;
       if (n->kind() == ir::NodeKind::op) {
-        int a = n->op()->aliases().returns_alias.at(size_t(v->index()));
+        int a = n->op()->aliases().output_alias(size_t(v->index()));
         input_view = a >= 0 && n->args()[size_t(a)].kind == ir::Arg::Kind::value &&
                      !memory.buffer_of.count(n->args()[size_t(a)].value);
       }
@@ -132,7 +132,8 @@ class Builder {
       case ir::NodeKind::op:
         step.kind = StepKind::call;
         step.op.op = n.op();
-        for (int a : n.op()->aliases().returns_alias) step.result_aliases.push_back(a);
+        for (size_t r = 0; r < n.outputs().size(); ++r)
+          step.result_aliases.push_back(n.op()->aliases().output_alias(r));
         if (n.attrs().count("out_variant")) bind_out_variant(n, step);
         step.written = step.op.called()->aliases().written_args;
         break;
@@ -140,7 +141,7 @@ class Builder {
         step.kind = StepKind::functional;
         step.op.op = n.op();
         step.written = n.op()->aliases().written_args;
-        size_t new_value = n.op()->schema().returns.size();
+        size_t new_value = n.result_count();
         for (int w : step.written) step.new_values.push_back({w, step.results.at(new_value++)});
         step.copy = CopyKind::functional;
         step.cause = CopyReason::old_value_needed;

@@ -48,8 +48,7 @@ using ir::NodeKind;
 const Node* view_producer(const ir::Value* v) {
   const Node* p = v->producer();
   if (!p || p->kind() != NodeKind::op) return nullptr;
-  const auto& ra = p->op()->aliases().returns_alias;
-  return size_t(v->index()) < ra.size() && ra[size_t(v->index())] >= 0 ? p : nullptr;
+  return p->op()->aliases().output_alias(size_t(v->index())) >= 0 ? p : nullptr;
 }
 
 class Functionalizer {
@@ -132,10 +131,10 @@ class Functionalizer {
       stack.pop_back();
       for (const Node* u : base->uses()) {
         if (u->kind() != NodeKind::op || pos_.at(u) >= here) continue;
-        const auto& ra = u->op()->aliases().returns_alias;
-        for (size_t r = 0; r < ra.size() && r < u->outputs().size(); ++r) {
-          if (ra[r] < 0) continue;
-          const Arg& src = u->args()[size_t(ra[r])];
+        const AliasAnalysis& al = u->op()->aliases();
+        for (size_t r = 0; r < u->outputs().size(); ++r) {
+          if (al.output_alias(r) < 0) continue;
+          const Arg& src = u->args()[size_t(al.output_alias(r))];
           if (src.kind != Arg::Kind::value || src.value != base) continue;
           const ir::Value* view = u->output(r);
           for (const Node* later : view->uses()) {
@@ -159,7 +158,9 @@ class Functionalizer {
     const AliasAnalysis& al = op.aliases();
     if (al.is_out_variant() && al.written_args != al.out_args) return nullptr;
     const OpDef* f = Registry::global().find(op.functional_variant());
-    if (!f || f->aliases().is_mutable() || f->schema().returns.size() != results.size()) return nullptr;
+    if (!f || f->aliases().is_mutable() || f->aliases().list_return ||
+        f->schema().returns.size() != results.size())
+      return nullptr;
     for (int r : f->aliases().returns_alias) {
       if (r >= 0) return nullptr;
     }
@@ -195,7 +196,7 @@ class Functionalizer {
                                   op.name()));
       }
       made = g_.add_functional(op, n->args());
-      size_t nret = op.schema().returns.size();
+      size_t nret = n->result_count();
       for (size_t r = 0; r < nret; ++r) {
         ir::Value* old = n->output(r);
         made->output(r)->set_layout(old->layout());

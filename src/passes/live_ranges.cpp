@@ -89,10 +89,7 @@ void LiveRangeBuilder::collect_buffers() {
     for (size_t r = 0; r < n->outputs().size(); ++r) {
       const ir::Value* v = n->output(r);
       int alias_arg = -1;
-      if (n->kind() == ir::NodeKind::op) {
-        const auto& ra = n->op()->aliases().returns_alias;
-        if (r < ra.size()) alias_arg = ra[r];
-      }
+      if (n->kind() == ir::NodeKind::op) alias_arg = n->op()->aliases().output_alias(r);
       if (alias_arg < 0) {
         add_buffer(v, step, -1);
         continue;
@@ -169,7 +166,7 @@ void LiveRangeBuilder::extend_peer_written() {
     const OpDef& op = *n->op();
     if (!op.has(Tag::one_sided)) continue;  // Note [synchronised peer writes]
     const auto& written = op.aliases().written_args;
-    size_t new_value = op.schema().returns.size();  // functional: new values follow the returns
+    size_t new_value = n->result_count();  // functional: new values follow the results
     for (int w : written) {
       const std::string& name = op.schema().args[size_t(w)].name;
       bool symm =

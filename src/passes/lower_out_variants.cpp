@@ -25,7 +25,7 @@ const OpDef* out_variant_of(const ir::Node& node) {
   const OpDef& op = *node.op();
   const AliasAnalysis& aliases = op.aliases();
   if (op.out_variant().empty() || aliases.is_mutable() || aliases.is_out_variant()) return nullptr;
-  if (op.schema().returns.empty()) return nullptr;
+  if (op.schema().returns.empty() || aliases.list_return) return nullptr;
   for (int a : aliases.returns_alias) {
     if (a >= 0) return nullptr;  // a view: no buffer of its own
   }

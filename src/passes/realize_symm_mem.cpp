@@ -68,10 +68,9 @@ using ir::Value;
 Value* view_source(const Value* v) {
   const Node* p = v->producer();
   if (!p || p->kind() != NodeKind::op) return nullptr;
-  const std::vector<int>& ra = p->op()->aliases().returns_alias;
-  size_t r = size_t(v->index());
-  if (r >= ra.size() || ra[r] < 0) return nullptr;
-  const Arg& a = p->args()[size_t(ra[r])];
+  const int alias = p->op()->aliases().output_alias(size_t(v->index()));
+  if (alias < 0) return nullptr;
+  const Arg& a = p->args()[size_t(alias)];
   return a.kind == Arg::Kind::value ? a.value : nullptr;
 }
 
@@ -161,7 +160,7 @@ class Realizer {
     };
     if (node->kind() == NodeKind::functional) {
       const std::vector<int>& written = op.aliases().written_args;
-      size_t nret = op.schema().returns.size();
+      size_t nret = node->result_count();
       for (size_t k = 0; k < written.size(); ++k) {
         if (is_symm(op.schema().args[size_t(written[k])].name)) claim(node->output(nret + k));
       }
@@ -175,7 +174,7 @@ class Realizer {
       const std::string& out_name = out_op->schema().args[size_t(out_args[r])].name;
       bool symm = false;
       for (const std::string& s : out_op->symm_args()) symm = symm || s == out_name;
-      if (symm && op.aliases().returns_alias.at(r) < 0) claim(node->output(r));
+      if (symm && op.aliases().output_alias(r) < 0) claim(node->output(r));
     }
   }
 

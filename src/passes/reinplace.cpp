@@ -100,7 +100,7 @@ class Reinplacer {
   bool copy_before_barrier(Node* n, std::vector<Node*>& order, const std::string& why) {
     if (!n->op()->has(Tag::signal)) return false;  // Note [op tags]
     const auto& written = n->op()->aliases().written_args;
-    size_t nret = n->op()->schema().returns.size();
+    size_t nret = n->result_count();
     for (size_t k = 0; k < written.size(); ++k) {
       ir::Value* w = n->args()[size_t(written[k])].value;
       size_t at = order.size();
@@ -132,7 +132,7 @@ class Reinplacer {
   std::optional<std::string> blocker(const Node* n) {
     const OpDef& op = *n->op();
     const auto& written = op.aliases().written_args;
-    size_t nret = op.schema().returns.size();
+    size_t nret = n->result_count();
     std::unordered_set<const ir::Value*> seen;
     for (size_t k = 0; k < written.size(); ++k) {
       const std::string& arg = op.schema().args[size_t(written[k])].name;
@@ -166,8 +166,7 @@ class Reinplacer {
               w->name(), arg, o->layout().str());
       } else {
         if (w->producer()->kind() == NodeKind::op) {
-          const auto& ra = w->producer()->op()->aliases().returns_alias;
-          if (size_t(w->index()) < ra.size() && ra[size_t(w->index())] >= 0)
+          if (w->producer()->op()->aliases().output_alias(size_t(w->index())) >= 0)
             return fmt::format("'{}' (argument '{}') is a view made by {}", w->name(), arg,
                                w->producer()->display_name());
         }
@@ -195,7 +194,7 @@ class Reinplacer {
     for (const auto& [k, v] : n->attrs()) {
       if (k != "reason") made->attrs()[k] = v;
     }
-    size_t nret = op.schema().returns.size();
+    size_t nret = n->result_count();
     for (size_t r = 0; r < nret; ++r) {
       made->output(r)->set_layout(n->output(r)->layout());
       g_.replace_uses(n->output(r), made->output(r));

@@ -86,11 +86,9 @@ class Scheduler {
   static const Value* view_source(const Value* v) {
     const Node* p = v->producer();
     if (!p || p->kind() != NodeKind::op) return nullptr;
-    const std::vector<int>& ra = p->op()->aliases().returns_alias;
-    size_t r = size_t(v->index());
-    if (r >= ra.size() || ra[r] < 0 || p->args()[size_t(ra[r])].kind != Arg::Kind::value)
-      return nullptr;
-    return p->args()[size_t(ra[r])].value;
+    const int alias = p->op()->aliases().output_alias(size_t(v->index()));
+    if (alias < 0 || p->args()[size_t(alias)].kind != Arg::Kind::value) return nullptr;
+    return p->args()[size_t(alias)].value;
   }
 
   // The value owning the buffer `v` lives in (following views); views are memoized, and the walk

@@ -6,6 +6,8 @@
 // - returns_alias[r]: the first argument sharing an alias set with return r (a set of the
 //   return's annotation before `->` that appears in the argument's annotation, before or after
 //   its `->`); the wildcard set `*` never links a return to an argument. -1 when none.
+// - list_return: the only return is a list (Note [list returns] in schema.hpp); each result of a
+//   call aliases what returns_alias[0] names.
 // - is_view(): some return aliases an argument that the op does not write.
 // - out_args: only for an *out variant*, an op whose name ends with `_out` or whose overload is
 //   `out` or ends with `_out` (`add.out`, `sum.IntList_out`, `one_shot_all_reduce_out`): the
@@ -69,6 +71,7 @@ AliasAnalysis analyze_aliases(const FunctionSchema& schema) {
     }
     result.returns_alias.push_back(aliased);
   }
+  result.list_return = schema.returns.size() == 1 && schema.returns[0].type.is_list;
   if (is_out_variant_name(schema)) {
     int first = n;
     while (first > 0 && schema.args[first - 1].is_written() &&

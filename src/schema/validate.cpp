@@ -5,7 +5,9 @@
 //   2. alias annotations sit only on Tensor types (`Tensor(a)`, `Tensor(a!)[]`, `Tensor(a)?`);
 //   3. every alias set a return names (other than the wildcard `*`) is the set of some argument;
 //   4. a mutating op never returns an alias of an argument it mutates (DESIGN.md: it returns `()`
-//      or fresh tensors, so functionalization can always rewrite it).
+//      or fresh tensors, so functionalization can always rewrite it);
+//   5. a list return (`Tensor[]`, `Tensor(a)[]`) is a Tensor list, the op's only return, on an op
+//      that writes no argument (Note [list returns] in schema.hpp).
 // Returns nullopt when the schema is valid.
 #include <algorithm>
 #include <optional>
@@ -92,6 +94,25 @@ std::optional<std::string> validate_schema(const FunctionSchema& schema) {
               op, arg.name, arg.alias->str());
         }
       }
+    }
+  }
+  for (size_t r = 0; r < schema.returns.size(); ++r) {
+    const Return& ret = schema.returns[r];
+    if (!ret.type.is_list) continue;
+    if (ret.type.kind != TypeKind::Tensor || ret.type.elem_optional || ret.type.list_size ||
+        ret.type.list_optional) {
+      return fmt::format("op '{}': return {} has type '{}'; a list return must be 'Tensor[]'", op,
+                         r, ret.type.str());
+    }
+    if (schema.returns.size() != 1) {
+      return fmt::format("op '{}': return {} is a list ('{}') beside other returns; a list return "
+                         "must be the op's only return",
+                         op, r, ret.type.str());
+    }
+    if (!aliases.written_args.empty()) {
+      return fmt::format("op '{}': returns a list ('{}') and writes argument '{}'; a list return is "
+                         "only allowed on an op that writes no argument",
+                         op, ret.type.str(), schema.args[size_t(aliases.written_args[0])].name);
     }
   }
   return std::nullopt;

@@ -46,6 +46,9 @@ TEST(AtenCall, SchemasAsDefined) {
       "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
       "aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> ()",
       "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
+      "aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]",
+      "aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
+      "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
       "aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
       "aten::cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> ()",
       "aten::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
@@ -70,7 +73,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 91u);
+  EXPECT_EQ(r.ops("aten").size(), 94u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {

@@ -123,6 +123,9 @@ class Node {
   const std::vector<Arg>& args() const { return args_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   Value* output(size_t i = 0) const { return outputs_.at(i); }
+  // How many of the outputs are the op's results (its returns, a list return's elements each
+  // counted, Note [list returns] in schema.hpp): all of them, less a functional node's new values.
+  size_t result_count() const;
   std::vector<Value*> inputs() const;  // every Value argument, in order (list elements included)
   const SourceLoc& loc() const { return loc_; }
   void set_loc(SourceLoc l) { loc_ = l; }
@@ -274,7 +277,8 @@ GroupSizeResolver group_sizes(const Graph& g);
 
 // Whether `v` may be laid out non-contiguously at run time (types are contiguous shapes, but a
 // view's memory is its base's): true for a view chain holding aten::t, aten::transpose.int, or an
-// aten::slice.Tensor off the first dim or with a step other than 1 (conservative: any other op
+// aten::slice.Tensor off the first dim or with a step other than 1, or a split
+// (split_with_sizes, split.Tensor) off the first dim (conservative: any other op
 // whose return aliases an argument counts too, except aten::view, _unsafe_view, reshape and
 // unsqueeze of a contiguous value). False for values that own their buffer.
 bool maybe_strided(const Value* v);

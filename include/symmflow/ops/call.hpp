@@ -23,12 +23,14 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
 
 // Calls an op. `name` is "ns::name.overload" or "ns::name" (the first overload whose schema binds
 // the arguments is chosen). Returns None for `()`, the single return, or a tensor list for
-// several returns.
+// several returns and for a list return (`Tensor[]`, however many results it has).
 Value call(std::string_view name, const std::vector<Value>& args, const KwArgs& kwargs = {});
 // The same on an op already looked up, with already bound arguments.
 std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound);
 // The same, writing fresh returns into `outputs` where they are already set (planned buffers of
-// the right dtype and shape); unset ones are allocated. `outputs` has one entry per return.
+// the right dtype and shape); unset ones are allocated. `outputs` has one entry per result: one
+// per return, or for a list return (Note [list returns], schema.hpp) one per element, as many as
+// the shape function gives when `outputs` comes empty (else as many as it comes with).
 void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs);
 
 }  // namespace symmflow

@@ -96,7 +96,8 @@ class TagSet {
 };
 
 // What a kernel sees. `args` are bound to the schema (defaults filled, one per schema argument).
-// `outputs` has one entry per schema return: for a fresh (non-aliasing) return the dispatcher has
+// `outputs` has one entry per result (per schema return; a list return has one per element, as
+// many as the shape function gives for the call, Note [list returns] in schema.hpp): for a fresh (non-aliasing) return the dispatcher has
 // already allocated a contiguous tensor from the shape function, which the kernel fills; for a
 // return that aliases an argument (a view) the kernel sets the Value itself.
 struct KernelCall {

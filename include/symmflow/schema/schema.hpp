@@ -99,7 +99,26 @@ struct AliasAnalysis {
   std::vector<int> written_args;         // args annotated with `!`
   std::vector<int> out_args;             // the out args of an out variant (see schema/alias.cpp)
   // returns_alias[r] = index of the argument return r aliases (shares an alias set with), or -1.
+  // Indexed by schema return; ask output_alias for a call's result (Note [list returns]).
   std::vector<int> returns_alias;
+  // Note [list returns]: the op's one return is a list (`Tensor[]`, `Tensor(a)[]`, as
+  // split_with_sizes has). A call then has as many results as its shape function gives for the
+  // arguments (zero or more), each a separate Value of the call, and every one of them aliases
+  // what the list return aliases. validate_schema allows a list return only as the op's only
+  // return and only on an op that writes no argument (so a functional node's new values always
+  // follow a fixed number of returns).
+  bool list_return = false;
+  // The argument that result `output` of a call aliases, or -1 (fresh, or past the returns: the
+  // new values of a functional node). Every result of a list return aliases what the list does.
+  int output_alias(size_t output) const {
+    if (list_return) return returns_alias[0];
+    return output < returns_alias.size() ? returns_alias[output] : -1;
+  }
+  // The number of results a call has when its shape function gave `shape_results` of them: that
+  // number for a list return, the schema's return count otherwise.
+  size_t output_count(size_t shape_results) const {
+    return list_return ? shape_results : returns_alias.size();
+  }
   bool is_mutable() const { return !written_args.empty(); }
   bool is_out_variant() const { return !out_args.empty(); }
   bool is_view() const;  // some return aliases a non-written argument

@@ -1,4 +1,5 @@
-// cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm and _softmax (+ out), on the
+// cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm and _softmax
+// (+ out), on the
 // row kernels of norm.cu. Inputs that are not contiguous are first copied contiguous
 // (sum/mean/amax: with the kept dims first and the reduced dims last, so each output is one
 // row); 16-bit floats
@@ -7,6 +8,7 @@
 #include "kernels/cuda/program.hpp"
 #include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
+#include "ops/aten/meta_multi.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
@@ -49,6 +51,30 @@ void rms_norm_kernel(KernelCall& call) {
       x.raw_data(), pw_type(x.dtype()), weight ? w.raw_data() : nullptr,
       weight ? pw_type(w.dtype()) : PwType::f32, out.raw_data(), pw_type(out.dtype()), rows,
       info.inner, info.eps, current_stream())));
+}
+
+// Three results (Note [list returns] in schema.hpp has the count rules): out, mean, rstd. The
+// dispatcher allocates them contiguous; a planned buffer is contiguous too.
+void native_layer_norm_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& input = call.arg("input").to_tensor();
+  aten_meta::LayerNormInfo info =
+      aten_meta::layer_norm_info(op, input, call.arg("normalized_shape"), call.arg("weight"),
+                                 call.arg("bias"), call.arg("eps"));
+  check_float(op, input.dtype());
+  Tensor x = contiguous_on_gpu(input);
+  std::optional<Tensor> weight = call.arg("weight").to_optional_tensor();
+  std::optional<Tensor> bias = call.arg("bias").to_optional_tensor();
+  Tensor w = weight ? contiguous_on_gpu(*weight) : Tensor();
+  Tensor b = bias ? contiguous_on_gpu(*bias) : Tensor();
+  for (size_t r = 0; r < 3; ++r) {
+    SF_CHECK(call.out(r).is_contiguous(), "{}: result {} must be contiguous", op, r);
+  }
+  SF_CUDA_CHECK(cudaError_t(launch_layer_norm(
+      x.raw_data(), pw_type(x.dtype()), weight ? w.raw_data() : nullptr,
+      weight ? pw_type(w.dtype()) : PwType::f32, bias ? b.raw_data() : nullptr,
+      bias ? pw_type(b.dtype()) : PwType::f32, call.out(0).raw_data(), call.out(1).raw_data(),
+      call.out(2).raw_data(), info.rows, info.inner, info.eps, current_stream())));
 }
 
 Kernel reduce_kernel(bool is_mean, bool out_variant) {
@@ -114,6 +140,7 @@ Kernel softmax_kernel(bool out_variant) {
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel);
   m.impl("amax", amax_kernel);
+  m.impl("native_layer_norm", native_layer_norm_kernel);
 }
 
 }  // namespace symmflow::cuda

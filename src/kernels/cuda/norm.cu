@@ -1,5 +1,6 @@
 // Row kernels: sum/mean (one block per row; rows in blockIdx.x, grid-strided), max (one warp per
-// row, grid-strided), rms_norm (one block per row, a block-wide sum of squares) and softmax (one
+// row, grid-strided), rms_norm (one block per row, a block-wide sum of squares), layer_norm (one
+// block per row, a block-wide sum then one of squared deviations) and softmax (one
 // thread
 // per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
 // arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
@@ -49,6 +50,42 @@ __global__ void rms_norm_kernel(const void* x, PwType xt, const void* w, PwType 
     A v = ld<A>(x, xt, base + j) * scale;
     if (w) v = v * ld<A>(w, wt, j);
     st(y, yt, base + j, v);
+  }
+}
+
+// Rows grid-strided (one block each); y has x's type, mean and rstd are A.
+template <typename A>
+__global__ void layer_norm_kernel(const void* x, PwType xt, const void* w, PwType wt,
+                                  const void* b, PwType bt, void* y, A* mean, A* rstd,
+                                  int64_t rows, int64_t n, double eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * n;
+    if (n == 0) {
+      if (threadIdx.x == 0) {
+        mean[r] = A(0);
+        rstd[r] = A(NAN);
+      }
+      continue;
+    }
+    A sum = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += ld<A>(x, xt, base + j);
+    const A mu = block_sum(sum) / A(n);
+    A ss = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const A d = ld<A>(x, xt, base + j) - mu;
+      ss += d * d;
+    }
+    const A rs = A(1) / sqrt(block_sum(ss) / A(n) + A(eps));
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      A v = (ld<A>(x, xt, base + j) - mu) * rs;
+      if (w) v = v * ld<A>(w, wt, j);
+      if (b) v = v + ld<A>(b, bt, j);
+      st(y, xt, base + j, v);
+    }
   }
 }
 
@@ -130,6 +167,25 @@ int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y,
     } else {
       rms_norm_kernel<float><<<unsigned(part), threads, 0, s>>>(at(x, xt), xt, w, wt, yo, yt, n, eps);
     }
+  }
+  return int(cudaGetLastError());
+}
+
+int launch_layer_norm(const void* x, PwType xt, const void* w, PwType wt, const void* b, PwType bt,
+                      void* y, void* mean, void* rstd, int64_t rows, int64_t n, double eps,
+                      void* stream) {
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int threads = n >= 1024 ? 1024 : n <= 32 ? 32 : int((n + 31) / 32 * 32);
+  const unsigned blocks = unsigned(rows < 65535 ? rows : 65535);
+  if (xt == PwType::f64) {
+    layer_norm_kernel<double><<<blocks, threads, 0, s>>>(x, xt, w, wt, b, bt, y,
+                                                         static_cast<double*>(mean),
+                                                         static_cast<double*>(rstd), rows, n, eps);
+  } else {
+    layer_norm_kernel<float><<<blocks, threads, 0, s>>>(x, xt, w, wt, b, bt, y,
+                                                        static_cast<float*>(mean),
+                                                        static_cast<float*>(rstd), rows, n, eps);
   }
   return int(cudaGetLastError());
 }

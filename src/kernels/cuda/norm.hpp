@@ -12,6 +12,13 @@ namespace symmflow::cuda {
 // w (n elements, or null) of the given types; f32 accumulation (f64 for f64 inputs).
 int launch_rms_norm(const void* x, PwType xt, const void* w, PwType wt, void* y, PwType yt,
                     int64_t rows, int64_t n, double eps, void* stream);
+// native_layer_norm over `rows` contiguous rows of n: mean[r] and rstd[r] (of type A: f32, or f64
+// for f64 inputs) from two block-wide sums (mean, then the squared deviations), and
+// y[r, :] = (x[r, :] - mean) * rstd (* w) (+ b); w and b of n elements, or null. A row of no
+// element has mean 0 and rstd NaN (as the CPU kernel).
+int launch_layer_norm(const void* x, PwType xt, const void* w, PwType wt, const void* b, PwType bt,
+                      void* y, void* mean, void* rstd, int64_t rows, int64_t n, double eps,
+                      void* stream);
 // y[r] = sum (or mean) of x[r, :] for `rows` contiguous rows of n; f32 accumulation (f64 for f64
 // inputs); a mean of no element is NaN.
 int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,

@@ -1,7 +1,8 @@
-// aten reductions and normalizations: sum.dim_IntList, mean.dim, amax, rms_norm, _softmax (with out
-// variants, amax without). Integral sums give i64 unless dtype= is given; mean and the norms need
+// aten reductions and normalizations: sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm
+// (three results: out, mean, rstd), _softmax (with out variants, amax without). Integral sums give i64 unless dtype= is given; mean and the norms need
 // floats.
 #include "ops/aten/meta.hpp"
+#include "ops/aten/meta_multi.hpp"
 
 namespace symmflow {
 namespace {
@@ -49,6 +50,15 @@ SYMMFLOW_LIBRARY(aten, m) {
                        aten_meta::rms_norm_info(a.op(), a.tensor("input"), a["normalized_shape"],
                                                 a["weight"], a["eps"])
                            .spec};
+                 });
+  aten_meta::def(m,
+                 "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, "
+                 "Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+                 [](const Args& a) {
+                   aten_meta::LayerNormInfo info = aten_meta::layer_norm_info(
+                       a.op(), a.tensor("input"), a["normalized_shape"], a["weight"], a["bias"],
+                       a["eps"]);
+                   return std::vector<TensorSpec>{info.out, info.stats, info.stats};
                  });
   aten_meta::def(m, "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
                  [](const Args& a) {

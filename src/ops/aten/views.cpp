@@ -1,8 +1,11 @@
 // aten views and shape ops: view, _unsafe_view, reshape, slice.Tensor, t, transpose.int, permute,
-// expand, unsqueeze (return alias self in eager mode; reshape copies when no view exists) and cat
-// (+ cat.out). _unsafe_view is declared aliasing, Tensor(a) -> Tensor(a), unlike PyTorch's schema,
+// expand, unsqueeze (return alias self in eager mode; reshape copies when no view exists), cat
+// (+ cat.out) and the splits split_with_sizes and split.Tensor, whose list return has one view of
+// self per piece (Note [list returns] in symmflow/schema/schema.hpp). _unsafe_view is declared
+// aliasing, Tensor(a) -> Tensor(a), unlike PyTorch's schema,
 // so that the planner treats it exactly as view (its kernel returns a view).
 #include "ops/aten/meta.hpp"
+#include "ops/aten/meta_multi.hpp"
 
 namespace symmflow {
 namespace {
@@ -11,6 +14,13 @@ using aten_meta::Args;
 
 std::vector<TensorSpec> spec_of(const Args& a, const Shape& shape) {
   return {TensorSpec{a.tensor("self").dtype(), shape}};
+}
+
+std::vector<TensorSpec> specs_of(const Args& a, const std::vector<aten_meta::ViewGeometry>& views) {
+  std::vector<TensorSpec> out;
+  out.reserve(views.size());
+  for (const aten_meta::ViewGeometry& g : views) out.push_back({a.tensor("self").dtype(), g.shape});
+  return out;
 }
 
 }  // namespace
@@ -53,6 +63,20 @@ SYMMFLOW_LIBRARY(aten, m) {
                                                                    a["dim0"].to_int(),
                                                                    a["dim1"].to_int())
                                          .shape);
+                 });
+  // PyTorch's schemas: `Tensor(a -> *)` (self may be aliased by results of any set), each result
+  // of the list aliases self.
+  aten_meta::def(m,
+                 "split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> "
+                 "Tensor(a)[]",
+                 [](const Args& a) {
+                   return specs_of(a, aten_meta::split_with_sizes_geometry(
+                                          a.op(), a.tensor("self"), a["split_sizes"], a["dim"]));
+                 });
+  aten_meta::def(m, "split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
+                 [](const Args& a) {
+                   return specs_of(a, aten_meta::split_geometry(a.op(), a.tensor("self"),
+                                                                a["split_size"], a["dim"]));
                  });
   aten_meta::def(m, "cat(Tensor[] tensors, int dim=0) -> Tensor", [](const Args& a) {
     return std::vector<TensorSpec>{
