@@ -1,6 +1,7 @@
 // The cuda kernels of the ops a Llama-style decoder block adds (rsqrt, pow.Tensor_Scalar, amax,
 // embedding, scaled_dot_product_attention, the views permute / expand / unsqueeze / _unsafe_view,
-// _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern) against the cpu kernels on the same
+// _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern, split_with_sizes / split.Tensor and
+// native_layer_norm) against the cpu kernels on the same
 // inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
 // permuted (strided) q/k/v read in place, f32/bf16/f16/f64; and the refusals that are the GPU's
 // own (a key length past shared memory). Skipped without a GPU.
@@ -214,6 +215,71 @@ TEST_F(CudaLlamaOps, ViewsRotaryAndToCopyMatchCpu) {
   Tensor b = to_host(gb);
   expect_close(cpu_t("aten::_to_copy", {gb}, {{"dtype", DType::f32}}),
                cpu_t("aten::_to_copy", {b}, {{"dtype", DType::f32}}), 0, "_to_copy bf16->f32");
+}
+
+// The ops with several results (Note [list returns]): split_with_sizes / split.Tensor give views
+// of the GPU tensor (same storage, the CPU's pieces), native_layer_norm's out, mean and rstd
+// match the CPU's (16-bit inputs with f32 statistics; with and without weight and bias; an
+// empty row: mean 0, rstd NaN), a piece as the input of a later op included.
+TEST_F(CudaLlamaOps, SplitsAndNativeLayerNormMatchCpu) {
+  Tensor x = random({6, 10}, DType::bf16, 40);
+  Tensor gx = to_device(x);
+  std::vector<Tensor> pieces = call("aten::split_with_sizes", {gx, std::vector<int64_t>{3, 0, 7}, 1})
+                                   .to_tensor_list();
+  std::vector<Tensor> want = call("aten::split_with_sizes", {x, std::vector<int64_t>{3, 0, 7}, 1})
+                                 .to_tensor_list();
+  ASSERT_EQ(pieces.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(pieces[i].storage(), gx.storage()) << "piece " << i;
+    EXPECT_EQ(pieces[i].device().type, DeviceType::cuda);
+    expect_close(pieces[i], want[i], 0, fmt::format("split_with_sizes piece {}", i));
+  }
+  std::vector<Tensor> parts = call("aten::split.Tensor", {gx, int64_t(4)}).to_tensor_list();
+  ASSERT_EQ(parts.size(), 2u);
+  expect_close(parts[1], call("aten::split.Tensor", {x, int64_t(4)}).to_tensor_list()[1], 0,
+               "split.Tensor last piece");
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t n : {1, 7, 1023, 4099}) {
+      for (int affine = 0; affine < 4; ++affine) {
+        Tensor in = random({3, 2, n}, d, 41), w = random({n}, d, 42), b = random({n}, d, 43);
+        auto args = [&](bool gpu) {
+          auto on = [&](const Tensor& t) { return gpu ? to_device(t) : t; };
+          return std::vector<Value>{on(in), std::vector<int64_t>{n},
+                                    affine & 1 ? Value(on(w)) : Value(None{}),
+                                    affine & 2 ? Value(on(b)) : Value(None{}), 1e-5};
+        };
+        std::vector<Tensor> got = call("aten::native_layer_norm", args(true)).to_tensor_list();
+        std::vector<Tensor> ref = call("aten::native_layer_norm", args(false)).to_tensor_list();
+        ASSERT_EQ(got.size(), 3u);
+        std::string what = fmt::format("native_layer_norm {} n={} affine={}", dtype_name(d), n,
+                                       affine);
+        expect_close(got[0], ref[0], tol(d), what + " out");
+        const DType stats = d == DType::f64 ? DType::f64 : DType::f32;
+        EXPECT_EQ(got[1].dtype(), stats) << what;
+        expect_close(got[1], ref[1], tol(stats), what + " mean");
+        expect_close(got[2], ref[2], tol(stats) * 10, what + " rstd");
+      }
+    }
+  }
+  // A strided piece of a GPU tensor as the input; an empty row.
+  Tensor big = random({4, 24}, DType::bf16, 44);
+  Tensor gpiece = call("aten::split.Tensor", {to_device(big), int64_t(16), int64_t(1)})
+                      .to_tensor_list()[0];
+  Tensor piece = call("aten::split.Tensor", {big, int64_t(16), int64_t(1)}).to_tensor_list()[0];
+  std::vector<Value> none{std::vector<int64_t>{16}, None{}, None{}, 1e-5};
+  std::vector<Value> gargs{gpiece}, cargs{piece};
+  gargs.insert(gargs.end(), none.begin(), none.end());
+  cargs.insert(cargs.end(), none.begin(), none.end());
+  expect_close(call("aten::native_layer_norm", gargs).to_tensor_list()[0],
+               call("aten::native_layer_norm", cargs).to_tensor_list()[0], tol(DType::bf16),
+               "native_layer_norm of a strided piece");
+  std::vector<Tensor> empty =
+      call("aten::native_layer_norm", {to_device(Tensor::empty({2, 0}, DType::f32)),
+                                       std::vector<int64_t>{0}, None{}, None{}, 1e-5})
+          .to_tensor_list();
+  std::vector<double> mean = to_host(empty[1]).to_doubles(), rstd = to_host(empty[2]).to_doubles();
+  EXPECT_EQ(mean, (std::vector<double>{0, 0}));
+  EXPECT_TRUE(std::isnan(rstd[0]) && std::isnan(rstd[1]));
 }
 
 }  // namespace

@@ -205,5 +205,44 @@ TEST(ValidateTest, RejectsAliasOnNonTensor) {
             "carry alias annotations");
 }
 
+// Note [list returns]: one result per element, each aliasing what the list aliases.
+TEST(AliasTest, ListReturnResults) {
+  AliasAnalysis split = analyze(
+      "aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> "
+      "Tensor(a)[]");
+  EXPECT_TRUE(split.list_return);
+  for (size_t r : {0, 1, 5}) EXPECT_EQ(split.output_alias(r), 0) << r;
+  EXPECT_EQ(split.output_count(0), 0u);
+  EXPECT_EQ(split.output_count(7), 7u);
+  AliasAnalysis fresh = analyze("f(Tensor x, int n) -> Tensor[]");
+  EXPECT_TRUE(fresh.list_return);
+  EXPECT_EQ(fresh.output_alias(3), -1);
+  // Fixed returns: one result each; past them (a functional node's new values) nothing aliases.
+  AliasAnalysis ln = analyze(
+      "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? "
+      "bias, float eps) -> (Tensor, Tensor, Tensor)");
+  EXPECT_FALSE(ln.list_return);
+  EXPECT_EQ(ln.output_count(5), 3u);
+  EXPECT_EQ(ln.output_alias(2), -1);
+  AliasAnalysis view = analyze("aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)");
+  EXPECT_EQ(view.output_alias(0), 0);
+  EXPECT_EQ(view.output_alias(1), -1);
+}
+
+TEST(ValidateTest, ListReturnRules) {
+  EXPECT_EQ(validate("f(Tensor(a) x) -> Tensor(a)[]"), std::nullopt);
+  EXPECT_EQ(validate("f(Tensor x) -> Tensor[]"), std::nullopt);
+  EXPECT_EQ(validate("f(Tensor x) -> (Tensor[], Tensor)"),
+            "op 'f': return 0 is a list ('Tensor[]') beside other returns; a list return must be "
+            "the op's only return");
+  EXPECT_EQ(validate("f(Tensor x) -> int[]"),
+            "op 'f': return 0 has type 'int[]'; a list return must be 'Tensor[]'");
+  EXPECT_EQ(validate("f(Tensor x) -> Tensor?[]"),
+            "op 'f': return 0 has type 'Tensor?[]'; a list return must be 'Tensor[]'");
+  EXPECT_EQ(validate("f_(Tensor(a!) x) -> Tensor[]"),
+            "op 'f_': returns a list ('Tensor[]') and writes argument 'x'; a list return is only "
+            "allowed on an op that writes no argument");
+}
+
 }  // namespace
 }  // namespace symmflow
