@@ -73,7 +73,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 94u);
+  EXPECT_EQ(r.ops("aten").size(), 116u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {

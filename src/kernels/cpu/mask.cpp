@@ -1,7 +1,7 @@
-// CPU kernels of the mask ops (ops/aten/mask.cpp). They work element by element through doubles
-// (core's load_double/store_double) over broadcast strides: these ops build [L, S] masks, so
-// clarity wins over speed. Comparisons are exact for floats and for integers below 2^53 in
-// magnitude. any.dim is true where some element along dim is non-zero (NaN counts as non-zero).
+// CPU kernels of the mask ops (ops/aten/mask.cpp) and logical_or. They work element by element
+// through doubles (core's load_double/store_double) over broadcast strides: these ops build
+// [L, S] masks, so clarity wins over speed (comparisons: logic.cpp). any.dim is true where some
+// element along dim is non-zero (NaN counts as non-zero).
 #include <cmath>
 #include <functional>
 
@@ -49,26 +49,19 @@ void arange_kernel(KernelCall& call) {
   }
 }
 
-Kernel compare_kernel(bool is_le) {
+Kernel logical_kernel(bool is_and) {
   return [=](KernelCall& call) {
     const Tensor& self = call.arg("self").to_tensor();
-    const Value& other = call.arg("other");
-    aten_meta::compare_scalar_spec(call.op.name(), self, other);
-    const double o = other.to_double();
-    if (is_le) {
-      elementwise(call.out(0), {self}, [o](const double* x) { return x[0] <= o ? 1.0 : 0.0; });
+    const Tensor& other = call.arg("other").to_tensor();
+    aten_meta::logical_spec(call.op.name(), self, &other);
+    if (is_and) {
+      elementwise(call.out(0), {self, other},
+                  [](const double* x) { return x[0] != 0 && x[1] != 0 ? 1.0 : 0.0; });
     } else {
-      elementwise(call.out(0), {self}, [o](const double* x) { return x[0] == o ? 1.0 : 0.0; });
+      elementwise(call.out(0), {self, other},
+                  [](const double* x) { return x[0] != 0 || x[1] != 0 ? 1.0 : 0.0; });
     }
   };
-}
-
-void logical_and_kernel(KernelCall& call) {
-  const Tensor& self = call.arg("self").to_tensor();
-  const Tensor& other = call.arg("other").to_tensor();
-  aten_meta::logical_spec(call.op.name(), self, &other);
-  elementwise(call.out(0), {self, other},
-              [](const double* x) { return x[0] != 0 && x[1] != 0 ? 1.0 : 0.0; });
 }
 
 void logical_not_kernel(KernelCall& call) {
@@ -121,9 +114,8 @@ void fill_kernel(const char* arg, KernelCall& call) { fill(call.out(0), call.arg
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   m.impl("arange.start_step", arange_kernel);
-  m.impl("le.Scalar", compare_kernel(true));
-  m.impl("eq.Scalar", compare_kernel(false));
-  m.impl("logical_and", logical_and_kernel);
+  m.impl("logical_and", logical_kernel(true));
+  m.impl("logical_or", logical_kernel(false));
   m.impl("logical_not", logical_not_kernel);
   m.impl("any.dim", any_kernel);
   m.impl("where.self", where_kernel);

@@ -1,7 +1,7 @@
 // CPU kernels of the aten view, copy, cat and factory ops.
 //  - view, reshape, slice.Tensor, t, transpose.int: kernels/views.hpp (the same on every backend).
-//  - clone, _to_copy, copy_: dtype-converting strided copies (copy_ broadcasts src and snapshots
-//    it first when it overlaps self).
+//  - clone (and lift_fresh_copy), _to_copy, copy_: dtype-converting strided copies (copy_
+//    broadcasts src and snapshots it first when it overlaps self).
 //  - cat (+ out): kernels/views.hpp (the same on every backend).
 //  - empty/zeros/full (+ out): fill the destination (the dispatcher's outputs are zeroed already;
 //    zeros still fills so that out variants and reused buffers are right).
@@ -41,6 +41,7 @@ Kernel fill_out_kernel(bool zeros) {
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   kernels::register_view_kernels(m);
   m.impl("clone", clone_kernel);
+  m.impl("lift_fresh_copy", clone_kernel);
   m.impl("_to_copy", clone_kernel);
   m.impl("copy_", copy_kernel);
   m.impl("empty.memory_format", [](KernelCall&) {});  // the dispatcher allocated it

@@ -1,10 +1,9 @@
 // cuda kernels of the aten pointwise, copy and factory ops, as pointwise programs (program.hpp):
 // add/sub/mul/div in every overload, sin ... neg, rsqrt with out and in-place variants,
-// pow.Tensor_Scalar, copy_ (also
-// between host and GPU), clone, _to_copy, empty/zeros/full (+ out), and the view ops
-// (kernels/views.hpp). Arithmetic takes f32, bf16, f16 and f64, like PyTorch's promotion on
-// these (aten_meta); copies and fills take every dtype. Results equal the CPU kernels' bits for
-// add, sub, mul and div (Note [pointwise programs]).
+// pow.Tensor_Scalar, copy_ (also between host and GPU), clone (and lift_fresh_copy), _to_copy,
+// empty/zeros/full (+ out), and the view ops (kernels/views.hpp). Arithmetic takes f32, bf16,
+// f16 and f64, like PyTorch's promotion on these (aten_meta); copies and fills take every dtype.
+// Results equal the CPU kernels' bits for add, sub, mul and div (Note [pointwise programs]).
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/program.hpp"
@@ -146,6 +145,7 @@ SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   kernels::register_view_kernels(m);
   m.impl("copy_", copy_kernel);
   m.impl("clone", clone_kernel);
+  m.impl("lift_fresh_copy", clone_kernel);
   m.impl("_to_copy", clone_kernel);
   m.impl("empty.memory_format", [](KernelCall&) {});  // the dispatcher allocated it
   m.impl("zeros", fill_kernel(true, false));

@@ -1,6 +1,7 @@
-// aten factories and copies: empty.memory_format, zeros (+ out), full (+ out), clone, copy_,
-// _to_copy. Factories default to f32 (full infers from its fill value: bool, i64 or f32); layout,
-// device, pin_memory and memory_format are accepted and ignored (outputs are contiguous).
+// aten factories and copies: empty.memory_format, zeros (+ out), full (+ out), clone,
+// lift_fresh_copy, copy_, _to_copy. Factories default to f32 (full infers from its fill value:
+// bool, i64 or f32); layout, device, pin_memory and memory_format are accepted and ignored
+// (outputs are contiguous).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -54,6 +55,11 @@ SYMMFLOW_LIBRARY(aten, m) {
                    const Tensor& self = a.tensor("self");
                    return std::vector<TensorSpec>{TensorSpec{self.dtype(), self.shape()}};
                  });
+  // A copy of a constant that torch.compile lifts into the graph (as clone, for symmflow).
+  aten_meta::def(m, "lift_fresh_copy(Tensor self) -> Tensor", [](const Args& a) {
+    const Tensor& self = a.tensor("self");
+    return std::vector<TensorSpec>{TensorSpec{self.dtype(), self.shape()}};
+  });
   aten_meta::def(m, "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> ()",
                  [](const Args& a) {
                    aten_meta::check_copy(a.op(), a.tensor("self"), a.tensor("src"));

@@ -1,8 +1,8 @@
 // The aten ops of a decomposed causal attention mask (what core ATen makes of
-// scaled_dot_product_attention(is_causal=True)): arange.start_step, le.Scalar, eq.Scalar,
-// logical_and, logical_not, any.dim, where.self, full_like, scalar_tensor. Schemas are PyTorch's;
-// layout, device, pin_memory and memory_format are accepted and ignored. cpu kernels only
-// (kernels/cpu/mask.cpp): on GPUs the attention op itself is the way (docs/ops.md).
+// scaled_dot_product_attention(is_causal=True)): arange.start_step, logical_and, logical_not,
+// any.dim, where.self, full_like, scalar_tensor (the comparisons it also uses: logic.cpp).
+// Schemas are PyTorch's; layout, device, pin_memory and memory_format are accepted and ignored.
+// Kernels: kernels/cpu/mask.cpp and kernels/cuda/aten_logic.cpp.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -18,13 +18,6 @@ SYMMFLOW_LIBRARY(aten, m) {
                        aten_meta::arange_info(a.op(), a["start"], a["end"], a["step"], a["dtype"])
                            .spec};
                  });
-  for (const char* name : {"le.Scalar", "eq.Scalar"}) {
-    aten_meta::def(m, fmt::format("{}(Tensor self, Scalar other) -> Tensor", name),
-                   [](const Args& a) {
-                     return std::vector<TensorSpec>{
-                         aten_meta::compare_scalar_spec(a.op(), a.tensor("self"), a["other"])};
-                   });
-  }
   aten_meta::def(m, "logical_and(Tensor self, Tensor other) -> Tensor", [](const Args& a) {
     return std::vector<TensorSpec>{
         aten_meta::logical_spec(a.op(), a.tensor("self"), &a.tensor("other"))};

@@ -166,13 +166,67 @@ struct ArangeInfo {
 };
 ArangeInfo arange_info(std::string_view op, const Value& start, const Value& end, const Value& step,
                        const Value& dtype);
-// le.Scalar / eq.Scalar: bool of self's shape.
-TensorSpec compare_scalar_spec(std::string_view op, const Tensor& self, const Value& other);
 // logical_and (broadcast) and logical_not: bool.
 TensorSpec logical_spec(std::string_view op, const Tensor& self, const Tensor* other);
 // where.self: condition (bool) broadcast with self and other; the promoted dtype of self and other.
 TensorSpec where_spec(std::string_view op, const Tensor& condition, const Tensor& self,
                       const Tensor& other);
+
+// The broadcast of two shapes, or "op: a_name with shape [..] and b_name with shape [..] do not
+// broadcast".
+Shape broadcast_checked(std::string_view op, const char* a_name, const Shape& a, const char* b_name,
+                        const Shape& b);
+
+// ---- Comparisons, bitwise and logical ops (meta_logic.cpp) ------------------------------------
+// eq/ne/lt/le/gt/ge, .Tensor and .Scalar (other a Tensor or a Scalar): a bool result of the
+// broadcast shape; both sides are compared in `compute`, PyTorch's result_type of the pair.
+struct CompareInfo {
+  TensorSpec spec;
+  DType compute = DType::f32;
+};
+CompareInfo compare_info(std::string_view op, const Tensor& self, const Value& other);
+// bitwise_and/or/xor (.Tensor, .Scalar) and bitwise_not (other None): the promoted type, which
+// must be bool or an integer ("op: self has dtype f32, which is not supported (expected bool or an
+// integer dtype)"; a float Scalar makes the result float and is refused the same way).
+TensorSpec bitwise_spec(std::string_view op, const Tensor& self, const Value& other);
+
+// ---- Indexing and scans (meta_index.cpp) --------------------------------------------------------
+// Note [gather geometry]: index_select, gather and index.Tensor all read
+//   out[i] = self_view[i] + sum_k index_k[i] * stride_k   (element offsets into self's storage)
+// where i runs over out's shape, self_view is self seen over out's shape (stride 0 along the dims
+// that an index supplies) and each index_k is an index tensor seen over out's shape (stride 0
+// where it broadcasts). An index value v addresses self's dim `dim` of `size`: -size <= v < size,
+// negative values wrap. Kernels of every backend follow this one description.
+struct GatherIndex {
+  Tensor index;  // i32 or i64, a view over out's shape
+  int64_t dim = 0, size = 0, stride = 0;
+};
+struct GatherGeometry {
+  TensorSpec spec;
+  Tensor self;  // a view of self over out's shape
+  std::vector<GatherIndex> indices;
+};
+// index_select(self, dim, index): index 1-D (or 0-D) i32/i64; out = self with size(dim) = numel.
+GatherGeometry index_select_geometry(std::string_view op, const Tensor& self, const Value& dim,
+                                     const Tensor& index);
+// gather(self, dim, index): index i64 of self's rank, no larger than self outside dim; out has
+// index's shape.
+GatherGeometry gather_geometry(std::string_view op, const Tensor& self, const Value& dim,
+                               const Tensor& index);
+// index.Tensor(self, indices): PyTorch's advanced indexing with i32/i64 index tensors (None keeps
+// a dim; bool masks are refused: their result shape depends on the data).
+GatherGeometry index_geometry(std::string_view op, const Tensor& self, const Value& indices);
+// The element `v` of an index, wrapped into [0, size), or "op: index v is out of bounds for
+// dimension d with size n".
+int64_t checked_index(std::string_view op, int64_t v, const GatherIndex& g);
+// cumsum(self, dim, dtype): self's shape; dtype= if given, else i64 for bool and integer inputs,
+// else self's dtype. The scan runs along `dim` of a contiguous [outer, n, inner] block.
+struct CumsumInfo {
+  TensorSpec spec;
+  int64_t dim = 0, outer = 1, n = 1, inner = 1;
+};
+CumsumInfo cumsum_info(std::string_view op, const Tensor& self, const Value& dim,
+                       const Value& dtype);
 
 // ---- Definition helper --------------------------------------------------------------------------
 // Bound arguments by name, with the qualified op name for messages.

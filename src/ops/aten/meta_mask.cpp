@@ -1,5 +1,6 @@
-// Meta functions of the mask ops (meta.hpp's contract): arange.start_step, le/eq.Scalar,
-// logical_and/not and where.self, as PyTorch types and checks them.
+// Meta functions of the mask ops (meta.hpp's contract): arange.start_step, logical_and/or/not,
+// where.self and the broadcast check they share, as PyTorch types and checks them (comparisons:
+// meta_logic.cpp).
 #include <cmath>
 
 #include "ops/aten/meta.hpp"
@@ -34,13 +35,6 @@ ArangeInfo arange_info(std::string_view op, const Value& start, const Value& end
   return info;
 }
 
-TensorSpec compare_scalar_spec(std::string_view op, const Tensor& self, const Value& other) {
-  SF_CHECK(other.is_number(), "{}: other must be a Scalar, got {}", op, other.kind_name());
-  return {DType::boolean, self.shape()};
-}
-
-namespace {
-
 Shape broadcast_checked(std::string_view op, const char* a_name, const Shape& a, const char* b_name,
                         const Shape& b) {
   size_t n = std::max(a.size(), b.size());
@@ -53,8 +47,6 @@ Shape broadcast_checked(std::string_view op, const char* a_name, const Shape& a,
   }
   return broadcast_shapes(a, b);
 }
-
-}  // namespace
 
 TensorSpec logical_spec(std::string_view op, const Tensor& self, const Tensor* other) {
   if (!other) return {DType::boolean, self.shape()};
