@@ -10,7 +10,7 @@ activations. Used by examples/pytorch/run.py (the demo), tests/python/torch and 
 - DecoderBlock: a Llama-style block, tensor parallel (column-parallel QKV and gate/up, row-parallel
   output and down + all-reduce) or, with sequence_parallel=True, with tokens sharded between the
   blocks (all-gather before QKV and the MLP, reduce-scatter after).
-  unsupported_op=True adds a cumsum, an op symmflow lacks, before the MLP (two boundaries).
+  unsupported_op=True adds a Bessel i0, an op symmflow lacks, before the MLP (two boundaries).
 - InputAllReduce / InplaceAllReduce: a graph input fed straight to symm_mem.one_shot_all_reduce,
   and symm_mem.two_shot_all_reduce_ in place on an intermediate.
 - Ring: the ring exchange of examples/halo_exchange.sf with torch.ops.symmflow.collective_permute.
@@ -77,7 +77,7 @@ class DecoderBlock(nn.Module):
     def __init__(self, hidden=64, heads=8, kv_heads=4, ffn=128, dtype=torch.float32, group=None,
                  sequence_parallel=False, unsupported_op=False):
         super().__init__()
-        self.unsupported_op = unsupported_op  # a cumsum (not in symmflow) before the MLP
+        self.unsupported_op = unsupported_op  # a Bessel i0 (not in symmflow) before the MLP
         rank, world = dist.get_rank(group), dist.get_world_size(group)
         assert heads % world == 0 and kv_heads % world == 0 and ffn % world == 0
         self.group, self.sp, self.world = group or dist.group.WORLD, sequence_parallel, world
@@ -122,7 +122,7 @@ class DecoderBlock(nn.Module):
         x = x + self._reduce(a.transpose(0, 1).reshape(tokens, -1) @ self.wo)
         h = self._gather(rms_norm(x, self.norm2))
         if self.unsupported_op:
-            h = h * torch.sigmoid(torch.cumsum(h, dim=-1) * 1e-3)
+            h = h * torch.sigmoid(torch.special.i0(h) * 1e-3)
         return x + self._reduce((F.silu(h @ self.w1) * (h @ self.w3)) @ self.w2)
 
 

@@ -21,7 +21,8 @@
 //     session.last_stats().copies;                      // what the plan had to copy
 //   });
 //
-// Parts: programs, plugins and compile (api/program.hpp); the explain data and its JSON
+// Parts: programs, plugins and compile (api/program.hpp); building a program node by node and
+// shape inference for bindings (api/builder.hpp); the explain data and its JSON
 // (api/explain.hpp); ranks and sessions (api/session.hpp); the op catalogue, tunables and the
 // eager demo block (api/catalogue.hpp); the collective benchmark (api/bench.hpp). Tensors and
 // errors are the core's (symmflow::Tensor, TensorView, DType, symmflow::Error). Everything a
@@ -29,6 +30,7 @@
 #pragma once
 
 #include "symmflow/api/bench.hpp"
+#include "symmflow/api/builder.hpp"
 #include "symmflow/api/catalogue.hpp"
 #include "symmflow/api/explain.hpp"
 #include "symmflow/api/program.hpp"

@@ -59,5 +59,6 @@ void bind_errors(nb::module_& m);    // errors.cpp
 void bind_program(nb::module_& m);   // program.cpp
 void bind_ranks(nb::module_& m);     // ranks.cpp
 void bind_session(nb::module_& m);   // session.cpp
+void bind_builder(nb::module_& m);   // builder.cpp
 
 }  // namespace symmflow::python

@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   py::bind_program(m);
   py::bind_ranks(m);
   py::bind_session(m);
+  py::bind_builder(m);
 }

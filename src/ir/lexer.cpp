@@ -49,9 +49,23 @@ LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max
     Token t;
     t.loc = {line, col};
     size_t start = i;
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (i < src.size() && (std::isalnum(static_cast<unsigned char>(src[i])) || src[i] == '_'))
-        advance(1);
+    auto ident_end = [&](size_t from) {
+      size_t j = from;
+      while (j < src.size() && (std::isalnum(static_cast<unsigned char>(src[j])) || src[j] == '_'))
+        ++j;
+      return j;
+    };
+    // Note [non-finite literals]: `inf`, `-inf` and `nan` are float literals (a mask's -inf, an
+    // fmin's nan), written as the printer writes them; safe_value_name keeps values off these
+    // words.
+    const size_t word = c == '-' ? i + 1 : i;
+    const size_t word_end = ident_end(word);
+    const std::string_view w = std::string_view(src).substr(word, word_end - word);
+    if (w == "inf" || (c != '-' && w == "nan")) {
+      advance(word_end - i);
+      t.kind = Tok::floating;
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      advance(ident_end(i) - i);
       t.kind = Tok::ident;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
                ((c == '-' || c == '.') && i + 1 < src.size() &&

@@ -1,5 +1,6 @@
 // Printer of the text format (see text.hpp). Arguments filled from schema defaults are omitted;
 // keyword-only arguments print as name=value; layouts print when assigned.
+#include <cctype>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -154,6 +155,20 @@ std::string print_graph(const Graph& g) {
   out += fmt::format("graph {}({}) {{\n", g.name(), fmt::join(params, ", "));
   print_nodes(g, 2, out, {});
   out += "}\n";
+  return out;
+}
+
+std::string safe_value_name(std::string_view hint) {
+  std::string out;
+  for (char c : hint) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "v_" + out;
+  static const char* const kWords[] = {"True",  "False",     "None",  "rank",       "graph",
+                                       "group", "return",    "fused", "functional", "copy",
+                                       "world", "writeback", "inf",   "nan"};
+  for (const char* w : kWords) {
+    if (out == w) return out + "_";
+  }
+  if (parse_dtype(out)) return out + "_";
   return out;
 }
 

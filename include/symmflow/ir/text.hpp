@@ -49,5 +49,10 @@ std::unique_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& 
 std::string print_graph(const Graph& graph);
 // A literal as the text format writes it ("sum" -> "\"sum\"", 2.0 -> "2.0").
 std::string print_literal(const symmflow::Value& v);
+// A value name the parser reads back as that name for `hint` (a builder's caller may hint any
+// text): characters outside [A-Za-z0-9_] become '_', a leading digit or an empty hint gets "v_",
+// and a word the parser reads otherwise (True, None, rank, graph, functional, a dtype name, ...)
+// gets a trailing '_'.
+std::string safe_value_name(std::string_view hint);
 
 }  // namespace symmflow::ir

@@ -30,7 +30,7 @@ from torch._dynamo.backends.common import aot_autograd
 
 import symmflow
 
-from . import _cudagraphs, _fx_import, _ir_text, _library, _opmap, _partition, _runtime, _sdpa
+from . import _cudagraphs, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
 
 # Note [streams]: on a GPU a compiled partition runs on PyTorch's current stream: Session.run_into
 # gets that stream, the plan's work forks off it and joins back (Note [caller's stream] in
@@ -186,9 +186,7 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     )
     # For its device: a GPU compile loads the cuda backend's kernels first (without them the
     # first GPU compile of a process failed "aten::mm has no cuda kernel yet" on the H100).
-    compiled = symmflow.compile(
-        symmflow.Program(imported.text, world_size=rank.world_size,
-                         filename=f"<torch partition {index}>"), device=device)
+    compiled = symmflow.compile(imported.program, device=device)
     own_graphs = own_graphs and os.environ.get("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0"
     session = symmflow.Session(compiled, rank, device=device, cuda_graph=own_graphs)
     global _last_session
@@ -230,7 +228,7 @@ def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
     if not names or len(names) != len(placeholders):
         return
     for node, name in zip(placeholders, names):
-        node._rename(_ir_text.safe_name(name))
+        node._rename(name)  # an identifier (user_input_names); the builder makes it IR-safe
     gm.recompile()
 
 

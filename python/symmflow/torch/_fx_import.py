@@ -1,18 +1,22 @@
-"""Imports a functionalized ATen FX graph (what AOT autograd hands a backend) as symmflow IR text.
+"""Imports a functionalized ATen FX graph (what AOT autograd hands a backend) into symmflow IR,
+node by node through the C++ program builder (Note [program builder] in src/api/builder.cpp).
 
-What it does: `import_graph` writes one `group` declaration per c10d group the graph names, a
-`graph` header with every placeholder as an input (dtype and shape from the example inputs), one
-statement per node (the op map of `_opmap`, Note [rule kinds]), and `return`.
+What it does: `import_graph` declares one IR group per c10d group the graph names, one input per
+placeholder (dtype and shape from the example inputs), one builder call per node (the op map of
+`_opmap`, Note [rule kinds]) and the outputs, and returns the built `symmflow.Program` (its text
+is the IR as C++ prints it, for people).
 Expects: an inference graph from `aot_autograd(fw_compiler=...)` with `core_aten_decompositions()`
 (or make_fx, or one built by hand), static shapes, tensors of symmflow's dtypes; a
 `group_resolver(c10d_name)` giving the group's subgroups of global ranks (or one flat list).
-Guarantees: deterministic text; value names are the FX node names (made IR-safe); the returned
-`ImportedGraph` keeps the order of graph inputs and, for every FX output, where its value comes
-from (an IR result, possibly shared by several outputs, or a graph input or a view of one, left
-to Python: Note [outputs left to Python]).
+Guarantees: a node is supported exactly when the builder accepts it: its schema binds and its
+shape function takes the arguments (the C++ registry decides, not a table here); value names are
+the FX node names (the builder makes them IR-safe); the returned `ImportedGraph` keeps the order
+of graph inputs and, for every FX output, where its value comes from (an IR result, possibly
+shared by several outputs, or a graph input or a view of one, left to Python: Note [outputs left
+to Python]).
 Refuses: with `UnsupportedGraph` naming the node and its op: ops the op map and the catalogue do
-not cover, symbolic shapes, dtypes symmflow lacks, non-finite float literals, in-place ops on
-views, groups that leave this rank out.
+not cover, calls the registry refuses (with its message), symbolic shapes, dtypes symmflow lacks,
+in-place ops on views, groups that leave this rank out.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.fx
 
+import symmflow
+from symmflow import _core
 from symmflow.torch import _opmap
-from symmflow.torch._ir_text import (GroupResolver, GroupTable, UnsupportedGraph, render_literal,
-                                     safe_name, tensor_type)
+from symmflow.torch._groups import (GroupResolver, GroupTable, UnsupportedGraph, ir_dtype,
+                                    tensor_type)
 from symmflow.torch._opmap import Catalogue, Rule
 
 __all__ = ["ImportedGraph", "OutputSource", "UnsupportedGraph", "import_graph",
@@ -56,9 +62,10 @@ class OutputSource:
 
 @dataclasses.dataclass
 class ImportedGraph:
-    """A graph as symmflow IR text, with the bookkeeping to bind and unpack it."""
+    """A graph built as a symmflow Program, with the bookkeeping to bind and unpack it."""
 
-    text: str
+    program: Any  # symmflow.Program
+    text: str  # the program's IR as C++ prints it (explain, dumps)
     name: str
     world_size: int
     rank: int
@@ -110,26 +117,27 @@ def is_view_node(node: torch.fx.Node) -> bool:
 
 
 class NodeTranslator:
-    """Translates one FX node into IR statements; shared by import and partitioning (a node is
-    supported exactly when it translates)."""
+    """Translates FX nodes into calls of a `symmflow._core.ProgramBuilder`; shared by import and
+    partitioning (a node is supported exactly when it translates)."""
 
-    def __init__(self, catalogue: Catalogue, groups: GroupTable):
+    def __init__(self, catalogue: Catalogue, groups: GroupTable, builder: Any):
         self.catalogue = catalogue
         self.groups = groups
-        self.values: dict[torch.fx.Node, Any] = {}  # node -> IR name, or tuple of names
-        self.taken: set[str] = set()  # IR names in use (the graph's node names, made safe)
+        self.builder = builder
+        self.values: dict[torch.fx.Node, Any] = {}  # node -> Ref, tuple of Refs, or None
+        self.declared: set[str] = set()  # IR groups declared in the builder
         self.used_ops: list[str] = []  # catalogue ops the translated nodes call, in order
 
-    def fresh(self, base: str) -> str:
-        """An IR name for an extra result (`mm_0`), distinct from every node's name."""
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
-        self.taken.add(name)
-        return name
+    def group(self, c10d_name: Any, where: str) -> "_IRGroup":
+        name = self.groups.resolve(c10d_name, where)
+        if name not in self.declared:
+            self.builder.add_group(name, self.groups.decls[name])
+            self.declared.add(name)
+        return _IRGroup(name)
 
     # --- arguments -------------------------------------------------------------------------
-    def arg(self, a: Any, where: str) -> str:
+    def arg(self, a: Any, where: str) -> Any:
+        """An FX argument as the builder takes it: a Ref, a list, or a literal."""
         if isinstance(a, torch.fx.Node):
             v = self.values.get(a)
             if v is None:
@@ -138,39 +146,53 @@ class NodeTranslator:
                 raise UnsupportedGraph(f"{where}: uses the tuple {a.name} as one value")
             return v
         if isinstance(a, _IRGroup):
-            return f'"{a.name}"'
+            return a.name
         if isinstance(a, (list, tuple)):
-            return "[" + ", ".join(self.arg(x, where) for x in a) + "]"
-        return render_literal(a, where)
+            return [self.arg(x, where) for x in a]
+        if isinstance(a, torch.dtype):
+            return _core.DTypeArg(ir_dtype(a, where))
+        if a is None or isinstance(a, (bool, int, float, str)):
+            return a
+        raise UnsupportedGraph(f"{where}: argument {a!r} of type {type(a).__name__} has no IR "
+                               "form")
 
-    def named_args(self, schema: Any, args: list[Any], kwargs: dict, where: str) -> None:
-        """Resolves, in place, the arguments named `group_name` (c10d group -> IR group) and
-        checks those named `reduce_op`: how the catalogue's collectives name them."""
+    def named_args(self, op: str, schema: Any, args: list[Any], kwargs: dict, where: str) -> None:
+        """Resolves, in place, the group argument the catalogue names for `op` (c10d group -> IR
+        group) and checks an argument named `reduce_op`."""
+        group_arg = self.catalogue.ops.get(op, {}).get("group_arg") or ""
         for i, a in enumerate(schema.arguments):
             container, key = (args, i) if i < len(args) else (kwargs, a.name)
             if key not in kwargs and container is kwargs:
                 continue
-            if a.name == "group_name":
-                container[key] = _IRGroup(self.groups.resolve(container[key], where))
+            if a.name == group_arg:
+                container[key] = self.group(container[key], where)
             elif a.name == "reduce_op" and container[key] not in _opmap.REDUCE_OPS:
                 raise UnsupportedGraph(f"{where}: reduce op {container[key]!r} is not one of "
                                        f"{', '.join(_opmap.REDUCE_OPS)}")
 
-    def call(self, op: str, args: Sequence[Any], kwargs: dict, where: str) -> str:
+    def call(self, op: str, args: Sequence[Any], kwargs: dict, where: str, name: str,
+             functional: bool = False) -> list:
+        """Adds the call to the builder; returns its results' Refs. The registry's refusal
+        (schema binding, shape function) becomes UnsupportedGraph with its message."""
         self.used_ops.append(op)
-        parts = [self.arg(a, where) for a in args]
+        pos = [self.arg(a, where) for a in args]
+        kw = {}
         for k, v in kwargs.items():
             if k in _PLACEMENT_KWARGS:
                 if _PLACEMENT_KWARGS[k](v):
                     continue
                 raise UnsupportedGraph(f"{where}: keyword {k}={v} is not supported")
-            parts.append(f"{k}={self.arg(v, where)}")
-        return f"{op}({', '.join(parts)})"
+            kw[k] = self.arg(v, where)
+        add = self.builder.add_functional if functional else self.builder.add_op
+        try:
+            return list(add(op, pos, kw, name))
+        except symmflow.Error as e:
+            raise UnsupportedGraph(f"{where}: {e}") from None
 
     # --- nodes -----------------------------------------------------------------------------
-    def translate(self, node: torch.fx.Node) -> list[str]:
-        """IR lines for `node` (possibly none); records its IR value. Raises UnsupportedGraph
-        naming the node and its op."""
+    def translate(self, node: torch.fx.Node) -> None:
+        """Adds `node` to the builder (possibly nothing: views of values, waits) and records its
+        IR value. Raises UnsupportedGraph naming the node and its op."""
         try:
             return self._translate(node)
         except UnsupportedGraph as e:
@@ -178,10 +200,10 @@ class NodeTranslator:
                 e.node, e.op = node.name, describe_target(node)
             raise
 
-    def _translate(self, node: torch.fx.Node) -> list[str]:
+    def _translate(self, node: torch.fx.Node) -> None:
         op = describe_target(node)
         where = f"{op} at node {node.name}"
-        name = safe_name(node.name)
+        name = node.name
         if node.target is operator.getitem:
             src, index = node.args
             v = self.values.get(src)
@@ -190,7 +212,7 @@ class NodeTranslator:
                 raise UnsupportedGraph(f"{where}: takes item {index} of {src.name}, which has "
                                        "no such IR result", node.name, op)
             self.values[node] = v[index]
-            return []
+            return
         hop = hop_name(node.target)
         if hop is not None:
             return self._functionalized(node, hop, name)
@@ -217,27 +239,18 @@ class NodeTranslator:
             target = alt
         self._check_result(node, where)
         kwargs = dict(node.kwargs)
-        self.named_args(node.target._schema, args, kwargs, where)
-        text = self.call(target, args, kwargs, where)
+        self.named_args(target, node.target._schema, args, kwargs, where)
+        refs = self.call(target, args, kwargs, where, name)
         returns = node.target._schema.returns
         written = _written_alias_arg(node)
         if written is not None:  # torch returns the argument it wrote; symmflow returns ()
             self.values[node] = self.arg(written, where)
-            return [text]
-        if len(returns) == 0:
+        elif len(returns) == 0:
             self.values[node] = None
-            return [text]
-        count = len(returns)
-        if count == 1 and isinstance(returns[0].type, torch.ListType):
-            count = len(node_val(node))  # Tensor[] (split_with_sizes): one IR result each
-        elif count == 1:
-            self.values[node] = name
-            return [f"{name} = {text}"]
-        if count == 0:
-            raise UnsupportedGraph(f"{where}: returns an empty list", node.name, op)
-        names = tuple(self.fresh(f"{name}_{i}") for i in range(count))
-        self.values[node] = names
-        return [f"{', '.join(names)} = {text}"]
+        elif len(returns) == 1 and not isinstance(returns[0].type, torch.ListType):
+            self.values[node] = refs[0]
+        else:  # several results, or a list (split_with_sizes): one Ref each
+            self.values[node] = tuple(refs)
 
     def _check_result(self, node: torch.fx.Node, where: str) -> None:
         val = node_val(node)
@@ -245,7 +258,7 @@ class NodeTranslator:
             if isinstance(t, torch.Tensor):
                 tensor_type(t, where)  # refuses dtypes and symbolic shapes
 
-    def _by_rule(self, node: torch.fx.Node, rule: Rule, name: str, where: str) -> list[str]:
+    def _by_rule(self, node: torch.fx.Node, rule: Rule, name: str, where: str) -> None:
         if rule.kind == "alias":
             return self._alias(node, rule, where)
         args = list(node.args) + [None] * 8
@@ -259,7 +272,7 @@ class NodeTranslator:
         for pos in rule.args:
             a = args[pos]
             if pos == rule.group_arg:
-                a = _IRGroup(self.groups.resolve(a, where))
+                a = self.group(a, where)
             picked.append(a)
         if rule.group_size_arg is not None:
             size = args[rule.group_size_arg]
@@ -277,18 +290,13 @@ class NodeTranslator:
             raise UnsupportedGraph(f"{where}: maps to {rule.symmflow_op}, which is not in "
                                    "symmflow's catalogue", node.name, describe_target(node))
         self._check_result(node, where)
-        text = self._render_call(rule.symmflow_op, picked, where)
+        refs = self.call(rule.symmflow_op, picked, {}, where, name)
         if rule.kind == "inplace":
             self.values[node] = self.arg(node.args[0], where)
-            return [text]
-        self.values[node] = name
-        return [f"{name} = {text}"]
+            return
+        self.values[node] = refs[0]
 
-    def _render_call(self, op: str, args: Sequence[Any], where: str) -> str:
-        self.used_ops.append(op[len("functional<"):-1] if op.startswith("functional<") else op)
-        return f"{op}({', '.join(self.arg(a, where) for a in args)})"
-
-    def _alias(self, node: torch.fx.Node, rule: Rule, where: str) -> list[str]:
+    def _alias(self, node: torch.fx.Node, rule: Rule, where: str) -> None:
         src = node.args[1] if rule.torch_op == "aten.copy.default" else node.args[0]
         if not isinstance(src, torch.fx.Node):
             raise UnsupportedGraph(f"{where}: its source is not a tensor", node.name,
@@ -309,9 +317,8 @@ class NodeTranslator:
                                        "collective symmflow runs", node.name,
                                        describe_target(node))
         self.values[node] = self.arg(src, where)
-        return []
 
-    def _functionalized(self, node: torch.fx.Node, hop: str, name: str) -> list[str]:
+    def _functionalized(self, node: torch.fx.Node, hop: str, name: str) -> None:
         """auto_functionalized(_v2)(op, **kwargs) -> functional<op>(...) (Note [rule kinds])."""
         mutable_op = node.args[0]
         op = _opmap.qualified_name(mutable_op)
@@ -352,21 +359,18 @@ class NodeTranslator:
             used = [kwargs.get(f"_{m}_base_index") for m in mutated]
             if len(set(used)) != len(used) or len(used) != len(bases):
                 raise UnsupportedGraph(f"{where}: written arguments share a base", node.name, op)
-        self.named_args(schema, args, {}, where)
+        self.named_args(target, schema, args, {}, where)
         n_returns = len(schema.returns)
-        results = [self.fresh(f"{name}_r{i}") for i in range(n_returns)] + \
-            [self.fresh(f"{name}_{m}") for m in mutated]
+        results = self.call(target, args, {}, where, name, functional=True)
         # The HOP's tuple: the op's returns (one None for an op returning ()), then the new
         # value of each base (v2, in _all_bases order) or each written argument (v1).
-        hop_items: list[Optional[str]] = results[:n_returns] if n_returns else [None]
+        hop_items: list[Any] = results[:n_returns] if n_returns else [None]
         if hop == "auto_functionalized_v2":
             by_base = {kwargs[f"_{m}_base_index"]: r for m, r in zip(mutated, results[n_returns:])}
             hop_items += [by_base[i] for i in range(len(bases))]
         else:
             hop_items += results[n_returns:]
         self.values[node] = tuple(hop_items)
-        call = self._render_call(f"functional<{target}>", args, where)
-        return [f"{', '.join(results)} = {call}"] if results else [call]
 
 
 def _written_alias_arg(node: torch.fx.Node) -> Any:
@@ -440,25 +444,23 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
                  rank: int, group_resolver: Optional[GroupResolver] = None,
                  catalogue: Optional[Catalogue] = None, name: str = "fx_graph",
                  group_namer: Optional[Callable[[list[list[int]]], str]] = None) -> ImportedGraph:
-    """Imports `gm` as symmflow IR text. Raises UnsupportedGraph naming the first node that
+    """Builds `gm` as a symmflow Program. Raises UnsupportedGraph naming the first node that
     cannot be imported (`node`, `op` attributes). `group_namer`: Note [group names]."""
     if catalogue is None:
         catalogue = _opmap.load_catalogue()
     groups = GroupTable(group_resolver, world_size, rank, group_namer)
-    tr = NodeTranslator(catalogue, groups)
-    tr.taken = {safe_name(n.name) for n in gm.graph.nodes}
+    builder = _core.ProgramBuilder(name, world_size)
+    tr = NodeTranslator(catalogue, groups, builder)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(example_inputs) != len(placeholders):
         raise UnsupportedGraph(f"the graph has {len(placeholders)} inputs but "
                                f"{len(example_inputs)} example inputs were given")
-    header, input_names = [], []
+    input_refs = []
     for n, ex in zip(placeholders, example_inputs):
-        ir = safe_name(n.name)
         val = ex if isinstance(ex, torch.Tensor) else node_val(n)
-        header.append(f"{ir}: {tensor_type(val, f'input {n.name}')}")
-        input_names.append(ir)
-        tr.values[n] = ir
-    body: list[str] = []
+        dtype, shape = tensor_type(val, f"input {n.name}")
+        tr.values[n] = builder.add_input(n.name, dtype, shape)
+        input_refs.append(tr.values[n])
     output_node = None
     python_only = _views_only_for_outputs(gm)
     for n in gm.graph.nodes:
@@ -470,7 +472,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
         if n.op != "call_function":
             raise UnsupportedGraph(f"{n.op} {n.target} at node {n.name} is not an op symmflow "
                                    "can import", n.name, str(n.target))
-        body.extend(tr.translate(n))
+        tr.translate(n)
     assert output_node is not None
     fx_outputs = output_node.args[0]
     if not isinstance(fx_outputs, (list, tuple)):
@@ -490,17 +492,20 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
             notes.append(f"output {i} ({o.name}) is a view of a graph input: left to Python")
         else:
             value = tr.arg(o, f"output {i}")
-            if value not in returns:
+            ids = [r.id for r in returns]
+            if value.id not in ids:
                 returns.append(value)
-            outputs.append(OutputSource("ir", returns.index(value)))
-    lines = list(groups.decls)
-    lines.append(f"graph {name}({', '.join(header)}) {{")
-    lines.extend(f"  {s}" for s in body)
-    lines.append(f"  return {', '.join(returns) if returns else '()'}")
-    lines.append("}")
+                ids.append(value.id)
+            outputs.append(OutputSource("ir", ids.index(value.id)))
+    builder.set_outputs(returns)
+    try:
+        program = builder.finish(f"<graph {name}>")
+    except symmflow.Error as e:
+        raise UnsupportedGraph(f"graph {name}: {e}") from None
     return ImportedGraph(
-        text="\n".join(lines) + "\n", name=name, world_size=world_size, rank=rank,
-        input_names=input_names, return_names=returns, outputs=outputs,
+        program=program, text=program.text, name=name, world_size=world_size, rank=rank,
+        input_names=[builder.type(r)[0] for r in input_refs],
+        return_names=[builder.type(r)[0] for r in returns], outputs=outputs,
         groups=dict(groups.names),
         python_outputs=_python_output_module(gm, views) if views else None, notes=notes)
 
@@ -527,10 +532,20 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
         if unsupported_reason(node.args[0], catalogue, groups, device) is not None:
             return (f"{describe_target(node)} at node {node.name}: waits on {node.args[0].name}, "
                     "which stays in PyTorch")
-    tr = NodeTranslator(catalogue, groups or GroupTable.permissive_table())
-    for a in node.all_input_nodes:  # arguments stand for IR values of the same names
-        tr.values[a] = safe_name(a.name)
+    # A scratch program whose inputs stand for the node's arguments: the builder (the C++
+    # registry) decides whether the node's call binds and types.
+    table = groups or GroupTable.permissive_table()
+    builder = _core.ProgramBuilder("support", table.world_size)
+    tr = NodeTranslator(catalogue, table, builder)
     try:
+        for a in node.all_input_nodes:
+            val = node_val(a)
+            if isinstance(val, (list, tuple)):  # a multi-result node: its items, by getitem
+                tr.values[a] = tuple(
+                    builder.add_input(f"{a.name}_{i}", *tensor_type(v, f"input {a.name}"))
+                    if isinstance(v, torch.Tensor) else None for i, v in enumerate(val))
+            else:
+                tr.values[a] = builder.add_input(a.name, *tensor_type(val, f"input {a.name}"))
         tr.translate(node)
     except UnsupportedGraph as e:
         return str(e)

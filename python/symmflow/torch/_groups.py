@@ -1,31 +1,22 @@
-"""The IR text side of the graph importer: dtypes, tensor types, literals and value names as
-symmflow's text format writes them (docs/ir.md), c10d groups as `group` declarations, and the
-error the importer raises.
+"""c10d groups as IR groups, tensor types and the importer's error, for the FX importer.
 
-What it does: renders Python values and tensors as IR text; turns c10d group names into IR
-groups through a resolver (Note [group names]).
+What it does: turns c10d group names into IR groups through a resolver (Note [group names]),
+checked and declared once per graph; names a torch tensor's dtype and static shape as symmflow
+has them (the one torch <-> symmflow dtype table is _library.DTYPES).
 Expects: static shapes; resolver results as lists of global ranks.
-Guarantees: text the IR parser reads back as the same values; deterministic group names.
-Refuses: with `UnsupportedGraph`: dtypes symmflow lacks, symbolic sizes, non-finite floats,
-values without an IR form, groups that are empty, overlap, differ in size or leave this rank out.
+Guarantees: deterministic group names.
+Refuses: with `UnsupportedGraph`: dtypes symmflow lacks, symbolic sizes, groups that are empty,
+overlap, differ in size or leave this rank out.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-DTYPE_NAMES: dict[torch.dtype, str] = {
-    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
-    torch.int8: "i8", torch.int32: "i32", torch.int64: "i64", torch.uint32: "u32",
-    torch.bool: "bool",
-}
+from symmflow.torch._library import DTYPES
 
-# Words the IR parser reads as something other than a value name.
-_RESERVED_NAMES = {"True", "False", "None", "rank", "graph", "group", "return", "writeback",
-                   "fused", "functional", "copy", "world"}
 
 class UnsupportedGraph(Exception):
     """A graph, or one node of it, that symmflow cannot import. `node` and `op` name the cause."""
@@ -40,15 +31,15 @@ GroupResolver = Callable[[str], Sequence[Any]]
 
 
 def ir_dtype(dtype: torch.dtype, where: str) -> str:
-    name = DTYPE_NAMES.get(dtype)
+    name = DTYPES.get(dtype)
     if name is None:
         raise UnsupportedGraph(f"{where}: dtype {dtype} is not one of symmflow's dtypes "
-                               f"({', '.join(sorted(DTYPE_NAMES.values()))})")
+                               f"({', '.join(sorted(DTYPES.values()))})")
     return name
 
 
-def tensor_type(t: Any, where: str) -> str:
-    """`f32[16, 64]` for a tensor (real or fake); refuses symbolic sizes."""
+def tensor_type(t: Any, where: str) -> tuple[str, list[int]]:
+    """(dtype name, shape) of a tensor (real or fake); refuses symbolic sizes."""
     if not isinstance(t, torch.Tensor):
         raise UnsupportedGraph(f"{where}: is {type(t).__name__}, not a tensor")
     dims = []
@@ -56,32 +47,8 @@ def tensor_type(t: Any, where: str) -> str:
         if not isinstance(s, int):
             raise UnsupportedGraph(f"{where}: has a symbolic size {s} (dynamic shapes are not "
                                    "supported)")
-        dims.append(str(s))
-    return f"{ir_dtype(t.dtype, where)}[{', '.join(dims)}]"
-
-
-def render_literal(v: Any, where: str) -> str:
-    """A Python argument as the IR writes it (ints, floats, strings, bools, None, dtypes, lists)."""
-    if v is None:
-        return "None"
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise UnsupportedGraph(f"{where}: the float {v} has no IR literal")
-        text = repr(v)
-        return text if any(c in text for c in ".e") else text + ".0"
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, torch.dtype):
-        return ir_dtype(v, where)
-    raise UnsupportedGraph(f"{where}: argument {v!r} of type {type(v).__name__} has no IR form")
-
-
-def safe_name(name: str) -> str:
-    return name + "_v" if name in _RESERVED_NAMES else name
+        dims.append(s)
+    return ir_dtype(t.dtype, where), dims
 
 
 class GroupTable:
@@ -104,7 +71,8 @@ class GroupTable:
         self.rank = rank
         self.names: dict[str, str] = {}
         self.sizes: dict[str, int] = {}
-        self.decls: list[str] = []
+        # IR name -> its subgroups ([] for the whole world), in order of first use.
+        self.decls: dict[str, list[list[int]]] = {}
         self.permissive = False
 
     @classmethod
@@ -118,8 +86,10 @@ class GroupTable:
         key = str(c10d_name)
         if key in self.names:
             return self.names[key]
-        if self.permissive:  # support checks: any group, size unknown
-            return key
+        if self.permissive:  # support checks: any group (the whole world), size unknown
+            self.names[key] = f"g{len(self.names)}"
+            self.decls[self.names[key]] = []
+            return self.names[key]
         if self.resolver is None:
             raise UnsupportedGraph(f"{where}: names c10d group '{key}' but no group resolver "
                                    "was given")
@@ -138,12 +108,8 @@ class GroupTable:
         if self.rank not in flat:
             raise UnsupportedGraph(f"{where}: c10d group '{key}' resolves to {subgroups}, which "
                                    f"leave out this rank {self.rank}")
-        if len(subgroups) == 1 and sorted(flat) == list(range(self.world_size)) and \
-                flat == sorted(flat):
-            self.decls.append(f"group {ir_name}")
-        else:
-            parts = ", ".join("{" + ", ".join(str(r) for r in s) + "}" for s in subgroups)
-            self.decls.append(f"group {ir_name} = {parts}")
+        whole = len(subgroups) == 1 and flat == list(range(self.world_size))
+        self.decls[ir_name] = [] if whole else subgroups
         self.names[key] = ir_name
         self.sizes[key] = len(subgroups[0])
         return ir_name
