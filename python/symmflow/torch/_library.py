@@ -4,10 +4,10 @@
 the calling rank (zero copy: the tensor is a DLPack view of symmflow's allocation, which stays
 alive as long as the tensor does). Every `symm_mem` op of symmflow's catalogue is registered as
 `torch.ops.symmflow.<op>` with the catalogue's schema (Note [catalogue schemas]): a CPU and a CUDA
-kernel that call the op on the rank (symmflow.call_op), a fake kernel so that dynamo and AOT
-autograd trace it, and, where the installed torch has it, `register_symm_mem_args` naming the
-arguments that must live in symmetric memory (every Tensor argument of a symm_mem op but
-`local_input` and the `out`/`output` destinations' peers).
+kernel that call the op on the rank (symmflow.call_op), a fake kernel that asks the op's C++
+shape function (symmflow._core.infer_shapes) so that dynamo and AOT autograd trace it, and,
+where the installed torch has it, `register_symm_mem_args` naming the arguments the C++
+catalogue registers as symmetric.
 
 Group arguments are c10d group names, as torch.ops.symm_mem takes them; they are resolved to
 symmflow groups with the same ranks (_runtime.resolve_group).
@@ -21,11 +21,10 @@ Refuses: dtypes symmflow has no name for, devices other than cpu and cuda.
 """
 from __future__ import annotations
 
-import re
-
 import torch
 
 import symmflow
+from symmflow import _core
 
 from . import _runtime
 
@@ -101,16 +100,16 @@ def empty(shape, *, dtype: torch.dtype = torch.float32, group=None, device=None)
 _lib: "torch.library.Library | None" = None
 REGISTERED: list[str] = []
 SKIPPED: dict[str, str] = {}
+SYMM_ARGS: dict[str, list[str]] = {}  # op -> the symmetric arguments registered with torch
 
 
-def _symm_arg_indices(schema: torch.FunctionSchema) -> list[int]:
-    """Positions of the Tensor arguments that must live in symmetric memory."""
-    return [i for i, a in enumerate(schema.arguments)
-            if str(a.type).startswith("Tensor") and a.name not in _SYMM_ARGS_EXCLUDED
-            and not re.fullmatch(r"out|output|residual_out", a.name)]
+def _symm_arg_indices(schema: torch.FunctionSchema, symm_args: list[str]) -> list[int]:
+    """Positions of the arguments the catalogue registers as symmetric (register_symm_mem_args
+    in C++)."""
+    return [i for i, a in enumerate(schema.arguments) if a.name in symm_args]
 
 
-def _make_kernel(qualname: str, schema: torch.FunctionSchema):
+def _make_kernel(qualname: str, schema: torch.FunctionSchema, symm_args: list[str]):
     """The eager kernel of torch.ops.symmflow.<op>: calls symmflow's op on the rank.
 
     A tensor that must be symmetric but lies elsewhere (a plain torch tensor, or a heap of another
@@ -121,7 +120,7 @@ def _make_kernel(qualname: str, schema: torch.FunctionSchema):
     group_index = next(
         (i for i, a in enumerate(schema.arguments) if a.name == "group_name"), None
     )
-    symm_indices = _symm_arg_indices(schema)
+    symm_indices = _symm_arg_indices(schema, symm_args)
     written = {i for i, a in enumerate(schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write}
 
@@ -180,28 +179,33 @@ def _group_size(name: str) -> int:
     return c10d._resolve_process_group(name).size()
 
 
-def _make_fake(op_name: str, schema: torch.FunctionSchema):
-    """Output metadata of a functional symm_mem op: like its first tensor, but all-gather grows
-    and reduce-scatter shrinks the first dimension by the group size."""
+def _meta(a):
+    """A fake (or real) tensor as the C++ shape functions take it; lists of them too."""
+    if isinstance(a, torch.Tensor):
+        return _core.Meta(dtype_name(a.dtype), list(a.shape))
+    if isinstance(a, (list, tuple)) and a and all(isinstance(x, torch.Tensor) for x in a):
+        return [_meta(x) for x in a]
+    return a
+
+
+def _make_fake(qualname: str, schema: torch.FunctionSchema, group_arg: str):
+    """The fake kernel of torch.ops.symmflow.<op>: the results the op's C++ shape function gives
+    for these arguments (symmflow._core.infer_shapes), the group argument's size from c10d."""
+    group_index = next((i for i, a in enumerate(schema.arguments) if a.name == group_arg), None)
 
     def fake(*args):
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        group = next((a for a in args if isinstance(a, str) and a not in ("sum", "avg", "max", "min")), None)
         if len(schema.returns) == 0:
             return None
-        first = tensors[0] if op_name != "one_shot_all_reduce_copy" else tensors[1]
-        shape = list(first.shape)
-        if "all_gather" in op_name and group is not None:
-            shape[0] *= _group_size(group)
-        elif "reduce_scatter" in op_name and group is not None:
-            shape[0] //= _group_size(group)
-        outs = [first.new_empty(shape) for _ in schema.returns]
+        sizes = {}
+        if group_index is not None and group_index < len(args) and \
+                isinstance(args[group_index], str):
+            sizes[args[group_index]] = _group_size(args[group_index])
+        like = next(a for a in args if isinstance(a, torch.Tensor))
+        specs = _core.infer_shapes(qualname, [_meta(a) for a in args], {}, sizes)
+        outs = [like.new_empty(shape, dtype=TORCH_DTYPES[dtype]) for dtype, shape in specs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return fake
-
-
-_SYMM_ARGS_EXCLUDED = {"local_input", "residual", "weight", "in_splits"}
 
 
 def register_ops() -> list[str]:
@@ -224,14 +228,16 @@ def register_ops() -> list[str]:
             SKIPPED[qualname] = str(e).splitlines()[0]
             continue
         schema = getattr(torch.ops.symmflow, op_name).default._schema
-        kernel = _make_kernel(qualname, schema)
+        symm = list(entry.get("symm_args", []))  # the C++ catalogue's register_symm_mem_args
+        kernel = _make_kernel(qualname, schema, symm)
         _lib.impl(op_name, kernel, "CPU")
         _lib.impl(op_name, kernel, "CUDA")
-        torch.library.register_fake(f"symmflow::{op_name}", _make_fake(op_name, schema), lib=_lib)
-        if hasattr(_lib, "register_symm_mem_args"):
-            symm = [schema.arguments[i].name for i in _symm_arg_indices(schema)]
-            if symm:
-                _lib.register_symm_mem_args(op_name, symm)
+        torch.library.register_fake(f"symmflow::{op_name}",
+                                    _make_fake(qualname, schema, entry.get("group_arg", "")),
+                                    lib=_lib)
+        if hasattr(_lib, "register_symm_mem_args") and symm:
+            _lib.register_symm_mem_args(op_name, symm)
+        SYMM_ARGS[op_name] = symm
         REGISTERED.append(op_name)
     return REGISTERED
 
@@ -248,6 +254,10 @@ def register_ops() -> list[str]:
 _torch_symm_lib: "torch.library.Library | None" = None
 
 
+def _catalogue_symm_args(qualname: str) -> list[str]:
+    return next(list(o["symm_args"]) for o in symmflow.ops() if o["name"] == qualname)
+
+
 def register_torch_symm_mem_kernels() -> None:
     """CPU kernels (and a missing fake) for torch's own symm_mem ops (idempotent)."""
     global _torch_symm_lib
@@ -258,10 +268,12 @@ def register_torch_symm_mem_kernels() -> None:
     one = torch.ops.symm_mem.one_shot_all_reduce.default
     two = torch.ops.symm_mem.two_shot_all_reduce_.default
     if not has(one.name(), "CPU"):
-        kernel = _make_kernel("symm_mem::one_shot_all_reduce", one._schema)
+        kernel = _make_kernel("symm_mem::one_shot_all_reduce", one._schema,
+                              _catalogue_symm_args("symm_mem::one_shot_all_reduce"))
         _torch_symm_lib.impl("one_shot_all_reduce", kernel, "CPU")
     if not has(two.name(), "CPU"):
-        kernel = _make_kernel("symm_mem::two_shot_all_reduce_", two._schema)
+        kernel = _make_kernel("symm_mem::two_shot_all_reduce_", two._schema,
+                              _catalogue_symm_args("symm_mem::two_shot_all_reduce_"))
 
         def two_shot(x, op, g):  # torch's schema returns the input
             kernel(x, op, g)
