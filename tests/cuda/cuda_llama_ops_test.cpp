@@ -1,7 +1,7 @@
 // The cuda kernels of the ops a Llama-style decoder block adds (rsqrt, pow.Tensor_Scalar, amax,
 // embedding, scaled_dot_product_attention, the views permute / expand / unsqueeze / _unsafe_view,
-// _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern, split_with_sizes / split.Tensor and
-// native_layer_norm) against the cpu kernels on the same
+// _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern, split_with_sizes / split.Tensor,
+// native_layer_norm and index_put with a bool mask) against the cpu kernels on the same
 // inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
 // permuted (strided) q/k/v read in place, f32/bf16/f16/f64; and the refusals that are the GPU's
 // own (a key length past shared memory). Skipped without a GPU.
@@ -280,6 +280,39 @@ TEST_F(CudaLlamaOps, SplitsAndNativeLayerNormMatchCpu) {
   std::vector<double> mean = to_host(empty[1]).to_doubles(), rstd = to_host(empty[2]).to_doubles();
   EXPECT_EQ(mean, (std::vector<double>{0, 0}));
   EXPECT_TRUE(std::isnan(rstd[0]) && std::isnan(rstd[1]));
+}
+
+// index_put's bool-mask form on the GPU equals the CPU's (a 0-dim f32 value on bf16, values over
+// the remaining dims, accumulate); integer index tensors are refused on the GPU, naming the op.
+TEST_F(CudaLlamaOps, IndexPutMaskMatchesCpu) {
+  for (DType d : {DType::f32, DType::bf16}) {
+    Tensor x = random({3, 5, 33}, d, 50);
+    Tensor mask = Tensor::empty({3, 5}, DType::boolean);
+    for (int64_t i = 0; i < 15; ++i) store_double(mask.view(), i, i % 3 == 0 ? 1 : 0);
+    Tensor zero = Tensor::full({}, DType::f32, 0), v = random({33}, d, 51);
+    for (bool acc : {false, true}) {
+      for (const Tensor& vals : {zero, v}) {
+        if (acc && vals.dim() == 0) continue;
+        std::vector<Value> cpu{x, std::vector<Tensor>{mask}, vals, acc};
+        std::vector<Value> gpu{to_device(x), std::vector<Tensor>{to_device(mask)},
+                               to_device(vals), acc};
+        expect_close(cpu_t("aten::index_put", gpu), cpu_t("aten::index_put", cpu), 0,
+                     fmt::format("index_put {} values {} accumulate {}", dtype_name(d),
+                                 vals.dim(), acc));
+      }
+    }
+  }
+  Tensor idx = Tensor::empty({1}, DType::i64);
+  store_double(idx.view(), 0, 1);
+  try {
+    call("aten::index_put", {to_device(random({3, 4}, DType::f32, 52)),
+                             std::vector<Tensor>{to_device(idx)},
+                             to_device(Tensor::full({}, DType::f32, 1))});
+    ADD_FAILURE() << "integer indices on the GPU were not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "aten::index_put: integer index tensors have no cuda kernel (a bool mask index has)");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+// CPU kernel of aten::index_put (meta_index_put.hpp). The bool-mask form is kernels/index_put.cpp;
+// integer index tensors: the output is a copy of self, then each indexed element (Note [gather
+// geometry], over the output) is set to its broadcast value, in row-major order of the indexing
+// result (a repeated index keeps the last value, or with accumulate sums them all, in that order;
+// bool accumulates as or). Every index value is checked ("index 5 is out of bounds ...").
+#include "kernels/cpu/common.hpp"
+#include "kernels/index_put.hpp"
+#include "symmflow/ops/library.hpp"
+
+namespace symmflow::cpu {
+namespace {
+
+int64_t load_index(const Tensor& t, int64_t off) {
+  if (t.dtype() == DType::i32) return static_cast<const int32_t*>(t.raw_data())[off];
+  return static_cast<const int64_t*>(t.raw_data())[off];
+}
+
+template <typename T>
+T accumulated(T old, T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return old || v;
+  } else if constexpr (kIsFloat<T>) {
+    return T(acc_t<T>(old) + acc_t<T>(v));
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return T(U(old) + U(v));  // wraps, as integer addition does
+  }
+}
+
+void index_put_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& values = call.arg("values").to_tensor();
+  aten_meta::IndexPutGeometry g =
+      aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
+  if (g.mask) {
+    kernels::index_put_mask(call, g);
+    return;
+  }
+  const Tensor& out = call.out(0);
+  copy_into(out, self);
+  aten_meta::GatherGeometry gg = aten_meta::index_geometry(op, out, call.arg("indices"));
+  const Shape& shape = gg.spec.shape;
+  // values in self's dtype, seen over the indexing result's shape (stride 0 where broadcast).
+  Tensor v = as_dtype(values, self.dtype(), /*contiguous=*/true);
+  Strides vs(shape.size(), 0);
+  for (size_t k = 0; k < v.shape().size(); ++k) {
+    const size_t d = shape.size() - v.shape().size() + k;
+    if (v.shape()[k] != 1) vs[d] = v.strides()[k];
+  }
+  const bool accumulate = call.arg("accumulate").to_bool();
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = static_cast<T*>(gg.self.raw_data());
+    const T* src = static_cast<const T*>(v.raw_data());
+    std::vector<int64_t> idx(shape.size(), 0);
+    for (int64_t n = 0; n < numel(shape); ++n) {
+      int64_t o = 0, s = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        o += idx[d] * gg.self.strides()[d];
+        s += idx[d] * vs[d];
+      }
+      for (const aten_meta::GatherIndex& gi : gg.indices) {
+        int64_t off = 0;
+        for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * gi.index.strides()[d];
+        o += aten_meta::checked_index(op, load_index(gi.index, off), gi) * gi.stride;
+      }
+      dst[o] = accumulate ? accumulated<T>(dst[o], src[s]) : src[s];
+      for (size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) { m.impl("index_put", index_put_kernel); }
+
+}  // namespace symmflow::cpu
