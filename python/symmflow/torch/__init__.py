@@ -41,14 +41,18 @@ register_ops()
 register_torch_symm_mem_kernels()
 
 
-def explain(model, *inputs, print_report: bool = True) -> CompileReport:
-    """Compiles `model` with the symmflow backend, runs it once on `inputs` (collective: every
-    rank calls), prints the partitions and each plan, and returns the report as data."""
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="symmflow")
+def explain(model, *inputs, print_report: bool = True, **kwargs) -> CompileReport:
+    """Compiles `model` with the symmflow backend, runs it once on `inputs` and `kwargs`
+    (collective: every rank calls), prints the partitions and each plan, and returns the report
+    as data. Dynamo's caches are left alone: the compile goes through a backend object of its
+    own, so dynamo compiles anew for it while the user's compiled models keep theirs."""
+    def backend(gm, example_inputs):
+        return symmflow_backend(gm, example_inputs)
+
+    compiled = torch.compile(model, backend=backend)
     before = len(reports())
     with torch.no_grad():
-        compiled(*inputs)
+        compiled(*inputs, **kwargs)
     new = reports()[before:]
     report = CompileReport()
     for r in new:
@@ -57,6 +61,7 @@ def explain(model, *inputs, print_report: bool = True) -> CompileReport:
         report.fallback_ops += r.fallback_ops
         report.kinds += r.kinds
         report.input_copies += r.input_copies
+        report.compile_seconds += r.compile_seconds
     if print_report:
         print(report.text(), end="")
     return report

@@ -23,6 +23,7 @@ import functools
 import os
 import re
 import threading
+import time
 
 import torch
 from torch._decomp import core_aten_decompositions
@@ -69,7 +70,10 @@ class CompileReport:
     kinds: list[str] = dataclasses.field(default_factory=list)  # "symmflow" / "torch", in order
     boundaries: list[str] = dataclasses.field(default_factory=list)
     fallback_ops: list[str] = dataclasses.field(default_factory=list)
+    # Non-contiguous partition inputs made contiguous (Note [binding torch tensors]) in one call
+    # (the first).
     input_copies: int = 0
+    compile_seconds: float = 0.0  # partitioning, import, the passes and binding, all partitions
 
     @property
     def partition_count(self) -> int:
@@ -79,9 +83,14 @@ class CompileReport:
         """Who runs each partition of the split graph, in call order."""
         return list(self.kinds)
 
-    def copies_added(self) -> int:
-        """Copies the compiler added in every partition (explain's `copies`)."""
+    def plan_copies(self) -> int:
+        """Copies the compiler added inside the partitions' plans (explain's `copies`)."""
         return sum(len(p.copies()) for p in self.partitions)
+
+    def copies_added(self) -> int:
+        """Every copy symmflow adds per call: the plans' copies and the partition inputs it made
+        contiguous (input_copies)."""
+        return self.plan_copies() + self.input_copies
 
     def all_reduce_inputs_in_place(self) -> bool:
         """Whether every collective's input was produced straight into symmetric memory: no copy
@@ -99,7 +108,8 @@ class CompileReport:
 
     def text(self) -> str:
         lines = [f"symmflow: {len(self.partitions)} partition(s), "
-                 f"{len(self.boundaries)} boundary(ies)"]
+                 f"{len(self.boundaries)} boundary(ies), {self.plan_copies()} copies in plans, "
+                 f"{self.input_copies} input copies, compiled in {self.compile_seconds:.2f} s"]
         lines.append("  partitions in call order: " + " -> ".join(self.kinds))
         lines += [f"  {b}" for b in self.boundaries]
         lines += [f"  left to PyTorch: {why}" for why in self.fallback_ops]
@@ -149,14 +159,18 @@ class _PartitionRunner:
         self.single_output = single_output  # the submodule returns one value, not a tuple
         self.cuda = session.device_description != "cpu"
         self.outputs = [(tuple(o.shape), _library.TORCH_DTYPES[o.dtype]) for o in session.outputs]
+        self.counted = False
 
     def __call__(self, *args):
-        tensors = []
+        tensors, copies = [], 0
         for a in args:
             if not a.is_contiguous():
                 a = a.contiguous()
-                self.report.input_copies += 1
+                copies += 1
             tensors.append(a.detach())
+        if not self.counted:  # the report counts one call's copies
+            self.report.input_copies += copies
+            self.counted = True
         try:
             if self.cuda:  # Note [streams]
                 device = tensors[0].device if tensors else torch.device("cuda")
@@ -235,6 +249,7 @@ def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph: bool = False,
                      own_graphs: bool = True, input_names: list[str] | None = None):
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
+    started = time.perf_counter()
     _rename_inputs(gm, input_names)
     report = CompileReport()
     counter = iter(range(1 << 30))
@@ -248,6 +263,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     report.boundaries = list(split.boundaries)
     report.fallback_ops = [p.reason for p in split.partitions if not p.supported]
     report.kinds = ["symmflow" if p.supported else "torch" for p in split.partitions]
+    report.compile_seconds = time.perf_counter() - started
     with _reports_lock:
         _reports.append(report)
     rank = _runtime.current_rank()
