@@ -87,7 +87,9 @@ class DecoderBlock(nn.Module):
 
         def cols(seed, n_out, per_rank):
             full = seeded((hidden, n_out), seed, torch.float32, hidden**-0.5)
-            return nn.Parameter(full[:, rank * per_rank:(rank + 1) * per_rank].to(dtype), False)
+            # contiguous, as a DTensor shard is (a strided parameter costs an input copy a call)
+            return nn.Parameter(
+                full[:, rank * per_rank:(rank + 1) * per_rank].to(dtype).contiguous(), False)
 
         def rows(seed, n_in, per_rank):
             full = seeded((n_in, hidden), seed, torch.float32, n_in**-0.5)
