@@ -93,7 +93,8 @@ def emit(result: dict) -> None:
 
 def main() -> int:
     cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
-    dist.init_process_group("gloo")
+    # On GPUs the models' own collectives (eager DTensor) go through NCCL, the rest through gloo.
+    dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
     sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "30")))
     failed = False
     for case in cases:
