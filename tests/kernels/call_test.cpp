@@ -74,7 +74,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 117u);
+  EXPECT_EQ(r.ops("aten").size(), 125u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {
