@@ -135,9 +135,13 @@ void div_mode_kernel(KernelCall& call) {
       Tensor b;
       if (other.is_tensor()) {
         b = as_dtype(as_dtype(other.to_tensor(), dtype), kA);
-      } else {
+      } else if constexpr (kIsFloat<T>) {
         b = Tensor::empty({}, kA);  // a Scalar in the compute type, unrounded to a 16-bit dtype
         fill(b, other);
+      } else {
+        b = Tensor::empty({}, dtype);  // an integer Scalar wraps to the result dtype first
+        fill(b, other);
+        b = as_dtype(b, kA);
       }
       const Shape& shape = out.shape();
       StridedLoop<3> loop = make_loop<3>(

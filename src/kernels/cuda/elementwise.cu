@@ -76,8 +76,41 @@ constexpr int inputs_of(ElemOp k) {
   }
 }
 
+// c10::div_floor_floating (Note [div rounding modes]).
+template <typename F>
+__device__ __forceinline__ F div_floor_float(F a, F b) {
+  if (b == F(0)) return a / b;
+  const F mod = fmod(a, b);
+  F div = (a - mod) / b;
+  if (mod != F(0) && (b < F(0)) != (mod < F(0))) div -= F(1);
+  if (div == F(0)) return copysign(F(0), a / b);
+  F floordiv = floor(div);
+  if (div - floordiv > F(0.5)) floordiv += F(1);
+  return floordiv;
+}
+
+template <ElemOp K, typename F>
+__device__ __forceinline__ F div_float(F p, F q) {
+  if constexpr (K == ElemOp::div_floor) return div_floor_float(p, q);
+  if constexpr (K == ElemOp::div_trunc) return trunc(p / q);
+  return p / q;
+}
+
 template <ElemOp K, typename C>
 __device__ __forceinline__ C apply(const C* x, int64_t i, const ElemArgs& a) {
+  if constexpr (K == ElemOp::div_true || K == ElemOp::div_trunc || K == ElemOp::div_floor) {
+    if constexpr (std::is_same_v<C, int64_t>) {
+      const int64_t p = x[0], q = x[1];
+      if (q == 0) return 0;
+      if (q == -1) return int64_t(uint64_t(0) - uint64_t(p));
+      int64_t r = p / q;
+      if (K == ElemOp::div_floor && p % q != 0 && ((p % q < 0) != (q < 0))) --r;
+      return r;
+    } else {
+      if (a.compute == PwType::f64) return div_float<K>(x[0], x[1]);
+      return C(div_float<K>(float(x[0]), float(x[1])));
+    }
+  }
   if constexpr (K == ElemOp::eq) return C(x[0] == x[1]);
   if constexpr (K == ElemOp::ne) return C(x[0] != x[1]);
   if constexpr (K == ElemOp::lt) return C(x[0] < x[1]);
@@ -122,7 +155,8 @@ __global__ void elementwise_kernel(const __grid_constant__ ElemArgs a) {
       if constexpr (std::is_same_v<C, int64_t>) {
         x[n] = o.data ? wrap_to(load<C>(o.data, o.type, off[n]), a.compute) : a.i0;
       } else {
-        x[n] = round_to(o.data ? load<C>(o.data, o.type, off[n]) : a.c0, a.compute);
+        x[n] = o.data ? round_to(load<C>(o.data, o.type, off[n]), a.compute)
+                      : round_to(a.c0, a.scalar_in_float ? PwType::f32 : a.compute);
       }
     }
     store<C>(a.out, a.out_type, out_off, apply<K, C>(x, i, a));
@@ -253,6 +287,9 @@ int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream) {
     case ElemOp::where: launch_op<ElemOp::where>(a, s); break;
     case ElemOp::fill: launch_op<ElemOp::fill>(a, s); break;
     case ElemOp::arange: launch_op<ElemOp::arange>(a, s); break;
+    case ElemOp::div_true: launch_op<ElemOp::div_true>(a, s); break;
+    case ElemOp::div_trunc: launch_op<ElemOp::div_trunc>(a, s); break;
+    case ElemOp::div_floor: launch_op<ElemOp::div_floor>(a, s); break;
   }
   return int(cudaGetLastError());
 }

@@ -25,7 +25,15 @@ enum class ElemOp : uint8_t {
   where,                                  // in[0] != 0 ? in[1] : in[2]
   fill,                                   // i0 (integer compute) or c0
   arange,                                 // c0 + i * c1, in double, i the element's linear index
+  div_true, div_trunc, div_floor,         // in[0] / in[1] (Note [div rounding modes])
 };
+
+// Note [div rounding modes]: div.Tensor_mode / div.Scalar_mode as PyTorch computes them: floats in
+// double for an f64 compute type, else in float (bf16 and f16 values exactly; with
+// `scalar_in_float` a Scalar divisor is rounded to float rather than to `compute`, PyTorch's
+// reduced-float path), 'floor' by c10::div_floor_floating, 'trunc' as trunc(a / b); integers in
+// int64 with C truncation and the floor correction, INT_MIN / -1 wrapping, and a zero divisor
+// giving 0 (unchecked on the GPU; the CPU raises ZeroDivisionError).
 
 struct ElemOperand {
   const void* data = nullptr;  // null: the constant i0 / c0 (a Scalar operand)
@@ -43,6 +51,7 @@ struct ElemArgs {
   int64_t numel = 0;
   PwType compute = PwType::f64;  // Note [elementwise compute types]
   double c0 = 0, c1 = 0;
+  bool scalar_in_float = false;  // Note [div rounding modes]
   int64_t i0 = 0;
 };
 int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream);
