@@ -128,7 +128,8 @@ void bind_builder(nb::module_& m) {
       .def_ro("name", &DTypeArg::name);
 
   nb::class_<api::ProgramBuilder>(m, "ProgramBuilder")
-      .def(nb::init<std::string, int>(), nb::arg("name"), nb::arg("world_size") = 1)
+      .def(nb::init<std::string, int, const std::string&>(), nb::arg("name"),
+           nb::arg("world_size") = 1, nb::arg("device") = "")
       .def_prop_ro("world_size", &api::ProgramBuilder::world_size)
       .def("add_group", &api::ProgramBuilder::add_group, nb::arg("name"), nb::arg("subgroups"))
       .def("add_input",

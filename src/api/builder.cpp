@@ -9,6 +9,8 @@
 // Graph::add_op binds and types before it inserts anything.
 #include "symmflow/api/builder.hpp"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "symmflow/ir/graph.hpp"
@@ -21,11 +23,37 @@ namespace symmflow::api {
 struct ProgramBuilder::State {
   std::unique_ptr<ir::Graph> graph;
   std::vector<ir::Value*> values;
+  std::optional<Backend> backend;  // the device's, when one was given
 };
 
-ProgramBuilder::ProgramBuilder(std::string name, int world_size) : state_(new State) {
+ProgramBuilder::ProgramBuilder(std::string name, int world_size, const std::string& device)
+    : state_(new State) {
   SF_CHECK(world_size >= 1, "ProgramBuilder: world size must be at least 1, got {}", world_size);
+  if (device == "cpu") {
+    state_->backend = Backend::cpu;
+  } else if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    state_->backend = Backend::cuda;
+  } else {
+    SF_CHECK(device.empty(), "ProgramBuilder: device '{}' is not 'cpu', 'cuda' or 'cuda:<i>'",
+             device);
+  }
   state_->graph = std::make_unique<ir::Graph>(std::move(name), world_size);
+}
+
+// Note [kernel checks] (ops/registry.hpp) for the builder's device: a refused node is taken out
+// again, so the graph stays as it was before the call.
+void ProgramBuilder::check_kernel(ir::Node* n) {
+  if (!state_->backend) return;
+  std::vector<symmflow::Value> args;
+  for (const ir::Arg& a : n->args()) args.push_back(ir::meta_value(a));
+  std::string why;
+  {
+    ScopedGroupSizeResolver groups(ir::group_sizes(*state_->graph));
+    why = n->op()->kernel_refusal(*state_->backend, args);
+  }
+  if (why.empty()) return;
+  state_->graph->erase(n);
+  invalid_usage("{}", why);
 }
 ProgramBuilder::~ProgramBuilder() = default;
 ProgramBuilder::ProgramBuilder(ProgramBuilder&&) noexcept = default;
@@ -91,6 +119,7 @@ std::vector<int> ProgramBuilder::add_op(const std::string& op, const std::vector
   for (const auto& [k, a] : kwargs) ir_kwargs.emplace_back(k, to_ir(a, lookup));
   ir::Node* n = state_->graph->add_op(op, std::move(ir_args), std::move(ir_kwargs),
                                       name.empty() ? name : ir::safe_value_name(name));
+  check_kernel(n);
   return record(n->outputs());
 }
 
@@ -108,6 +137,7 @@ std::vector<int> ProgramBuilder::add_functional(const std::string& op,
   for (const auto& [k, a] : kwargs) ir_kwargs.emplace_back(k, to_ir(a, lookup));
   ir::Graph& g = *state_->graph;
   ir::Node* n = g.add_functional(def, ir::bind_node_args(def, ir_args, ir_kwargs));
+  check_kernel(n);
   if (!name.empty()) {  // `name_r<i>` for the op's returns, `name_<arg>` for each written arg
     const size_t nret = def.schema().returns.size();
     for (size_t i = 0; i < n->outputs().size(); ++i) {

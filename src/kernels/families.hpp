@@ -14,17 +14,21 @@ using BinaryKernelFactory = Kernel (*)(aten_meta::BinaryOp kind, bool has_alpha,
 using UnaryKernelFactory = Kernel (*)(aten_meta::UnaryOp kind, const char* written);
 // add, sub, mul, div (.Tensor, .Scalar, .out, _.Tensor) and sin ... neg, rsqrt (with _ and .out;
 // relu has no .out).
-void register_pointwise_kernels(Library& m, BinaryKernelFactory binary, UnaryKernelFactory unary);
+// Each register_* function declares `check` (when given) for every kernel it registers (Note
+// [kernel checks] in ops/registry.hpp).
+void register_pointwise_kernels(Library& m, BinaryKernelFactory binary, UnaryKernelFactory unary,
+                                const KernelCheck& check = {});
 
 using MatmulKernelFactory = Kernel (*)(bool batched, const char* written);
 using AddmmKernelFactory = Kernel (*)(const char* written);
 // mm, bmm (+ .out), addmm (+ .out, addmm_).
-void register_matmul_kernels(Library& m, MatmulKernelFactory mm, AddmmKernelFactory addmm);
+void register_matmul_kernels(Library& m, MatmulKernelFactory mm, AddmmKernelFactory addmm,
+                             const KernelCheck& check = {});
 
 using ReduceKernelFactory = Kernel (*)(bool is_mean, bool out_variant);
 using SoftmaxKernelFactory = Kernel (*)(bool out_variant);
 // sum.dim_IntList, mean.dim (+ .IntList_out, .out), rms_norm, _softmax (+ .out).
 void register_reduction_kernels(Library& m, ReduceKernelFactory reduce, Kernel rms_norm,
-                                SoftmaxKernelFactory softmax);
+                                SoftmaxKernelFactory softmax, const KernelCheck& check = {});
 
 }  // namespace symmflow::kernels

@@ -69,6 +69,13 @@ Library& Library::impl(std::string_view name, Kernel kernel) {
   return impl(name, *backend_, std::move(kernel));
 }
 
+Library& Library::kernel_check(std::string_view name, KernelCheck check) {
+  SF_CHECK(backend_.has_value(), "kernel_check('{}') without a backend: use SYMMFLOW_LIBRARY_IMPL",
+           name);
+  registry_.kernel_check(qualify(name), *backend_, std::move(check));
+  return *this;
+}
+
 Library& Library::register_symm_mem_args(std::string_view name, std::vector<std::string> args) {
   registry_.register_symm_mem_args(qualify(name), std::move(args));
   return *this;

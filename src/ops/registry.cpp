@@ -109,6 +109,12 @@ const Kernel* OpDef::kernel(Backend b) const {
   return it == kernels_.end() ? nullptr : &it->second;
 }
 
+std::string OpDef::kernel_refusal(Backend b, std::span<const Value> args) const {
+  if (!kernels_.count(b)) return fmt::format("{} has no {} kernel", name_, backend_name(b));
+  auto it = checks_.find(b);
+  return it == checks_.end() ? std::string() : it->second(*this, args);
+}
+
 std::vector<Backend> OpDef::backends() const {
   std::vector<Backend> out;
   for (const auto& [b, k] : kernels_) out.push_back(b);
@@ -255,6 +261,15 @@ void Registry::impl(std::string_view name, Backend backend, Kernel kernel) {
            backend_name(backend));
   SF_CHECK(bool(kernel), "op '{}': empty {} kernel", name, backend_name(backend));
   op.kernels_.emplace(backend, std::move(kernel));
+}
+
+void Registry::kernel_check(std::string_view name, Backend backend, KernelCheck check) {
+  std::unique_lock lock(registry_mutex());
+  OpDef& op = get_mutable(name);
+  SF_CHECK(op.kernels_.count(backend), "kernel_check of '{}' before its {} kernel", name,
+           backend_name(backend));
+  SF_CHECK(bool(check), "op '{}': empty {} kernel check", name, backend_name(backend));
+  op.checks_[backend] = std::move(check);
 }
 
 void Registry::register_symm_mem_args(std::string_view name, std::vector<std::string> names) {

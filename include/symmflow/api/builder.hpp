@@ -4,7 +4,8 @@
 // ProgramBuilder wraps the IR builder (ir/graph.hpp): each add_op binds its arguments to the op's
 // schema exactly as eager calls do, types the results with the op's shape function and appends
 // the node, or throws InvalidUsage naming the op and argument, so a caller learns per node
-// whether symmflow takes it (Note [program builder] in src/api/builder.cpp). finish() verifies
+// whether symmflow takes it (Note [program builder] in src/api/builder.cpp), on the target device
+// when one is given (its kernel exists and takes the arguments). finish() verifies
 // the graph and returns a Program, whose text is the IR printed for people.
 // infer_shapes runs an op's shape function on argument values whose tensors may be meta tensors:
 // what a fake kernel reports.
@@ -23,6 +24,7 @@
 #include "symmflow/ops/value.hpp"
 
 namespace symmflow::ir {
+class Node;
 class Value;
 }
 
@@ -43,7 +45,10 @@ class ProgramBuilder {
   };
   using KwArg = std::pair<std::string, Arg>;
 
-  ProgramBuilder(std::string name, int world_size);
+  // `device`: "" (any), "cpu" or "cuda[:i]": with a device, a call is also refused when that
+  // backend has no kernel for the op or its kernel check refuses the arguments (Note [kernel
+  // checks] in ops/registry.hpp), naming why.
+  ProgramBuilder(std::string name, int world_size, const std::string& device = "");
   ~ProgramBuilder();
   ProgramBuilder(ProgramBuilder&&) noexcept;
   ProgramBuilder& operator=(ProgramBuilder&&) noexcept;
@@ -69,6 +74,7 @@ class ProgramBuilder {
  private:
   ir::Value* value(int id, const std::string& where) const;
   std::vector<int> record(const std::vector<ir::Value*>& outputs);
+  void check_kernel(ir::Node* n);
   struct State;
   std::unique_ptr<State> state_;
 };

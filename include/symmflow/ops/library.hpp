@@ -38,6 +38,9 @@ class Library {
   // given by SYMMFLOW_LIBRARY_IMPL.
   Library& impl(std::string_view name, Backend backend, Kernel kernel);
   Library& impl(std::string_view name, Kernel kernel);
+  // What this library's backend kernel of `name` takes (Note [kernel checks] in registry.hpp);
+  // needs SYMMFLOW_LIBRARY_IMPL's backend and the kernel registered first.
+  Library& kernel_check(std::string_view name, KernelCheck check);
   Library& register_symm_mem_args(std::string_view name, std::vector<std::string> args);
   Library& register_group_arg(std::string_view name, std::string arg);
 

@@ -111,6 +111,14 @@ struct KernelCall {
 };
 using Kernel = std::function<void(KernelCall&)>;
 
+// Note [kernel checks]: why a backend's kernel refuses these bound arguments (tensors may be
+// meta tensors), or "" when it takes them: a kernel that covers fewer dtypes than the op's shape
+// function (cuda's pointwise kernels take floats) declares it, so that a compiler asks before it
+// places a node on that backend instead of failing at run time (the torch bridge leaves such a
+// node to PyTorch, named). An op's kernel without a check takes whatever the shape function does.
+class OpDef;
+using KernelCheck = std::function<std::string(const OpDef& op, std::span<const Value> args)>;
+
 // Computes the dtype and shape of every return from the (bound) arguments; tensors among the
 // arguments may be meta tensors. Throws InvalidUsage when the arguments are inconsistent.
 using ShapeFn = std::function<std::vector<TensorSpec>(std::span<const Value> args)>;
@@ -140,6 +148,9 @@ class OpDef {
   const ShapeFn& shape_fn() const { return shape_fn_; }
   const Kernel* kernel(Backend b) const;
   std::vector<Backend> backends() const;
+  // Note [kernel checks]: "" when backend `b` has a kernel that takes these bound arguments,
+  // else why not ("has no cuda kernel", or the check's reason).
+  std::string kernel_refusal(Backend b, std::span<const Value> args) const;
 
   // Variant links, filled when the registry finalizes a namespace; empty when absent.
   const std::string& functional_variant() const { return functional_; }
@@ -162,6 +173,7 @@ class OpDef {
   std::string group_arg_;
   ShapeFn shape_fn_;
   std::map<Backend, Kernel> kernels_;
+  std::map<Backend, KernelCheck> checks_;
   std::string functional_, inplace_, out_;
   const OpDef* functional_op_ = nullptr;
   const OpDef* out_op_ = nullptr;
@@ -192,6 +204,9 @@ class Registry {
   // Declares how the op exchanges data (OpExchange); refused for an op without a group argument.
   void exchange(std::string_view qualified_name, OpExchange exchange);
   void impl(std::string_view qualified_name, Backend backend, Kernel kernel);
+  // Declares what `backend`'s kernel of the op takes (Note [kernel checks]); the kernel must be
+  // registered first.
+  void kernel_check(std::string_view qualified_name, Backend backend, KernelCheck check);
   void register_symm_mem_args(std::string_view qualified_name, std::vector<std::string> names);
   void register_group_arg(std::string_view qualified_name, std::string name);
   // Links functional, in-place and out variants within `ns` (re-run after each library loads).

@@ -41,6 +41,13 @@ from . import _cudagraphs, _fx_import, _library, _opmap, _partition, _runtime, _
 # into PyTorch's graph. Inputs already on the GPU and contiguous are read in place (the plan's own
 # CUDA graph is captured per input binding: Note [device inputs], same file).
 
+# Note [CPU scalars on a GPU]: PyTorch mixes 0-dim CPU tensors with GPU tensors (transformers'
+# masks fill with a CPU scalar constant); a GPU partition takes such an input as a GPU copy, made
+# once per constant (the same tensor, unchanged, on later calls; counted in input_copies), so a
+# steady-state call, and a CUDA graph capture after the first call, copies nothing. A node that
+# mixes a larger CPU tensor with GPU tensors stays in PyTorch (unsupported_reason in
+# _fx_import.py).
+
 # Note [binding torch tensors]: a partition's inputs reach Session.run as the torch tensors
 # themselves (DLPack, no copy); a non-contiguous input is made contiguous first and counted in the
 # report (`input_copies`). On the CPU outputs come back as tensors that own a copy of the plan's
@@ -154,16 +161,32 @@ def _catalogue(device_kind: str = "cpu"):
 class _PartitionRunner:
     """A compiled partition bound to this rank: called with the partition's torch tensors."""
 
-    def __init__(self, imported, session, rank, report: CompileReport, single_output: bool):
+    def __init__(self, imported, session, rank, report: CompileReport, single_output: bool,
+                 device: str = "cpu"):
         self.imported, self.session, self.rank, self.report = imported, session, rank, report
         self.single_output = single_output  # the submodule returns one value, not a tuple
         self.cuda = session.device_description != "cpu"
+        self.device = torch.device(device)
         self.outputs = [(tuple(o.shape), _library.TORCH_DTYPES[o.dtype]) for o in session.outputs]
         self.counted = False
+        self.device_copies: dict[int, tuple] = {}  # input index -> (cpu tensor, version, copy)
+
+    def _on_device(self, index: int, t: torch.Tensor) -> torch.Tensor:
+        """The GPU copy of a 0-dim CPU input, made once while the same unchanged tensor (a
+        graph constant) comes back."""
+        cached = self.device_copies.get(index)
+        if cached is not None and cached[0] is t and cached[1] == t._version:
+            return cached[2]
+        copy = t.to(self.device)
+        self.device_copies[index] = (t, t._version, copy)
+        return copy
 
     def __call__(self, *args):
         tensors, copies = [], 0
-        for a in args:
+        for i, a in enumerate(args):
+            if self.cuda and not a.is_cuda:  # Note [CPU scalars on a GPU]
+                a = self._on_device(i, a)
+                copies += 1
             if not a.is_contiguous():
                 a = a.contiguous()
                 copies += 1
@@ -196,7 +219,8 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     imported = _fx_import.import_graph(
         sub_gm, example_inputs, world_size=rank.world_size, rank=rank.rank,
         group_resolver=lambda name: [list(s) for s in _runtime.resolve_group(name).subgroups],
-        group_namer=_runtime.group_name, catalogue=_catalogue(), name=f"partition_{index}",
+        group_namer=_runtime.group_name, catalogue=_catalogue(device.split(":")[0]),
+        name=f"partition_{index}", device=device,
     )
     # For its device: a GPU compile loads the cuda backend's kernels first (without them the
     # first GPU compile of a process failed "aten::mm has no cuda kernel yet" on the H100).
@@ -210,7 +234,7 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
         explain_text=compiled.explain_text(), device=device))
     output = next(n for n in sub_gm.graph.nodes if n.op == "output")
     single = not isinstance(output.args[0], (tuple, list))
-    return _PartitionRunner(imported, session, rank, report, single)
+    return _PartitionRunner(imported, session, rank, report, single, device)
 
 
 def user_input_names(dynamo_gm: torch.fx.GraphModule) -> list[str] | None:

@@ -443,13 +443,16 @@ def _views_only_for_outputs(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
 def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, world_size: int,
                  rank: int, group_resolver: Optional[GroupResolver] = None,
                  catalogue: Optional[Catalogue] = None, name: str = "fx_graph",
-                 group_namer: Optional[Callable[[list[list[int]]], str]] = None) -> ImportedGraph:
+                 group_namer: Optional[Callable[[list[list[int]]], str]] = None,
+                 device: Optional[str] = None) -> ImportedGraph:
     """Builds `gm` as a symmflow Program. Raises UnsupportedGraph naming the first node that
-    cannot be imported (`node`, `op` attributes). `group_namer`: Note [group names]."""
+    cannot be imported (`node`, `op` attributes). `group_namer`: Note [group names]. `device`:
+    every node must also have a kernel there that takes its arguments (Note [kernels per
+    device])."""
     if catalogue is None:
         catalogue = _opmap.load_catalogue()
     groups = GroupTable(group_resolver, world_size, rank, group_namer)
-    builder = _core.ProgramBuilder(name, world_size)
+    builder = _core.ProgramBuilder(name, world_size, device or "")
     tr = NodeTranslator(catalogue, groups, builder)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(example_inputs) != len(placeholders):
@@ -532,10 +535,18 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
         if unsupported_reason(node.args[0], catalogue, groups, device) is not None:
             return (f"{describe_target(node)} at node {node.name}: waits on {node.args[0].name}, "
                     "which stays in PyTorch")
+    if _device_kind(device) == "cuda":  # Note [CPU scalars on a GPU] in _backend.py
+        vals = [(a, node_val(a)) for a in node.all_input_nodes]
+        tensors = [(a, v) for a, v in vals if isinstance(v, torch.Tensor)]
+        if any(v.device.type == "cuda" for _, v in tensors):
+            for a, v in tensors:
+                if v.device.type == "cpu" and v.dim() > 0:
+                    return (f"{describe_target(node)} at node {node.name}: its input {a.name} is "
+                            "a cpu tensor beside cuda tensors")
     # A scratch program whose inputs stand for the node's arguments: the builder (the C++
     # registry) decides whether the node's call binds and types.
     table = groups or GroupTable.permissive_table()
-    builder = _core.ProgramBuilder("support", table.world_size)
+    builder = _core.ProgramBuilder("support", table.world_size, device or "")
     tr = NodeTranslator(catalogue, table, builder)
     try:
         for a in node.all_input_nodes:
@@ -561,6 +572,9 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
 
 # Note [kernels per device]
 # A node is supported exactly when it translates and every catalogue op it becomes has a kernel
-# for the device the graph runs on (the catalogue's `backends`, from the C++ registry). So an op
-# symmflow has only on the CPU is left to PyTorch in a GPU graph, named in the report with
-# "has no cuda kernel", instead of failing the compile when the session is built.
+# for the device the graph runs on that takes its arguments: the builder, made for that device,
+# asks the registry (the op's kernels and their checks, Note [kernel checks] in
+# src/ops/registry.hpp), and the catalogue's `backends` say it up front. So an op symmflow has
+# only on the CPU, or a GPU kernel that takes floats given integers, is left to PyTorch in a GPU
+# graph, named in the report ("has no cuda kernel"), instead of failing when the session is built
+# or run.

@@ -84,6 +84,10 @@ RULES: tuple[Rule, ...] = (
     Rule("aten.copy.default", "alias", None,
          notes="copy(dst, src) with src of dst's shape and dtype is src (the write-back of an "
                "in-place collective after functionalization); other copies are refused"),
+    Rule("transformers.grouped_mm_fallback.default", "op", "aten::_grouped_mm", args=(0, 1, 2),
+         notes="transformers' MoE expert matmul on CPU (and non-bf16 GPU) weights: input [S, K] "
+               "sorted by expert, weight [E, K, N], offs [E] cumulative row ends; "
+               "torch._grouped_mm's semantics"),
     Rule("symm_mem.one_shot_all_reduce.default", "op", "symm_mem::one_shot_all_reduce",
          args=(0, 1, 2), group_arg=2, reduce_op_arg=1, notes="same op"),
     Rule("symm_mem.two_shot_all_reduce_.default", "inplace", "symm_mem::two_shot_all_reduce_",
@@ -104,7 +108,7 @@ NAMESPACE_FALLBACKS: tuple[str, ...] = ("symm_mem", "aten")
 
 # A torch overload taking a Tensor whose graph passes a Python number there maps to this overload
 # of the same op (aten.add.Tensor(x, 1e-05) -> aten::add.Scalar), when the catalogue has it.
-SCALAR_OVERLOADS: dict[str, str] = {"Tensor": "Scalar"}
+SCALAR_OVERLOADS: dict[str, str] = {"Tensor": "Scalar", "Tensor_mode": "Scalar_mode"}
 
 RULES_BY_OP: dict[str, Rule] = {r.torch_op: r for r in RULES}
 

@@ -124,8 +124,13 @@ def resolve_group(c10d_name: str) -> GroupInfo:
 
 
 def device_of(tensors) -> str:
-    """The symmflow device string for the tensors of a call ("cpu" or "cuda:<index>")."""
-    devices = {t.device for t in tensors if isinstance(t, torch.Tensor)}
+    """The symmflow device string for the tensors of a call ("cpu" or "cuda:<index>"). A 0-dim
+    CPU tensor beside GPU tensors (a constant such as a mask's fill value, which PyTorch mixes
+    with GPU tensors) does not count: Note [CPU scalars on a GPU] in _backend.py."""
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if any(t.device.type == "cuda" for t in tensors):
+        tensors = [t for t in tensors if not (t.device.type == "cpu" and t.dim() == 0)]
+    devices = {t.device for t in tensors}
     if not devices:
         return "cpu"
     if len(devices) > 1:

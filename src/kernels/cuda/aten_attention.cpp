@@ -126,6 +126,8 @@ void sdpa_kernel(KernelCall& call) {
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("embedding", embedding_kernel);
   m.impl("scaled_dot_product_attention", sdpa_kernel);
+  m.kernel_check("embedding", float_only);  // its result has the weight's dtype
+  m.kernel_check("scaled_dot_product_attention", float_only);
 }
 
 }  // namespace symmflow::cuda

@@ -196,6 +196,18 @@ void cumsum_kernel(KernelCall& call) {
 
 }  // namespace
 
+void integer_binary(std::string_view op, aten_meta::BinaryOp kind, const Tensor& dst, DType dtype,
+                    const Tensor& self, const Value& other, const Value& alpha) {
+  using aten_meta::BinaryOp;
+  SF_CHECK(kind != BinaryOp::div, "{}: integer true division has no integer result", op);
+  const Tensor* rhs = other.is_tensor() ? &other.to_tensor() : nullptr;
+  ElemArgs a = elem_args(op, dst, {&self, rhs}, dtype, rhs ? Value() : other);
+  a.i1 = alpha.is_none() ? 1 : alpha.to_int();
+  launch(kind == BinaryOp::add ? ElemOp::int_add
+                               : kind == BinaryOp::sub ? ElemOp::int_sub : ElemOp::int_mul,
+         a);
+}
+
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   const std::pair<const char*, ElemOp> compares[] = {{"eq", ElemOp::eq}, {"ne", ElemOp::ne},
                                                      {"lt", ElemOp::lt}, {"le", ElemOp::le},

@@ -138,9 +138,12 @@ Kernel softmax_kernel(bool out_variant) {
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
-  kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel);
+  kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel,
+                                      float_only);
   m.impl("amax", amax_kernel);
   m.impl("native_layer_norm", native_layer_norm_kernel);
+  m.kernel_check("amax", float_only);
+  m.kernel_check("native_layer_norm", float_only);
 }
 
 }  // namespace symmflow::cuda

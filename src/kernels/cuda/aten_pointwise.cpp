@@ -97,6 +97,12 @@ Kernel binary_kernel(BinaryOp kind, bool has_alpha, const char* written) {
     const Value& other = call.arg("other");
     Value alpha = has_alpha ? call.arg("alpha") : Value();
     TensorSpec spec = aten_meta::binary_spec(op, kind, self, other, alpha);
+    if (!is_floating(spec.dtype) && kind != BinaryOp::div) {  // Note [integer pointwise on GPUs]
+      const Tensor& dst = *written ? call.arg(written).to_tensor() : call.out(0);
+      if (*written) aten_meta::check_out(op, written, dst, spec);
+      integer_binary(op, kind, dst, spec.dtype, self, other, alpha);
+      return;
+    }
     check_float(op, spec.dtype);
     const Tensor& dst = *written ? call.arg(written).to_tensor() : call.out(0);
     if (*written) aten_meta::check_out(op, written, dst, spec);
@@ -140,8 +146,19 @@ void pow_scalar_kernel(KernelCall& call) {
 
 }  // namespace
 
+// The kernel check of the pointwise family: floats, and integers for add, sub and mul (Note
+// [integer pointwise on GPUs] in program.hpp).
+static std::string pointwise_check(const OpDef& op, std::span<const Value> args) {
+  const std::string_view name = std::string_view(op.name()).substr(6);  // after "aten::"
+  for (std::string_view integer_ok : {"add", "sub", "mul"}) {
+    if (name.substr(0, 3) == integer_ok && (name[3] == '.' || name[3] == '_')) return "";
+  }
+  return float_only(op, args);
+}
+
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("pow.Tensor_Scalar", pow_scalar_kernel);
+  m.kernel_check("pow.Tensor_Scalar", float_only);
   kernels::register_view_kernels(m);
   m.impl("copy_", copy_kernel);
   m.impl("clone", clone_kernel);
@@ -152,7 +169,7 @@ SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("zeros.out", fill_kernel(true, true));
   m.impl("full", fill_kernel(false, false));
   m.impl("full.out", fill_kernel(false, true));
-  kernels::register_pointwise_kernels(m, binary_kernel, unary_kernel);
+  kernels::register_pointwise_kernels(m, binary_kernel, unary_kernel, pointwise_check);
 }
 
 }  // namespace symmflow::cuda

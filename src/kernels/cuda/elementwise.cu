@@ -129,6 +129,10 @@ __device__ __forceinline__ C apply(const C* x, int64_t i, const ElemArgs& a) {
       return a.out_type == PwType::boolean ? C(x[0] == 0) : ~x[0];
     }
     if constexpr (K == ElemOp::fill) return a.i0;
+    // Note [integer pointwise on GPUs] (program.hpp): wrapping, as PyTorch's integer arithmetic.
+    if constexpr (K == ElemOp::int_add) return int64_t(uint64_t(x[0]) + uint64_t(a.i1) * uint64_t(x[1]));
+    if constexpr (K == ElemOp::int_sub) return int64_t(uint64_t(x[0]) - uint64_t(a.i1) * uint64_t(x[1]));
+    if constexpr (K == ElemOp::int_mul) return int64_t(uint64_t(x[0]) * uint64_t(x[1]));
   } else {
     if constexpr (K == ElemOp::fill) return a.c0;
     if constexpr (K == ElemOp::arange) return __dadd_rn(a.c0, __dmul_rn(double(i), a.c1));
@@ -290,6 +294,9 @@ int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream) {
     case ElemOp::div_true: launch_op<ElemOp::div_true>(a, s); break;
     case ElemOp::div_trunc: launch_op<ElemOp::div_trunc>(a, s); break;
     case ElemOp::div_floor: launch_op<ElemOp::div_floor>(a, s); break;
+    case ElemOp::int_add: launch_op<ElemOp::int_add>(a, s); break;
+    case ElemOp::int_sub: launch_op<ElemOp::int_sub>(a, s); break;
+    case ElemOp::int_mul: launch_op<ElemOp::int_mul>(a, s); break;
   }
   return int(cudaGetLastError());
 }

@@ -26,6 +26,7 @@ enum class ElemOp : uint8_t {
   fill,                                   // i0 (integer compute) or c0
   arange,                                 // c0 + i * c1, in double, i the element's linear index
   div_true, div_trunc, div_floor,         // in[0] / in[1] (Note [div rounding modes])
+  int_add, int_sub, int_mul,              // integer compute: in[0] + i1 * in[1], -, in[0] * in[1]
 };
 
 // Note [div rounding modes]: div.Tensor_mode / div.Scalar_mode as PyTorch computes them: floats in
@@ -53,6 +54,7 @@ struct ElemArgs {
   double c0 = 0, c1 = 0;
   bool scalar_in_float = false;  // Note [div rounding modes]
   int64_t i0 = 0;
+  int64_t i1 = 1;  // int_add / int_sub: alpha
 };
 int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream);
 

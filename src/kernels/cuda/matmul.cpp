@@ -199,7 +199,7 @@ void* blas_handle() {
 }
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
-  kernels::register_matmul_kernels(m, mm_kernel, addmm_kernel);
+  kernels::register_matmul_kernels(m, mm_kernel, addmm_kernel, float_only);
 }
 
 }  // namespace symmflow::cuda

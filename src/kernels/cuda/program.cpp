@@ -30,6 +30,24 @@ void check_float(std::string_view op, DType d) {
            "{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op, dtype_name(d));
 }
 
+std::string float_only(const OpDef& op, std::span<const Value> args) {
+  auto refuse = [&](DType d) {
+    return fmt::format("{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op.name(),
+                       dtype_name(d));
+  };
+  if (!op.schema().returns.empty()) {
+    for (const TensorSpec& s : op.shape_fn()(args)) {
+      if (!is_floating(s.dtype)) return refuse(s.dtype);
+    }
+    return "";
+  }
+  for (int i : op.aliases().written_args) {
+    const Value& v = args[size_t(i)];
+    if (v.is_tensor() && !is_floating(v.to_tensor().dtype())) return refuse(v.to_tensor().dtype());
+  }
+  return "";
+}
+
 ProgramBuilder::ProgramBuilder(const Shape& shape) : shape_(shape) {
   SF_CHECK(shape.size() <= size_t(kPwMaxDims), "cuda pointwise: {} dimensions (at most {})",
            shape.size(), kPwMaxDims);

@@ -17,6 +17,16 @@ namespace symmflow::cuda {
 PwType pw_type(DType d);
 // InvalidUsage "op: dtype X has no cuda kernel (f32, bf16, f16, f64)" for other dtypes.
 void check_float(std::string_view op, DType d);
+// Note [kernel checks] (ops/registry.hpp) for kernels that take floats only: check_float's text
+// for the first result (or, for an op returning nothing, written argument) of another dtype.
+std::string float_only(const OpDef& op, std::span<const Value> args);
+
+// Note [integer pointwise on GPUs]: add, sub (with alpha) and mul of bool and integer tensors,
+// which transformers' mask and position arithmetic uses (arange + 0, ids - offset), run on the
+// elementwise kernel with integer compute (aten_logic.cpp), exact and wrapping as PyTorch's;
+// the pointwise programs (pointwise_codegen) take floats only. `dtype` is the result's.
+void integer_binary(std::string_view op, aten_meta::BinaryOp kind, const Tensor& dst, DType dtype,
+                    const Tensor& self, const Value& other, const Value& alpha);
 
 class ProgramBuilder {
  public:

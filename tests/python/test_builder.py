@@ -1,0 +1,103 @@
+"""symmflow._core.ProgramBuilder and infer_shapes (api/builder.hpp): programs built node by node
+through the C++ registry, as the torch bridge's importer builds them (Note [program builder])."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import symmflow
+from symmflow import _core
+
+
+def test_a_built_program_prints_parses_and_runs():
+    b = _core.ProgramBuilder("g", 1)
+    x = b.add_input("x", "f32", [2, 3])
+    graph = b.add_input("graph", "f32", [3, 3])  # a word of the text format: renamed
+    h, = b.add_op("aten::mm", [x, graph], {}, "h")
+    m, = b.add_op("aten::add.Scalar", [h, 1.5], {}, "rank")
+    pieces = b.add_op("aten::split_with_sizes", [m, [1, 2], 1], {}, "piece")
+    assert len(pieces) == 2
+    assert [b.type(p)[1:] for p in pieces] == [("f32", [2, 1]), ("f32", [2, 2])]
+    b.set_outputs([pieces[1]])
+    program = b.finish("<test>")
+    assert program.text == (
+        "graph g(x: f32[2, 3], graph_: f32[3, 3]) {\n"
+        "  h = aten::mm(x, graph_)\n"
+        "  rank_ = aten::add.Scalar(h, 1.5)\n"
+        "  piece_0, piece_1 = aten::split_with_sizes(rank_, [1, 2], 1)\n"
+        "  return piece_1\n"
+        "}\n")
+    import numpy as np
+    xs, ws = np.arange(6, dtype=np.float32).reshape(2, 3), np.eye(3, dtype=np.float32)
+    out, = program.interpret([xs, ws])
+    np.testing.assert_array_equal(out, (xs + 1.5)[:, 1:])
+
+
+def test_non_finite_literals_round_trip():
+    b = _core.ProgramBuilder("nf", 1)
+    x = b.add_input("x", "f32", [4])
+    y, = b.add_op("aten::mul.Scalar", [x, float("-inf")], {}, "y")
+    z, = b.add_op("aten::add.Scalar", [y, float("nan")], {}, "z")
+    b.set_outputs([z])
+    text = b.finish().text
+    assert "aten::mul.Scalar(x, -inf)" in text and "aten::add.Scalar(y, nan)" in text
+    assert symmflow.Program(text).text == text
+
+
+def test_the_registry_refuses_a_call_naming_the_op():
+    b = _core.ProgramBuilder("bad", 1)
+    x = b.add_input("x", "f32", [4, 8])
+    with pytest.raises(symmflow.Error) as e:
+        b.add_op("aten::mm", [x, x], {})
+    assert "aten::mm: self has shape [4, 8] and mat2 has shape [4, 8]" in str(e.value)
+    with pytest.raises(symmflow.Error) as e:
+        b.add_op("aten::no_such_op", [x], {})
+    assert "unknown op 'aten::no_such_op'" in str(e.value)
+    with pytest.raises(symmflow.Error) as e:
+        _core.ProgramBuilder("g", 1, "tpu")
+    assert "device 'tpu' is not 'cpu', 'cuda' or 'cuda:<i>'" in str(e.value)
+    # A refused call leaves the graph as it was.
+    y, = b.add_op("aten::sin", [x], {}, "y")
+    b.set_outputs([y])
+    assert b.finish().text.count(" = ") == 1
+
+
+def test_infer_shapes_is_the_shape_function():
+    meta = _core.Meta("bf16", [3, 5])
+    assert _core.infer_shapes("symm_mem::_low_contention_all_gather", [meta, "tp"], {},
+                              {"tp": 4}) == [("bf16", [12, 5])]
+    assert _core.infer_shapes("aten::native_layer_norm", [meta, [5], None, None, 1e-5]) == \
+        [("bf16", [3, 5]), ("f32", [3, 1]), ("f32", [3, 1])]
+    with pytest.raises(symmflow.Error) as e:
+        _core.infer_shapes("symm_mem::_low_contention_all_gather", [meta, "tp"], {}, {})
+    assert "unknown group 'tp'" in str(e.value)
+
+
+def test_a_builder_for_cuda_asks_the_kernels():
+    """Note [kernel checks]: with a device, a call its kernel would refuse is refused when built.
+    In a fresh process: compiling for cuda loads the cuda backend's kernels (no GPU needed)."""
+    code = (
+        "import symmflow\n"
+        "from symmflow import _core as c\n"
+        "try:\n"
+        "    symmflow.compile('graph g(x: f32[2]) {\\n  return x\\n}\\n', device='cuda')\n"
+        "except symmflow.Error as e:\n"
+        "    print('no cuda module:', e); raise SystemExit(0)\n"
+        "b = c.ProgramBuilder('g', 1, 'cuda')\n"
+        "i, f = b.add_input('i', 'i64', [2, 2]), b.add_input('f', 'f32', [2, 2])\n"
+        "print(len(b.add_op('aten::add.Tensor', [i, i], {})), len(b.add_op('aten::mm', [f, f], {})))\n"
+        "try:\n"
+        "    b.add_op('aten::mm', [i, i], {})\n"
+        "except symmflow.Error as e:\n"
+        "    print(e)\n"
+        "cpu = c.ProgramBuilder('g', 1, 'cpu')\n"
+        "j = cpu.add_input('j', 'i64', [2, 2])\n"
+        "print(len(cpu.add_op('aten::mm', [j, j], {})))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ)).stdout.splitlines()
+    if out and out[0].startswith("no cuda module:"):
+        pytest.skip("built without the cuda backend")
+    assert out == ["1 1", "aten::mm: dtype i64 has no cuda kernel (f32, bf16, f16, f64)", "1"], out
