@@ -6,7 +6,7 @@
 #   bash tools/device/hf_models.sh run     # those GPU tests, then tests/python/torch/hf_worker.py
 #                                          # at world 1 and 2 (a GPU each, or sharing one): every
 #                                          # case against eager, partitions, boundaries, copies
-# CASES and DTYPES override the worker's cases. Logs go to $OUT (logs.tgz); a table last.
+# CASES1, CASES2 and DTYPES override the worker's cases. Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 FINAL_OUT=${OUT:-/tmp/symmflow-device}
@@ -19,7 +19,7 @@ start=$(date +%s)
 step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
-tests="test_cuda_mask_ops test_cuda_llama_ops test_cuda_exec"
+tests="test_cuda_mask_ops test_cuda_moe_ops test_cuda_llama_ops test_cuda_exec"
 if [[ "$mode" == build ]]; then
   nvidia-smi -L | tee "$OUT/gpus.txt"
   step configure
@@ -35,16 +35,19 @@ fi
 export PYTHONPATH=$PWD/build/device/python:${PYTHONPATH:-}
 step "GPU tests of the ops"
 for t in $tests; do
-  timeout 200 build/device/tests/$t >"$OUT/$t.log" 2>&1
+  timeout 100 build/device/tests/$t >"$OUT/$t.log" 2>&1
   echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ')"
 done
-CASES=${CASES:-llama:dtensor:mask,llama:tp_plan:mask,llama:sp:mask,qwen3:dtensor:mask,mistral:dtensor:mask,gpt2:dtensor:mask,mixtral:dtensor:mask}
+# World 1 takes the model families, world 2 the parallel styles (CASES1 / CASES2 override).
+CASES1=${CASES1:-llama:dtensor:mask,mistral:dtensor:mask,gpt2:dtensor:mask,mixtral:dtensor:mask}
+CASES2=${CASES2:-llama:dtensor:mask,llama:tp_plan:mask,llama:sp:mask,qwen3:dtensor:mask}
 DTYPES=${DTYPES:-f32,bf16}
 for n in 1 2; do
+  [[ $n == 1 ]] && CASES=$CASES1 || CASES=$CASES2
   step "hf_worker at $n process(es)"
   mkdir -p "$OUT/results_$n"
   SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/results_$n" PYTHONUNBUFFERED=1 \
-    timeout 280 torchrun --nproc-per-node $n --master-port $((29600 + RANDOM % 200)) \
+    timeout ${WORKER_TIMEOUT:-200} torchrun --nproc-per-node $n --master-port $((29600 + RANDOM % 200)) \
     tests/python/torch/hf_worker.py "$CASES" "$DTYPES" >"$OUT/hf_worker_$n.log" 2>&1
   echo "exit $?"
 done
