@@ -35,7 +35,7 @@ fi
 export PYTHONPATH=$PWD/build/device/python:${PYTHONPATH:-}
 step "GPU tests of the ops"
 for t in $tests; do
-  timeout 100 build/device/tests/$t >"$OUT/$t.log" 2>&1
+  timeout 100 build/device/tests/cuda/$t >"$OUT/$t.log" 2>&1
   echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ')"
 done
 # World 1 takes the model families, world 2 the parallel styles (CASES1 / CASES2 override).
