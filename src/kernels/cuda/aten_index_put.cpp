@@ -16,8 +16,24 @@ void index_put_kernel(KernelCall& call) {
   kernels::index_put_mask(call, g);
 }
 
+// Note [kernel checks] (ops/registry.hpp): only the bool-mask form has a cuda kernel.
+std::string index_put_check(const OpDef& op, std::span<const Value> args) {
+  const Value& indices = args[1];
+  if (!indices.is_tensor_list()) return "";
+  for (const Tensor& t : indices.to_tensor_list()) {
+    if (t.dtype() != DType::boolean) {
+      return fmt::format("{}: integer index tensors have no cuda kernel (a bool mask index has)",
+                         op.name());
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
-SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) { m.impl("index_put", index_put_kernel); }
+SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
+  m.impl("index_put", index_put_kernel);
+  m.kernel_check("index_put", index_put_check);
+}
 
 }  // namespace symmflow::cuda

@@ -97,7 +97,9 @@ void div_mode_kernel(KernelCall& call) {
   a.ndim = int(out.dim());
   a.numel = out.numel();
   a.compute = pw_type(info.spec.dtype);  // operands rounded to the result type, as PyTorch casts
-  a.scalar_in_float = true;
+  // Note [div rounding modes]: only the reduced floats take a Scalar divisor in float; f64 keeps
+  // it in double.
+  a.scalar_in_float = info.spec.dtype == DType::bf16 || info.spec.dtype == DType::f16;
   for (size_t d = 0; d < out.shape().size(); ++d) {
     a.sizes[d] = out.shape()[d];
     a.out_strides[d] = out.strides()[d];

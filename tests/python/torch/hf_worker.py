@@ -53,6 +53,10 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
 
     with torch.no_grad():
         want = logits(full, "cpu")
+        # The same model in f32: in bf16 two correct runs on different kernels (PyTorch's on a
+        # GPU, ours) can differ by more than the dtype's step, so each is measured against it.
+        truth = logits(hf_models.make_model(name, torch.float32), "cpu") \
+            if dtype != torch.float32 else want
         sharded = hf_models.sharded_copy(full.to(device()), name, style)
         eager = logits(sharded, device())
         torch._dynamo.reset()
@@ -65,12 +69,20 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
     tol = TOLERANCE[dtype] * scale
     err = max((got - eager).abs().max().item(), (got2 - eager).abs().max().item())
     err_sharded = (eager - want).abs().max().item()
+    # Against the f32 model: the compiled run may not be further from it than eager is (bf16).
+    err_truth = max((got - truth).abs().max().item(), (got2 - truth).abs().max().item())
+    eager_truth = (eager - truth).abs().max().item()
+    if dtype == torch.float32:
+        ok = err <= tol and err_sharded <= tol * 2
+    else:
+        ok = (err <= tol or err_truth <= max(tol, 1.25 * eager_truth)) and \
+            eager_truth <= 10 * tol
     reports = sft.reports()
     report = reports[-1] if reports else None
     return {"case": f"{name}:{style}" + (":mask" if masked else ""), "dtype": str(dtype).split(".")[-1], "rank": rank,
             "world": world, "device": str(device()), "max_err": err, "tol": tol,
-            "sharded_err": err_sharded,
-            "ok": err <= tol and err_sharded <= tol * 2,
+            "sharded_err": err_sharded, "err_vs_f32": err_truth, "eager_err_vs_f32": eager_truth,
+            "ok": ok,
             "first_call_s": first_call_s,
             "graphs": sum(1 for _ in reports),
             "partitions": report.partition_count if report else None,
@@ -93,7 +105,10 @@ def emit(result: dict) -> None:
 
 def main() -> int:
     cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
-    # On GPUs the models' own collectives (eager DTensor) go through NCCL, the rest through gloo.
+    # On GPUs each rank drives its GPU (as torchrun users set it), the models' own collectives
+    # (eager DTensor) go through NCCL, the rest through gloo.
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
     sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "30")))
     failed = False
