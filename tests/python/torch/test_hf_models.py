@@ -6,7 +6,8 @@ processes (gloo), 2 and 4 ranks, f32 and bf16.
 Each rank (hf_worker.py) compares the compiled logits with the sharded model's eager logits on
 every element, and the sharded eager logits with the unsharded model's; the tests then check
 what explain says: one symmflow partition, no boundary, no copy added by the compiler (input
-copies included), every collective's input produced in symmetric memory.
+copies included), every collective's input produced in symmetric memory; the MoE models at most
+two partitions.
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def _whole(results):
         assert r["symm_inputs_produced"] is True, json.dumps(r)
 
 
-DENSE_2 = ["llama:dtensor:mask", "llama:tp_plan:mask", "qwen2:dtensor", "qwen3:tp_plan:mask",
-           "mistral:dtensor:mask", "gpt2:dtensor:mask"]
-DENSE_4 = ["llama:dtensor:mask", "qwen3:dtensor:mask", "mistral:tp_plan:mask",
+DENSE_2 = ["llama:dtensor:mask", "llama:tp_plan:mask", "llama:sp:mask", "qwen2:dtensor",
+           "qwen3:tp_plan:mask", "mistral:dtensor:mask", "gpt2:dtensor:mask"]
+DENSE_4 = ["llama:dtensor:mask", "llama:sp:mask", "qwen3:dtensor:mask", "mistral:tp_plan:mask",
            "gpt2:dtensor:mask"]
 
 
@@ -45,3 +46,15 @@ def test_dense_models_are_one_partition_and_equal_eager(nproc, cases, dtypes):
     check_all_ok(nproc, results, out, len(cases) * len(dtypes.split(",")))
     assert rc == 0, out[-4000:]
     _whole(results)
+
+
+def test_moe_models_are_at_most_two_partitions_and_equal_eager():
+    """Mixtral and Qwen3-MoE: the routing (topk, sort, histc, floor division) and transformers'
+    grouped expert matmul are symmflow's too; each boundary, if any, names its op and reason."""
+    cases = ["mixtral:dtensor:mask", "qwen3_moe:dtensor:mask"]
+    rc, results, out = launch(2, ",".join(cases), "f32", timeout=600, worker=WORKER)
+    check_all_ok(2, results, out, len(cases))
+    assert rc == 0, out[-4000:]
+    for r in results:
+        assert r["partitions"] <= 2, json.dumps(r)
+        assert all(" at node " in b and "(symmflow_" in b for b in r["boundaries"]), r
