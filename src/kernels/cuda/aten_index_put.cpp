@@ -1,7 +1,12 @@
-// cuda kernel of aten::index_put: the bool-mask form (kernels/index_put.cpp, composed of the
-// registry's GPU where.self / add.Tensor / copy_). Integer index tensors have no cuda kernel yet
-// and are refused, naming the op.
-#include "kernels/index_put.hpp"
+// cuda kernel of aten::index_put: the bool-mask form without accumulate, as one launch of the
+// elementwise `where` (aten_logic.cpp) that writes the call's output: out = mask ? values : self,
+// the mask seen over self's shape (stride 0 along the dims it does not cover) and the values
+// broadcast, read in their own dtype. Nothing is allocated, so it runs inside a plan's CUDA
+// graph capture (the composed form of kernels/index_put.cpp allocated temporaries and was refused
+// there: a vocabulary-parallel embedding failed on two H200s). Integer index tensors and
+// accumulate=True have no cuda kernel and are refused by its kernel check, naming the op.
+#include "kernels/cuda/program.hpp"
+#include "ops/aten/meta_index_put.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::cuda {
@@ -9,14 +14,24 @@ namespace {
 
 void index_put_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  Tensor values = call.arg("values").to_tensor();
   aten_meta::IndexPutGeometry g =
-      aten_meta::index_put_geometry(op, call.arg("self").to_tensor(), call.arg("indices"),
-                                    call.arg("values").to_tensor());
+      aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
   SF_CHECK(g.mask, "{}: integer index tensors have no cuda kernel (a bool mask index has)", op);
-  kernels::index_put_mask(call, g);
+  SF_CHECK(!call.arg("accumulate").to_bool(), "{}: accumulate=True has no cuda kernel", op);
+  const Tensor& mask = call.arg("indices").to_tensor_list()[0];
+  Strides mask_strides(self.shape().size(), 0);
+  for (int64_t d = 0; d < g.mask_dims; ++d) mask_strides[size_t(d)] = mask.strides()[size_t(d)];
+  Tensor cond = mask.as_strided(self.shape(), mask_strides, 0);
+  if (g.values_view != values.shape()) {  // the leading 1 of the values dropped
+    Strides st(values.strides().begin() + 1, values.strides().end());
+    values = values.as_strided(g.values_view, st, 0);
+  }
+  masked_select_into(op, call.out(0), cond, values, self);
 }
 
-// Note [kernel checks] (ops/registry.hpp): only the bool-mask form has a cuda kernel.
+// Note [kernel checks] (ops/registry.hpp): only the bool-mask form without accumulate.
 std::string index_put_check(const OpDef& op, std::span<const Value> args) {
   const Value& indices = args[1];
   if (!indices.is_tensor_list()) return "";
@@ -26,6 +41,8 @@ std::string index_put_check(const OpDef& op, std::span<const Value> args) {
                          op.name());
     }
   }
+  if (args[3].is_bool() && args[3].to_bool())
+    return fmt::format("{}: accumulate=True has no cuda kernel", op.name());
   return "";
 }
 

@@ -196,6 +196,11 @@ void cumsum_kernel(KernelCall& call) {
 
 }  // namespace
 
+void masked_select_into(std::string_view op, const Tensor& out, const Tensor& cond,
+                        const Tensor& values, const Tensor& self) {
+  launch(ElemOp::where, elem_args(op, out, {&cond, &values, &self}, out.dtype()));
+}
+
 void integer_binary(std::string_view op, aten_meta::BinaryOp kind, const Tensor& dst, DType dtype,
                     const Tensor& self, const Value& other, const Value& alpha) {
   using aten_meta::BinaryOp;
