@@ -240,7 +240,13 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
     for (size_t s = 0; s < steps_.size(); ++s) {
       if (skip_always_[s]) continue;
       device_->begin_step(s);
-      run_step(*steps_[s]);
+      try {
+        run_step(*steps_[s]);
+      } catch (const Error& e) {  // which step failed: a kernel names its op, not the step
+        const OpDef* op = steps_[s]->plan->op.called();
+        throw Error(e.code(), fmt::format("step {} ({}): {}", s, op ? op->name() : "copy or fused",
+                                          e.what()));
+      }
       device_->end_step(s);
     }
     graph_stats_.copies = stats_.copies - start.copies;

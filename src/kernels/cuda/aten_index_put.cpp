@@ -3,9 +3,11 @@
 // the mask seen over self's shape (stride 0 along the dims it does not cover) and the values
 // broadcast, read in their own dtype. Nothing is allocated, so it runs inside a plan's CUDA
 // graph capture (the composed form of kernels/index_put.cpp allocated temporaries and was refused
-// there: a vocabulary-parallel embedding failed on two H200s). Integer index tensors and
-// accumulate=True have no cuda kernel and are refused by its kernel check, naming the op.
+// there: a vocabulary-parallel embedding failed on two H200s). accumulate=True runs composed
+// (kernels/index_put.cpp: eager calls only) and its kernel check keeps it out of compiled graphs,
+// as it does integer index tensors, which have no cuda kernel; both name the op.
 #include "kernels/cuda/program.hpp"
+#include "kernels/index_put.hpp"
 #include "ops/aten/meta_index_put.hpp"
 #include "symmflow/ops/library.hpp"
 
@@ -19,7 +21,10 @@ void index_put_kernel(KernelCall& call) {
   aten_meta::IndexPutGeometry g =
       aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
   SF_CHECK(g.mask, "{}: integer index tensors have no cuda kernel (a bool mask index has)", op);
-  SF_CHECK(!call.arg("accumulate").to_bool(), "{}: accumulate=True has no cuda kernel", op);
+  if (call.arg("accumulate").to_bool()) {  // eager calls: composed, allocating (refused in plans)
+    kernels::index_put_mask(call, g);
+    return;
+  }
   const Tensor& mask = call.arg("indices").to_tensor_list()[0];
   Strides mask_strides(self.shape().size(), 0);
   for (int64_t d = 0; d < g.mask_dims; ++d) mask_strides[size_t(d)] = mask.strides()[size_t(d)];
@@ -42,7 +47,7 @@ std::string index_put_check(const OpDef& op, std::span<const Value> args) {
     }
   }
   if (args[3].is_bool() && args[3].to_bool())
-    return fmt::format("{}: accumulate=True has no cuda kernel", op.name());
+    return fmt::format("{}: accumulate=True has no cuda kernel that runs in a plan", op.name());
   return "";
 }
 
