@@ -10,6 +10,26 @@
 namespace symmflow::ir::text_lexer {
 
 namespace {
+
+size_t ident_end(const std::string& src, size_t from) {
+  size_t j = from;
+  while (j < src.size() && (std::isalnum(static_cast<unsigned char>(src[j])) || src[j] == '_')) ++j;
+  return j;
+}
+
+// Note [non-finite literals]: `inf`, `-inf` and `nan` are float literals (a mask's -inf, an fmin's
+// nan), written as the printer writes them; safe_value_name keeps values off these words. The
+// length of such a literal at `i`, or 0.
+size_t nonfinite_length(const std::string& src, size_t i) {
+  const bool minus = src[i] == '-';
+  const size_t word = minus ? i + 1 : i, end = ident_end(src, word);
+  const std::string_view w = std::string_view(src).substr(word, end - word);
+  return (w == "inf" || (!minus && w == "nan")) ? end - i : 0;
+}
+
+}  // namespace
+
+namespace {
 constexpr size_t kMaxBytesShown = 16;  // of a run of unexpected bytes
 }  // namespace
 
@@ -49,23 +69,11 @@ LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max
     Token t;
     t.loc = {line, col};
     size_t start = i;
-    auto ident_end = [&](size_t from) {
-      size_t j = from;
-      while (j < src.size() && (std::isalnum(static_cast<unsigned char>(src[j])) || src[j] == '_'))
-        ++j;
-      return j;
-    };
-    // Note [non-finite literals]: `inf`, `-inf` and `nan` are float literals (a mask's -inf, an
-    // fmin's nan), written as the printer writes them; safe_value_name keeps values off these
-    // words.
-    const size_t word = c == '-' ? i + 1 : i;
-    const size_t word_end = ident_end(word);
-    const std::string_view w = std::string_view(src).substr(word, word_end - word);
-    if (w == "inf" || (c != '-' && w == "nan")) {
-      advance(word_end - i);
+    if (size_t literal = nonfinite_length(src, i)) {
+      advance(literal);
       t.kind = Tok::floating;
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      advance(ident_end(i) - i);
+      advance(ident_end(src, i) - i);
       t.kind = Tok::ident;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
                ((c == '-' || c == '.') && i + 1 < src.size() &&

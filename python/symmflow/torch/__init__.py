@@ -62,6 +62,7 @@ def explain(model, *inputs, print_report: bool = True, **kwargs) -> CompileRepor
         report.kinds += r.kinds
         report.input_copies += r.input_copies
         report.compile_seconds += r.compile_seconds
+        report.constant_uploads += r.constant_uploads
     if print_report:
         print(report.text(), end="")
     return report

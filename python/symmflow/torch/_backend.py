@@ -43,7 +43,7 @@ from . import _cudagraphs, _fx_import, _library, _opmap, _partition, _runtime, _
 
 # Note [CPU scalars on a GPU]: PyTorch mixes 0-dim CPU tensors with GPU tensors (transformers'
 # masks fill with a CPU scalar constant); a GPU partition takes such an input as a GPU copy, made
-# once per constant (the same tensor, unchanged, on later calls; counted in input_copies), so a
+# once per constant (the same tensor, unchanged, on later calls; counted as constant_uploads), so a
 # steady-state call, and a CUDA graph capture after the first call, copies nothing. A node that
 # mixes a larger CPU tensor with GPU tensors stays in PyTorch (unsupported_reason in
 # _fx_import.py).
@@ -81,6 +81,9 @@ class CompileReport:
     # (the first).
     input_copies: int = 0
     compile_seconds: float = 0.0  # partitioning, import, the passes and binding, all partitions
+    # 0-dim CPU constants of a GPU graph copied to the GPU once (Note [CPU scalars on a GPU]): not
+    # a per-call copy, so not in copies_added().
+    constant_uploads: int = 0
 
     @property
     def partition_count(self) -> int:
@@ -116,7 +119,8 @@ class CompileReport:
     def text(self) -> str:
         lines = [f"symmflow: {len(self.partitions)} partition(s), "
                  f"{len(self.boundaries)} boundary(ies), {self.plan_copies()} copies in plans, "
-                 f"{self.input_copies} input copies, compiled in {self.compile_seconds:.2f} s"]
+                 f"{self.input_copies} input copies, {self.constant_uploads} constants uploaded "
+                 f"once, compiled in {self.compile_seconds:.2f} s"]
         lines.append("  partitions in call order: " + " -> ".join(self.kinds))
         lines += [f"  {b}" for b in self.boundaries]
         lines += [f"  left to PyTorch: {why}" for why in self.fallback_ops]
@@ -182,17 +186,18 @@ class _PartitionRunner:
         return copy
 
     def __call__(self, *args):
-        tensors, copies = [], 0
+        tensors, copies, uploads = [], 0, 0
         for i, a in enumerate(args):
             if self.cuda and not a.is_cuda:  # Note [CPU scalars on a GPU]
                 a = self._on_device(i, a)
-                copies += 1
+                uploads += 1
             if not a.is_contiguous():
                 a = a.contiguous()
                 copies += 1
             tensors.append(a.detach())
         if not self.counted:  # the report counts one call's copies
             self.report.input_copies += copies
+            self.report.constant_uploads += uploads
             self.counted = True
         try:
             if self.cuda:  # Note [streams]

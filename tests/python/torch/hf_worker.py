@@ -92,6 +92,7 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
             "boundaries": list(report.boundaries) if report else None,
             "copies_added": report.copies_added() if report else None,
             "input_copies": report.input_copies if report else None,
+            "constant_uploads": report.constant_uploads if report else None,
             "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None}
 
 

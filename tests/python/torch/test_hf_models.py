@@ -39,7 +39,7 @@ DENSE_4 = ["llama:dtensor:mask", "llama:sp:mask", "qwen3:dtensor:mask", "mistral
 
 @pytest.mark.parametrize("nproc,cases,dtypes", [
     (2, DENSE_2, "f32,bf16"),
-    (4, DENSE_4, "f32"),
+    (4, DENSE_4, "f32,bf16"),
 ])
 def test_dense_models_are_one_partition_and_equal_eager(nproc, cases, dtypes):
     rc, results, out = launch(nproc, ",".join(cases), dtypes, timeout=900, worker=WORKER)
