@@ -17,12 +17,6 @@
 namespace symmflow::cuda {
 namespace {
 
-void check_on_gpu(std::string_view op, const Tensor& t) {
-  SF_CHECK(t.device().type == DeviceType::cuda,
-           "{}: tensor {} is on {}; every tensor operand must be on the GPU", op, t.str(),
-           t.device().str());
-}
-
 void check_rank(std::string_view op, const Shape& shape) {
   SF_CHECK(shape.size() <= size_t(kPwMaxDims), "{}: {} dimensions (the cuda kernel takes {})", op,
            shape.size(), kPwMaxDims);

@@ -20,12 +20,6 @@
 namespace symmflow::cuda {
 namespace {
 
-void check_on_gpu(std::string_view op, const Tensor& t) {
-  SF_CHECK(t.device().type == DeviceType::cuda,
-           "{}: tensor {} is on {}; every tensor operand must be on the GPU", op, t.str(),
-           t.device().str());
-}
-
 Tensor contiguous_on_gpu(const Tensor& t) { return t.is_contiguous() ? t : aten::clone(t); }
 
 // `dst` itself when contiguous, else a temporary that finish() copies into it.

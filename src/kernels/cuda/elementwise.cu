@@ -8,26 +8,10 @@
 
 #include "kernels/cuda/collectives.hpp"
 #include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/typed_access.cuh"
 
 namespace symmflow::cuda {
 namespace {
-
-// Element `off` of `p` (type t) as C: int64_t or double.
-template <typename C>
-__device__ __forceinline__ C load(const void* p, PwType t, int64_t off) {
-  switch (t) {
-    case PwType::f32: return C(static_cast<const float*>(p)[off]);
-    case PwType::f64: return C(static_cast<const double*>(p)[off]);
-    case PwType::bf16: return C(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[off]));
-    case PwType::f16: return C(__half2float(static_cast<const __half*>(p)[off]));
-    case PwType::i32: return C(static_cast<const int32_t*>(p)[off]);
-    case PwType::i64: return C(static_cast<const int64_t*>(p)[off]);
-    case PwType::i8: return C(static_cast<const int8_t*>(p)[off]);
-    case PwType::u32: return C(static_cast<const uint32_t*>(p)[off]);
-    case PwType::boolean: return C(static_cast<const bool*>(p)[off] ? 1 : 0);
-  }
-  return C(0);
-}
 
 // A double rounded to the floating type t (16-bit floats round from float, as the CPU converts).
 __device__ __forceinline__ double round_to(double v, PwType t) {
@@ -157,9 +141,9 @@ __global__ void elementwise_kernel(const __grid_constant__ ElemArgs a) {
     for (int n = 0; n < kIn; ++n) {
       const ElemOperand& o = a.in[n];
       if constexpr (std::is_same_v<C, int64_t>) {
-        x[n] = o.data ? wrap_to(load<C>(o.data, o.type, off[n]), a.compute) : a.i0;
+        x[n] = o.data ? wrap_to(ld<C>(o.data, o.type, off[n]), a.compute) : a.i0;
       } else {
-        x[n] = o.data ? round_to(load<C>(o.data, o.type, off[n]), a.compute)
+        x[n] = o.data ? round_to(ld<C>(o.data, o.type, off[n]), a.compute)
                       : round_to(a.c0, a.scalar_in_float ? PwType::f32 : a.compute);
       }
     }
@@ -202,7 +186,7 @@ __global__ void any_kernel(const __grid_constant__ AnyArgs a) {
         off += (rr % a.reduced_sizes[d]) * a.reduced_strides[d];
         rr /= a.reduced_sizes[d];
       }
-      any = load<double>(a.in, a.in_type, off) != 0.0;  // NaN != 0
+      any = ld<double>(a.in, a.in_type, off) != 0.0;  // NaN != 0
     }
     a.out[o] = any;
   }
@@ -250,9 +234,9 @@ __global__ void cumsum_kernel(const void* x, PwType xt, void* y, PwType yt, int6
     for (int64_t k = 0; k < n; ++k) {
       const int64_t at = base + k * inner;
       if constexpr (std::is_same_v<C, int64_t>) {
-        acc += wrap_to(load<C>(x, xt, at), yt);
+        acc += wrap_to(ld<C>(x, xt, at), yt);
       } else {
-        acc = __dadd_rn(acc, round_to(load<C>(x, xt, at), yt));
+        acc = __dadd_rn(acc, round_to(ld<C>(x, xt, at), yt));
       }
       store<C>(y, yt, at, acc);
     }

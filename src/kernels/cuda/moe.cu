@@ -16,23 +16,6 @@
 namespace symmflow::cuda {
 namespace {
 
-// Element `off` of `p` (type t) as C: double for float types (exact), int64_t otherwise.
-template <typename C>
-__device__ __forceinline__ C load_key(const void* p, PwType t, int64_t off) {
-  switch (t) {
-    case PwType::f32: return C(static_cast<const float*>(p)[off]);
-    case PwType::f64: return C(static_cast<const double*>(p)[off]);
-    case PwType::bf16: return C(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[off]));
-    case PwType::f16: return C(__half2float(static_cast<const __half*>(p)[off]));
-    case PwType::i32: return C(static_cast<const int32_t*>(p)[off]);
-    case PwType::i64: return C(static_cast<const int64_t*>(p)[off]);
-    case PwType::i8: return C(static_cast<const int8_t*>(p)[off]);
-    case PwType::u32: return C(static_cast<const uint32_t*>(p)[off]);
-    case PwType::boolean: return C(static_cast<const bool*>(p)[off] ? 1 : 0);
-  }
-  return C(0);
-}
-
 __device__ __forceinline__ void copy_elem(void* dst, int64_t di, const void* src, int64_t si,
                                           int size) {
   switch (size) {
@@ -83,7 +66,7 @@ __global__ void sort_small_kernel(const __grid_constant__ SortLines s, int P) {
     const int64_t base = line_base(l, s.n, s.inner);
     for (int j = threadIdx.x; j < P; j += blockDim.x) {
       const bool real = j < s.n;
-      keys[j] = real ? load_key<C>(s.x, s.type, base + j * s.inner) : C(0);
+      keys[j] = real ? ld<C>(s.x, s.type, base + j * s.inner) : C(0);
       idx[j] = real ? j : -1;
     }
     __syncthreads();
@@ -143,7 +126,7 @@ __global__ void sort_step_kernel(const __grid_constant__ SortLines s, int64_t P,
     if (j >= s.n) continue;
     const int64_t base = line_base(l, s.n, s.inner);
     const int64_t oi = base + i * s.inner, oj = base + j * s.inner;
-    const C ki = load_key<C>(s.values, s.type, oi), kj = load_key<C>(s.values, s.type, oj);
+    const C ki = ld<C>(s.values, s.type, oi), kj = ld<C>(s.values, s.type, oj);
     const int64_t ii = s.indices[oi], ij = s.indices[oj];
     if (before(kj, ij, ki, ii, s.descending)) {
       swap_elems(s.values, oi, oj, s.elem_size);

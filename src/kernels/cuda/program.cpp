@@ -30,6 +30,12 @@ void check_float(std::string_view op, DType d) {
            "{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op, dtype_name(d));
 }
 
+void check_on_gpu(std::string_view op, const Tensor& t) {
+  SF_CHECK(t.device().type == DeviceType::cuda,
+           "{}: tensor {} is on {}; every tensor operand must be on the GPU", op, t.str(),
+           t.device().str());
+}
+
 std::string float_only(const OpDef& op, std::span<const Value> args) {
   auto refuse = [&](DType d) {
     return fmt::format("{}: dtype {} has no cuda kernel (f32, bf16, f16, f64)", op.name(),

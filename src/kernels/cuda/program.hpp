@@ -17,6 +17,8 @@ namespace symmflow::cuda {
 PwType pw_type(DType d);
 // InvalidUsage "op: dtype X has no cuda kernel (f32, bf16, f16, f64)" for other dtypes.
 void check_float(std::string_view op, DType d);
+// InvalidUsage "op: tensor X is on D; every tensor operand must be on the GPU" unless t is.
+void check_on_gpu(std::string_view op, const Tensor& t);
 // Note [kernel checks] (ops/registry.hpp) for kernels that take floats only: check_float's text
 // for the first result (or, for an op returning nothing, written argument) of another dtype.
 std::string float_only(const OpDef& op, std::span<const Value> args);

@@ -1,7 +1,7 @@
-// ld / st: a float element of a runtime dtype (PwType f32, f64, bf16, f16) read into and written
-// from an accumulator type A (float or double; bf16 and f16 round to nearest on store), shared by
-// the kernels that take their dtype at run time (norms, attention). Other dtypes read 0 and are
-// not written: callers refuse them on the host first.
+// ld / st: an element of a runtime dtype read into and written from an accumulator type A, shared
+// by the kernels that take their dtype at run time. ld reads every dtype (float or double, or
+// int64_t for the integer ones: elementwise, sort keys; a bool reads 0 or 1). st writes the float
+// dtypes (bf16 and f16 round to nearest) and not the others: callers refuse them on the host first.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,8 +21,13 @@ __device__ __forceinline__ A ld(const void* p, PwType t, int64_t i) {
     case PwType::f64: return A(static_cast<const double*>(p)[i]);
     case PwType::bf16: return A(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]));
     case PwType::f16: return A(__half2float(static_cast<const __half*>(p)[i]));
-    default: return A(0);
+    case PwType::i32: return A(static_cast<const int32_t*>(p)[i]);
+    case PwType::i64: return A(static_cast<const int64_t*>(p)[i]);
+    case PwType::i8: return A(static_cast<const int8_t*>(p)[i]);
+    case PwType::u32: return A(static_cast<const uint32_t*>(p)[i]);
+    case PwType::boolean: return A(static_cast<const bool*>(p)[i] ? 1 : 0);
   }
+  return A(0);
 }
 
 template <typename A>

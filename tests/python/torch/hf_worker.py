@@ -17,7 +17,6 @@ SYMMFLOW_TEST_DEVICE=cuda runs on the rank's GPU (rank % GPUs), references on th
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -30,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
 
 import hf_models  # noqa: E402
+from worker import emit  # noqa: E402  (the RESULT lines and files of the torchrun tests)
 
 import symmflow.torch as sft  # noqa: E402
 
@@ -94,16 +94,6 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
             "input_copies": report.input_copies if report else None,
             "constant_uploads": report.constant_uploads if report else None,
             "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None}
-
-
-def emit(result: dict) -> None:
-    line = json.dumps(result)
-    sys.stdout.write(f"RESULT {line}\n")
-    sys.stdout.flush()
-    folder = os.environ.get("SYMMFLOW_TEST_RESULTS")
-    if folder:
-        with open(os.path.join(folder, f"rank{result['rank']}.jsonl"), "a") as f:
-            f.write(line + "\n")
 
 
 def main() -> int:
