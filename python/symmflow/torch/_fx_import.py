@@ -8,8 +8,9 @@ is the IR as C++ prints it, for people).
 Expects: an inference graph from `aot_autograd(fw_compiler=...)` with `core_aten_decompositions()`
 (or make_fx, or one built by hand), static shapes, tensors of symmflow's dtypes; a
 `group_resolver(c10d_name)` giving the group's subgroups of global ranks (or one flat list).
-Guarantees: a node is supported exactly when the builder accepts it: its schema binds and its
-shape function takes the arguments (the C++ registry decides, not a table here); value names are
+Guarantees: a node is supported exactly when the builder accepts it: its schema binds, its shape
+function takes the arguments and, for a device, a kernel there takes them (the C++ registry
+decides, not a table here); value names are
 the FX node names (the builder makes them IR-safe); the returned `ImportedGraph` keeps the order
 of graph inputs and, for every FX output, where its value comes from (an IR result, possibly
 shared by several outputs, or a graph input or a view of one, left to Python: Note [outputs left
