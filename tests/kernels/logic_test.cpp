@@ -23,24 +23,15 @@ const NamedCmp kCmps[] = {
 
 // Small values (so that equal pairs are common), NaN and +-inf among floats.
 Tensor small_values(const Shape& shape, DType dtype, uint32_t seed, Layout layout) {
-  Tensor t = random_tensor(shape, dtype, seed, layout);
   std::mt19937 rng(seed);
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (int64_t n = 0; n < t.numel(); ++n) {
-    int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
+  return fill_each(random_tensor(shape, dtype, seed, layout), [&] {
     double v = dtype == DType::boolean ? double(rng() % 2) : double(int(rng() % 4) - 1);
     if (is_floating(dtype) && rng() % 7 == 0) {
       const double special[] = {NAN, INFINITY, -INFINITY, 0.5};
       v = special[rng() % 4];
     }
-    store_double(t.view(), off, v);
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return t;
+    return v;
+  });
 }
 
 TEST(AtenLogic, ComparisonsOfTensorsBroadcastAndPromote) {

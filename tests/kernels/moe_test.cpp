@@ -38,21 +38,12 @@ std::vector<Tensor> call_list(std::string_view op, const std::vector<Value>& arg
 
 // Ties likely (small integers), NaN among floats.
 Tensor tie_values(const Shape& shape, DType dtype, uint32_t seed, Layout layout) {
-  Tensor t = random_tensor(shape, dtype, seed, layout);
   std::mt19937 rng(seed);
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (int64_t n = 0; n < t.numel(); ++n) {
-    int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
+  return fill_each(random_tensor(shape, dtype, seed, layout), [&] {
     double v = dtype == DType::boolean ? double(rng() % 2) : double(int(rng() % 5) - (dtype == DType::u32 ? 0 : 2));
     if (is_floating(dtype) && rng() % 9 == 0) v = rng() % 2 ? NAN : -0.0;
-    store_double(t.view(), off, v);
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return t;
+    return v;
+  });
 }
 
 // Note [sort order] without sorting: the rank of element i of a line is the number of elements

@@ -48,20 +48,26 @@ inline double random_value(std::mt19937& rng, DType dtype) {
   }
 }
 
-// Fills every element of a (possibly strided) tensor through core's store_double.
-inline void fill_random(const Tensor& t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  if (t.numel() == 0) return;
-  std::vector<int64_t> idx(t.shape().size(), 0);
+// Writes next() into each element of `t` (any layout), in row-major index order; returns t.
+inline Tensor fill_each(Tensor t, const std::function<double()>& next) {
+  const Shape& shape = t.shape();
+  std::vector<int64_t> idx(shape.size(), 0);
   for (int64_t n = 0; n < t.numel(); ++n) {
     int64_t off = 0;
     for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
-    store_double(t.view(), off, random_value(rng, t.dtype()));
+    store_double(t.view(), off, next());
     for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < t.shape()[d]) break;
+      if (++idx[d] < shape[d]) break;
       idx[d] = 0;
     }
   }
+  return t;
+}
+
+// Fills every element of a (possibly strided) tensor through core's store_double.
+inline void fill_random(const Tensor& t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  fill_each(t, [&] { return random_value(rng, t.dtype()); });
 }
 
 // A random tensor of `shape` laid out as `layout`, with its storage larger than needed for the
