@@ -363,5 +363,35 @@ TEST_F(CudaOps, AllocationDuringCaptureIsRefused) {
       << message;
 }
 
+// Note [scratch inside a capture]: inside a CaptureScratch scope a kernel's scratch becomes the
+// graph's allocation and free nodes; the graph replays with the same results, and the scope counts
+// what is still alive.
+TEST_F(CudaOps, ScratchInsideACaptureScopeIsCapturedAndFreed) {
+  Tensor x = to_device(random({64}, DType::f32, 21));
+  Tensor out = call("aten::cos", {x}).to_tensor();  // allocated before the capture
+  auto stream = static_cast<cudaStream_t>(current_stream());
+  cudaGraph_t g = nullptr;
+  {
+    CaptureScratch scratch;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    {
+      Tensor s = call("aten::sin", {x}).to_tensor();  // scratch: allocated inside the capture
+      EXPECT_EQ(scratch.live(), 1);
+      aten::copy_(out, s);
+    }
+    EXPECT_EQ(scratch.live(), 0);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
+  }
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  cudaGraphDestroy(g);
+  for (int i = 0; i < 2; ++i) {  // a graph whose allocation had escaped would refuse the second
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  cudaGraphExecDestroy(exec);
+  expect_close(out, call("aten::sin", {to_host(x)}).to_tensor(), 0, "sin through captured scratch");
+}
+
 }  // namespace
 }  // namespace symmflow::cuda

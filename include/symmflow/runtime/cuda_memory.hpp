@@ -13,9 +13,11 @@
 // sets to a non-blocking stream of the rank thread; the executor switches it between its compute
 // and communication streams. Host reads of device tensors go through to_host (or aten::copy_ into
 // a host tensor followed by synchronize()). Nothing here allocates or rendezvouses while the
-// current stream is being captured into a CUDA graph: such a call raises InvalidUsage.
+// current stream is being captured into a CUDA graph (such a call raises InvalidUsage), except a
+// kernel's scratch inside a CaptureScratch scope (Note [scratch inside a capture]).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -45,6 +47,31 @@ void synchronize();
 bool capturing();
 // Raises InvalidUsage naming `what` when the current stream is being captured.
 void check_not_capturing(std::string_view what);
+
+// Note [scratch inside a capture]
+// A kernel may need scratch memory: a contiguous copy of a strided input, a staging output, the
+// pair a long sort works in. Inside a CUDA graph capture, cudaMallocAsync and cudaFreeAsync on
+// the capturing stream become the graph's allocation and free nodes, so such scratch is legal
+// there as long as it is freed before the capture ends: a graph whose allocation outlives it
+// cannot be launched again until that memory is freed. The executor opens a CaptureScratch
+// around the steps it captures; while one is open on the thread, allocate_device accepts a
+// capturing stream and counts the allocation as live until its storage is destroyed, and the
+// executor refuses a capture that ends with live scratch (a kernel that returned memory it
+// allocated). Outside a scope, allocating while capturing still raises InvalidUsage: an eager
+// op's fresh output inside a caller's capture would outlive it.
+class CaptureScratch {
+ public:
+  CaptureScratch();
+  ~CaptureScratch();
+  CaptureScratch(const CaptureScratch&) = delete;
+  CaptureScratch& operator=(const CaptureScratch&) = delete;
+  // Allocations made inside this scope whose storage is still alive.
+  long live() const;
+
+ private:
+  std::shared_ptr<std::atomic<long>> live_;
+  std::shared_ptr<std::atomic<long>>* saved_;
+};
 
 // Regular device memory on GPU `device` (zero-filled when `zero`); the allocator that
 // Storage::allocate uses for cuda devices.

@@ -102,7 +102,7 @@ class CudaBackend : public exec::DeviceBackend {
       StreamGuard guard(streams_[0]);
       before();
       if (status == cudaStreamCaptureStatusActive) {
-        enqueue(steps);  // into the caller's capture
+        enqueue_captured(steps);  // into the caller's capture
         ++caller_captures_;
       } else {
         launch(steps, binding.key);
@@ -114,6 +114,17 @@ class CudaBackend : public exec::DeviceBackend {
       SF_CUDA_CHECK(cudaEventRecord(caller_join_, streams_[0]));
       SF_CUDA_CHECK(cudaStreamWaitEvent(caller, caller_join_, 0));
     }
+  }
+
+  // Enqueues the steps into a capture: kernels' scratch becomes the graph's allocation and free
+  // nodes, and none may outlive the capture (Note [scratch inside a capture] in cuda_memory.hpp).
+  void enqueue_captured(const std::function<void()>& steps) {
+    cuda::CaptureScratch scratch;
+    enqueue(steps);
+    SF_CHECK(scratch.live() == 0,
+             "a kernel kept {} GPU allocation(s) made while its steps were captured into a CUDA "
+             "graph; a kernel's scratch must be freed before it returns",
+             scratch.live());
   }
 
   // Replays the graph of this binding, capturing it first when there is none (Note [device
@@ -129,7 +140,7 @@ class CudaBackend : public exec::DeviceBackend {
     cudaGraph_t graph = nullptr;
     SF_CUDA_CHECK(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue(steps);
+      enqueue_captured(steps);
     } catch (...) {
       cudaGraph_t broken = nullptr;
       cudaStreamEndCapture(streams_[0], &broken);

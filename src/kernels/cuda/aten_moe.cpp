@@ -3,8 +3,9 @@
 // modes]), histc and _grouped_mm (moe.cu), empty_permuted (the dispatcher allocated it). Types and
 // checks come from aten_meta, as on the CPU, and results equal the CPU kernels' (sort, topk, div,
 // histc exactly; _grouped_mm up to the summation order). Nothing reads device memory on the host,
-// so every op can be captured into a CUDA graph, with one exception: topk of k < n over lines
-// longer than kSortSharedMax sorts in a scratch tensor, an allocation that a capture refuses. The
+// so every op can be captured into a CUDA graph; the scratch of a strided input or of topk of
+// k < n over lines longer than kSortSharedMax is a graph allocation there (Note [scratch inside a
+// capture] in cuda_memory.hpp). The
 // GPU does not check what only device data tells: an integer division by zero gives 0, histc of a
 // range from data with NaN gives zero counts, _grouped_mm's offs are not validated (a row belongs
 // to the first group whose end is past it); the CPU raises on each.
@@ -58,8 +59,6 @@ void sort_lines(const std::string& op, const Tensor& self, const aten_meta::Sort
     s.indices = static_cast<int64_t*>(indices.t.raw_data());
     SF_CUDA_CHECK(cudaError_t(launch_sort_lines_global(s, current_stream())));
   } else {  // every line sorted in a scratch pair, the first k copied out
-    check_not_capturing(fmt::format("{} of k < n over lines of more than {} elements (a scratch "
-                                    "allocation)", op, kSortSharedMax));
     Tensor sv = aten::clone(x);
     Tensor si = Tensor::uninitialized(x.shape(), DType::i64, x.device());
     s.values = sv.raw_data();

@@ -12,16 +12,24 @@ namespace symmflow::cuda {
 namespace {
 
 thread_local cudaStream_t tls_stream = nullptr;
+// The innermost open CaptureScratch's live count (Note [scratch inside a capture]).
+thread_local std::shared_ptr<std::atomic<long>>* tls_scratch = nullptr;
 
 class DeviceStorage : public Storage {
  public:
-  DeviceStorage(void* p, size_t bytes, int device)
-      : Storage(p, bytes, Device::cuda(device), MemoryKind::regular) {}
+  DeviceStorage(void* p, size_t bytes, int device, std::shared_ptr<std::atomic<long>> scratch)
+      : Storage(p, bytes, Device::cuda(device), MemoryKind::regular), scratch_(std::move(scratch)) {
+    if (scratch_) ++*scratch_;
+  }
   // Stream-ordered (Note [ranks sharing a GPU] in heap.cpp): freed after the work already
-  // enqueued on the freeing thread's stream.
+  // enqueued on the freeing thread's stream; inside a capture, a free node of its graph.
   ~DeviceStorage() override {
     if (data_) cudaFreeAsync(data_, tls_stream);
+    if (scratch_) --*scratch_;
   }
+
+ private:
+  std::shared_ptr<std::atomic<long>> scratch_;  // set when allocated inside a capture
 };
 
 }  // namespace
@@ -44,8 +52,20 @@ void check_not_capturing(std::string_view what) {
            what);
 }
 
+CaptureScratch::CaptureScratch()
+    : live_(std::make_shared<std::atomic<long>>(0)), saved_(tls_scratch) {
+  tls_scratch = &live_;
+}
+CaptureScratch::~CaptureScratch() { tls_scratch = saved_; }
+long CaptureScratch::live() const { return live_->load(); }
+
 std::shared_ptr<Storage> allocate_device(int device, size_t bytes, bool zero) {
-  check_not_capturing("allocating GPU memory");
+  // Note [scratch inside a capture]
+  std::shared_ptr<std::atomic<long>> scratch;
+  if (capturing()) {
+    if (!tls_scratch) check_not_capturing("allocating GPU memory");
+    scratch = *tls_scratch;
+  }
   int saved = 0;
   SF_CUDA_CHECK(cudaGetDevice(&saved));
   if (saved != device) SF_CUDA_CHECK(cudaSetDevice(device));
@@ -60,7 +80,7 @@ std::shared_ptr<Storage> allocate_device(int device, size_t bytes, bool zero) {
     throw_error(ErrorCode::Cuda, "allocating {} bytes on cuda:{} failed: {}", bytes, device,
                 cudaGetErrorString(err));
   }
-  return std::make_shared<DeviceStorage>(p, bytes, device);
+  return std::make_shared<DeviceStorage>(p, bytes, device, std::move(scratch));
 }
 
 SymmetricDeviceStorage::SymmetricDeviceStorage(std::shared_ptr<DeviceHeap> heap)
