@@ -16,6 +16,7 @@ struct PassInfo {
   std::string name;  // "functionalize"
   std::function<void(ir::Graph&)> run;
   std::string doc;  // one line
+  bool optional = false;  // a fusion: the plan is correct without it (Note [skipping fusions])
 };
 
 // Graph-to-graph passes in pipeline order (plan_memory and emit_plan produce the Plan).
@@ -36,6 +37,9 @@ struct CompileOptions {
   // The source the graph was parsed from, for the race checker's diagnostics.
   std::string filename = "<graph>";
   std::string source;
+  // Optional passes not to run (Note [skipping fusions]), besides those SYMMFLOW_SKIP_PASSES
+  // names (comma-separated); naming another pass raises InvalidUsage.
+  std::vector<std::string> skip_passes;
 };
 
 // Runs every pass and plans memory. Takes the graph (the plan keeps it).
