@@ -80,7 +80,9 @@ def run_model(case, args, device, results):
                 results.setdefault("reports", {})[case] = {
                     "partitions": report.partition_count, "boundaries": report.boundaries,
                     "copies_added": report.copies_added(),
-                    "all_reduce_inputs_in_place": report.all_reduce_inputs_in_place()}
+                    "all_reduce_inputs_in_place": report.all_reduce_inputs_in_place(),
+                    "collectives": sorted({str(c.get("op")) for p in report.partitions
+                                           for c in p.explain.get("collectives", [])})}
             except Exception:  # noqa: BLE001 - reported in the table
                 rows.append({"what": name, "ok": False, "error": traceback.format_exc()[-1500:]})
         if not args.no_inductor:

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One session's GPU work (issues 24 and 27), on two GPUs of one host, in two calls of the device
+# tool on a warm machine (carry .whl: nanobind's and transformers 5.23's wheels):
+#   bash tools/device/decoder_moe.sh moe     # build (hf_models.sh build + test_cuda_ops), the
+#                                            # capture-scratch GPU test, then the MoE models
+#                                            # (Mixtral, Qwen3-MoE) and Qwen2 at world 1 and 2
+#   bash tools/device/decoder_moe.sh timing  # the decoder layer and the MLP at TP2 through the
+#                                            # backend beside eager and inductor, then symmflow
+#                                            # again without raise_rms_norm (Note [skipping
+#                                            # fusions]): what the fused all-reduce+add+norm is worth
+# Logs go to $OUT (logs.tgz); a table last.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mode=${1:-moe}
+here=$(dirname "$0")
+if [[ ! -x build/device/bin/symmflow ]]; then
+  bash "$here/hf_models.sh" build || exit 1
+fi
+FINAL_OUT=${OUT:-/tmp/symmflow-device}
+OUT=/tmp/symmflow-device-logs
+mkdir -p "$OUT" "$FINAL_OUT"
+pack_logs() { tar -czf "$FINAL_OUT/logs_$mode.tgz" -C "$OUT" . 2>/dev/null; }
+trap pack_logs EXIT
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
+export PYTHONPATH=$PWD/build/device/python:${PYTHONPATH:-}
+start=$(date +%s)
+step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
+if [[ "$mode" == moe ]]; then
+  step "build test_cuda_ops"
+  cmake --build build/device -j "$(nproc)" --target test_cuda_ops >"$OUT/build_ops.log" 2>&1 \
+    || { grep -E "error" -A3 "$OUT/build_ops.log" | head -40; }
+  timeout 120 build/device/tests/cuda/test_cuda_ops --gtest_filter='*Capture*' \
+    >"$OUT/capture.log" 2>&1
+  echo "capture tests: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/capture.log" | tr '\n' ' ')"
+  OUT="$FINAL_OUT" CASES1=${CASES1:-mixtral:dtensor:mask,qwen3_moe:dtensor:mask,qwen2:dtensor:mask} \
+  CASES2=${CASES2:-mixtral:dtensor:mask,qwen3_moe:dtensor:mask,qwen2:tp_plan:mask} \
+  WORKER_TIMEOUT=${WORKER_TIMEOUT:-150} bash "$here/hf_models.sh" run
+  exit 0
+fi
+timing() {  # name, env..., then -- and torch_backend.py's arguments
+  local name=$1
+  shift
+  env "$@" PYTHONUNBUFFERED=1 timeout 280 torchrun --nproc-per-node 2 \
+    --master-port $((29600 + RANDOM % 200)) tools/device/torch_backend.py \
+    --json "$OUT/$name.json" --iters "${ITERS:-50}" ${EXTRA:-} >"$OUT/$name.log" 2>&1
+  echo "$name: exit $?"
+  sed -n '/^torch_backend:/,$p' "$OUT/$name.log"
+  [[ -s "$OUT/$name.json" ]] || tail -20 "$OUT/$name.log"
+}
+step "TP2: decoder layer and MLP, symmflow beside eager and inductor"
+timing tp2 SYMMFLOW_SKIP_PASSES=
+step "TP2: symmflow without raise_rms_norm"
+EXTRA="--no-inductor --cases decoder" timing tp2_no_raise SYMMFLOW_SKIP_PASSES=raise_rms_norm
+step done
