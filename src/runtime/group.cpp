@@ -3,6 +3,7 @@
 #include "symmflow/runtime/group.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +19,7 @@ namespace {
 constexpr int kKinds = 2;
 constexpr uint32_t kSignalBit = 1;
 constexpr uint32_t kParkedBit = 2;
+constexpr int kSignatureShift = 2;
 }  // namespace
 
 Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
@@ -29,8 +31,11 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
   channels_ = int(tunables().signal_channels);
   std::vector<int> sorted = ranks_;
   std::sort(sorted.begin(), sorted.end());
-  size_t pad_bytes = size_t(kKinds) * size_t(channels_) * ranks_.size() * sizeof(uint32_t);
-  pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_, pad_bytes, "new_group");
+  size_t flag_bytes = size_t(kKinds) * size_t(channels_) * ranks_.size() * sizeof(uint32_t);
+  // The state word on a cache line of its own (Note [peers that left] in group.hpp).
+  state_offset_ = (flag_bytes + 63) / 64 * 64;
+  pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_, state_offset_ + 64, "new_group");
+  name_hash_ = std::hash<std::string>{}(name_);
   staging_half_ = size_t(tunables().one_shot_max_bytes + 63) / 64 * 64;
   staging_ = bootstrap_->allocate_shared(sorted, "staging:" + name_,
                                          std::max<size_t>(2 * staging_half_, 64), "new_group");
@@ -57,6 +62,16 @@ std::atomic<uint32_t>* Group::flag(int owner, SignalKind kind, int channel, int 
   return base + index;
 }
 
+std::atomic<uint32_t>* Group::state(int owner) const {
+  return reinterpret_cast<std::atomic<uint32_t>*>(
+      static_cast<char*>(pads_->peer(member_index(owner))) + state_offset_);
+}
+
+void Group::mark_left(uint32_t why) {
+  uint32_t zero = 0;  // the first reason stays
+  state(rank_)->compare_exchange_strong(zero, why, std::memory_order_release);
+}
+
 void Group::check_channel(int channel, std::string_view op) const {
   SF_CHECK(channel >= 0 && channel < channels_,
            "{}: channel {} out of range for group '{}' (valid: 0..{}; set SYMMFLOW_SIGNAL_CHANNELS "
@@ -68,18 +83,21 @@ void Group::check_alive(std::string_view op) const {
   SF_CHECK(!destroyed(), "{}: group '{}' was destroyed; create it again with new_group", op, name_);
 }
 
-// Note [signal protocol] in group.hpp: bit 1 is the signal, bit 2 says the other side parked.
-void Group::transition(std::atomic<uint32_t>* f, uint32_t from, uint32_t to,
-                       std::memory_order order, int peer, std::string_view op) {
-  uint32_t v = from;
-  if (f->compare_exchange_strong(v, to, order, std::memory_order_relaxed)) return;
+// Note [signal protocol] in group.hpp: bit 1 is the signal, bit 2 says the other side parked,
+// bits 2.. the raiser's call signature (Note [collective agreement] in agreement.cpp).
+uint32_t Group::transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t to,
+                           std::memory_order order, int peer, std::string_view op) {
+  uint32_t v = expect;
+  if (f->compare_exchange_strong(v, to, order, std::memory_order_relaxed)) return expect;
+  const uint32_t from = expect & kSignalBit;
   Waiter w(bootstrap_, {op, name_, bootstrap_->rank(), global_rank(peer)});
+  w.watch_peer_state(state(peer));
   for (;;) {
     if ((v & kSignalBit) == from) {
       // Ready: publish, and wake the other side if it parked.
       if (f->compare_exchange_weak(v, to, order, std::memory_order_relaxed)) {
         if (v & kParkedBit) futex_wake_all(f);
-        return;
+        return v & ~kParkedBit;
       }
       continue;
     }
@@ -96,20 +114,42 @@ void Group::transition(std::atomic<uint32_t>* f, uint32_t from, uint32_t to,
   }
 }
 
-void Group::raise(SignalKind kind, int peer, int channel, std::string_view op) {
-  transition(flag(peer, kind, channel, rank_), 0, kSignalBit, std::memory_order_release, peer, op);
+void Group::raise(SignalKind kind, int peer, int channel, std::string_view op,
+                  uint32_t signature) {
+  transition(flag(peer, kind, channel, rank_), 0, kSignalBit | (signature << kSignatureShift),
+             std::memory_order_release, peer, op);
 }
 
-void Group::consume(SignalKind kind, int peer, int channel, std::string_view op) {
-  transition(flag(rank_, kind, channel, peer), kSignalBit, 0, std::memory_order_acquire, peer, op);
+uint32_t Group::consume(SignalKind kind, int peer, int channel, std::string_view op,
+                        uint32_t expected_signature) {
+  return transition(flag(rank_, kind, channel, peer),
+                    kSignalBit | (expected_signature << kSignatureShift), 0,
+                    std::memory_order_acquire, peer, op) >>
+         kSignatureShift;
 }
 
-void Group::barrier(int channel, std::string_view op) {
+void Group::barrier(int channel, std::string_view op) { signed_barrier(channel, op, 0, nullptr); }
+
+void Group::barrier(int channel, const CollectiveCall& call) {
+  if (!tunables().collective_agreement) {
+    signed_barrier(channel, call.op, 0, nullptr);
+    return;
+  }
+  signed_barrier(channel, call.op, signature(call), &call);
+}
+
+// Every barrier compares the signatures its peers raised with its own (0 for a plain barrier), so
+// a plain barrier meeting a collective's fails on both sides (Note [collective agreement]).
+void Group::signed_barrier(int channel, std::string_view op, uint32_t signature,
+                           const CollectiveCall* call) {
   check_alive(op);
   check_channel(channel, op);
   int n = size();
-  for (int i = 1; i < n; ++i) raise(SignalKind::barrier, (rank_ + i) % n, channel, op);
-  for (int i = 1; i < n; ++i) consume(SignalKind::barrier, (rank_ + n - i) % n, channel, op);
+  for (int i = 1; i < n; ++i) raise(SignalKind::barrier, (rank_ + i) % n, channel, op, signature);
+  bool agree = true;
+  for (int i = 1; i < n; ++i)
+    agree &= consume(SignalKind::barrier, (rank_ + n - i) % n, channel, op, signature) == signature;
+  if (!agree) disagree(op, call);
 }
 
 void Group::put_signal(int peer, int channel, std::string_view op) {

@@ -33,7 +33,13 @@ Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bo
 }
 
 Runtime::~Runtime() {
-  for (auto& [name, g] : groups_) g->mark_destroyed();
+  // A runtime torn down while an exception unwinds belongs to a rank that failed: it poisons the
+  // world instead of saying it finished (Note [peers that left] in group.hpp).
+  const bool clean = std::uncaught_exceptions() == 0;
+  for (auto& [name, g] : groups_) {
+    g->mark_destroyed();
+    if (clean) g->mark_left(Group::kLeftFinished);
+  }
 }
 
 Runtime* Runtime::current_or_null() {
@@ -90,6 +96,7 @@ void Runtime::destroy_group(std::string_view name) {
   auto it = groups_.find(name);
   SF_CHECK(it != groups_.end(), "destroy_group: unknown group '{}'", name);
   it->second->mark_destroyed();
+  it->second->mark_left(Group::kLeftDestroyed);
   groups_.erase(it);
 }
 

@@ -97,9 +97,15 @@ const std::vector<Row>& rows() {
       BOOL_ROW(cuda_pointwise_codegen,
                "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
                "(NVRTC, cached); 0: as a program of the pointwise interpreter"),
+      BOOL_ROW(collective_agreement,
+               "1: every collective's barrier carries a signature of the call (op, reduce op, "
+               "dtype, element count, group), so ranks that disagree raise on every rank naming "
+               "the field before any data moves (Note [collective agreement]); must be set alike "
+               "on every rank"),
       BOOL_ROW(debug_collectives,
-               "1: every collective first checks that all ranks call the same op with the same "
-               "dtype and size (costs one extra exchange)"),
+               "1: every collective first checks, with one extra exchange, that all ranks call the "
+               "same op with the same dtype and size, listing every rank's call (a deeper check "
+               "than collective_agreement's)"),
       BOOL_ROW(rank_agreement,
                "1: the ranks running a plan that communicates check, with one small exchange, that "
                "they compiled the same plan and bind inputs of the same dtype, shape and strides "

@@ -10,6 +10,7 @@
 
 #include "futex.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/runtime/group.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow {
@@ -58,6 +59,12 @@ void Waiter::park(std::atomic<uint32_t>* word, uint32_t value) {
 
 void Waiter::check_deadline() {
   if (bootstrap_ && bootstrap_->failure()) expired_ = true;
+  if (peer_state_) {
+    if (uint32_t s = peer_state_->load(std::memory_order_acquire)) peer_left_ = s, expired_ = true;
+  } else if (bootstrap_ && site_.peer >= 0 && bootstrap_->finished(site_.peer)) {
+    peer_left_ = Group::kLeftFinished;
+    expired_ = true;
+  }
   double limit = bootstrap_ ? bootstrap_->timeout_s() : tunables().timeout_s;
   if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > limit)
     expired_ = true;
@@ -70,7 +77,21 @@ void Waiter::fail() {
       throw_error(ErrorCode::PeerFailure, "{}: rank {} failed ({}) while rank {} waited{}{}",
                   site_.op, f->rank, f->what, site_.rank,
                   site_.peer >= 0 ? fmt::format(" for rank {}", site_.peer) : "", where);
+    } else if (f) {
+      // This rank's own earlier failure poisoned the world: report it, not a timeout.
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} failed earlier ({}), so the world is poisoned and it waits for no "
+                  "peer{}",
+                  site_.op, site_.rank, f->what, where);
     }
+  }
+  if (peer_left_ != 0) {
+    throw_error(ErrorCode::PeerFailure, "{}: rank {} has {} while rank {} waited for it{}",
+                site_.op, site_.peer,
+                peer_left_ == Group::kLeftDestroyed
+                    ? std::string("destroyed the group")
+                    : std::string("finished (it left the world cleanly)"),
+                site_.rank, where);
   }
   double limit = bootstrap_ ? bootstrap_->timeout_s() : tunables().timeout_s;
   throw_error(ErrorCode::Timeout, "{}: timed out after {} s{} on rank {} waiting for {}", site_.op,

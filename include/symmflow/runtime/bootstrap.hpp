@@ -75,6 +75,13 @@ class Bootstrap {
   virtual void poison(const std::string& why) = 0;
   // The first rank of the world that failed, if any.
   virtual std::optional<RankFailure> failure() const = 0;
+  // Whether `rank` has finished cleanly (its rank function returned), where the transport knows
+  // it: threads does; the others say false (their waits in groups learn it from the signal pads,
+  // Note [peers that left] in group.hpp).
+  virtual bool finished(int rank) const {
+    (void)rank;
+    return false;
+  }
 };
 
 }  // namespace symmflow

@@ -15,7 +15,17 @@
 // flag's parked bit (2) by compare-exchange, and the other side, whose compare-exchange then sees
 // the bit, wakes it after publishing (value 1 -> 0 clears the bit too; 0|2 -> 1 likewise). Only
 // one rank raises and one consumes a given flag, so at most one side is parked on it at a time.
-// Waking costs a system call only when someone parked.
+// Waking costs a system call only when someone parked. Bits 2..31 of a barrier flag carry the
+// raiser's call signature (Note [collective agreement] in src/runtime/agreement.cpp); 0 for a
+// plain barrier and for every put_signal.
+//
+// Note [peers that left]: each member's pad ends with a state word that only its owner writes:
+// 0 while it runs, kLeftFinished once its Runtime was torn down without an exception in flight,
+// kLeftDestroyed once it destroyed the group. A wait for a peer whose state is not 0 ends at
+// once with PeerFailure ("rank 3 has finished ...") instead of waiting out the timeout; what that
+// peer did before it left (a flag it raised) is still seen, since the state is stored with release
+// order after everything else the peer did in the group, and read with acquire order before the
+// last poll. The pads' memory outlives the peer (every transport frees it with the last mapping).
 #pragma once
 
 #include <atomic>
@@ -25,9 +35,32 @@
 #include <string_view>
 #include <vector>
 
+#include "symmflow/core/dtype.hpp"
 #include "symmflow/runtime/bootstrap.hpp"
 
 namespace symmflow {
+
+// What every rank of one collective call must agree on (Note [collective agreement] in
+// src/runtime/agreement.cpp), beside the group the barrier runs on: the op, the reduce op (empty
+// when the op has none), the dtype, the element count, and the op's one integer argument that
+// must match where it has one (`param_name` "root", "shift"; empty when none). Views: the strings
+// must live through the barrier.
+struct CollectiveCall {
+  CollectiveCall(std::string_view op_name, std::string_view reduce, DType type, int64_t elements,
+                 std::string_view argument_name = {}, int64_t argument = 0)
+      : op(op_name),
+        reduce_op(reduce),
+        dtype(type),
+        count(elements),
+        param_name(argument_name),
+        param(argument) {}
+  std::string_view op;
+  std::string_view reduce_op;
+  DType dtype;
+  int64_t count;
+  std::string_view param_name;
+  int64_t param;
+};
 
 class Group {
  public:
@@ -54,15 +87,29 @@ class Group {
   // Synchronisation; `op` names the caller in errors. Channels are checked: an out-of-range
   // channel is InvalidUsage naming op, group and the valid range.
   void barrier(int channel, std::string_view op);
+  // The barrier of a collective: it also makes the ranks agree on `call` (Note [collective
+  // agreement]). When any rank's call differs, every rank raises InvalidUsage naming the op, each
+  // field that differs and every rank's value, after the barrier and before any data moves. With
+  // tunables().collective_agreement off it is the plain barrier.
+  void barrier(int channel, const CollectiveCall& call);
   void put_signal(int peer, int channel, std::string_view op);   // peer: group rank
   void wait_signal(int peer, int channel, std::string_view op);  // peer: group rank
-  // Raise / consume one flag (the building blocks of the above).
-  void raise(SignalKind kind, int peer, int channel, std::string_view op);
-  void consume(SignalKind kind, int peer, int channel, std::string_view op);
-  // Waits until the flag's signal bit equals `from`, then stores `to` (clearing the parked bit)
-  // with `order` and wakes a parked peer.
-  void transition(std::atomic<uint32_t>* f, uint32_t from, uint32_t to, std::memory_order order,
-                  int peer, std::string_view op);
+  // Raise / consume one flag (the building blocks of the above). raise stores `signature` (30
+  // bits) beside the signal bit; consume returns the signature the raiser stored.
+  void raise(SignalKind kind, int peer, int channel, std::string_view op, uint32_t signature = 0);
+  uint32_t consume(SignalKind kind, int peer, int channel, std::string_view op,
+                   uint32_t expected_signature = 0);
+  // Waits until the flag's signal bit equals expect's, then stores `to` (clearing the parked
+  // bit) with `order` and wakes a parked peer. Returns the value replaced (without the parked
+  // bit). One compare-exchange when the flag holds exactly `expect`.
+  uint32_t transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t to,
+                      std::memory_order order, int peer, std::string_view op);
+
+  // Values of a member's state word (Note [peers that left]).
+  static constexpr uint32_t kLeftFinished = 1;
+  static constexpr uint32_t kLeftDestroyed = 2;
+  // Publishes that this rank left the group (`why`: kLeftFinished or kLeftDestroyed).
+  void mark_left(uint32_t why);
 
   // Double-buffered staging of the cpu one-shot collectives (Note [one-shot staging] in
   // kernels/cpu/collectives/all_reduce.cpp): two halves of staging_half_bytes() on every member,
@@ -82,7 +129,13 @@ class Group {
 
  private:
   std::atomic<uint32_t>* flag(int owner, SignalKind kind, int channel, int from) const;
+  std::atomic<uint32_t>* state(int owner) const;  // Note [peers that left]
   void check_channel(int channel, std::string_view op) const;
+  void signed_barrier(int channel, std::string_view op, uint32_t signature,
+                      const CollectiveCall* call);
+  // Note [collective agreement] (agreement.cpp).
+  uint32_t signature(const CollectiveCall& call) const;
+  [[noreturn]] void disagree(std::string_view op, const CollectiveCall* call);
   Bootstrap* bootstrap_;
   std::string name_;
   std::vector<int> ranks_;
@@ -92,6 +145,8 @@ class Group {
   uint64_t allocation_seq_ = 0;
   uint64_t exchange_seq_ = 0;
   std::shared_ptr<SharedRegion> pads_;
+  size_t state_offset_ = 0;  // bytes from a pad's start to its state word
+  uint64_t name_hash_ = 0;   // of name_, for call signatures
   std::shared_ptr<SharedRegion> staging_;
   size_t staging_half_ = 0;
   uint64_t staging_calls_ = 0;

@@ -18,7 +18,10 @@
 namespace symmflow {
 
 // What a wait is for, for the error message: "<op>: timed out after 5 s in group 'tp' on rank 1
-// waiting for rank 3" or "<op>: rank 3 failed (...) while rank 1 waited for it in group 'tp'".
+// waiting for rank 3", "<op>: rank 3 failed (...) while rank 1 waited for rank 3 in group 'tp'",
+// "<op>: rank 3 has finished (...) while rank 1 waited for it in group 'tp'" (a peer that left,
+// Note [peers that left] in group.hpp), or, when this rank itself failed earlier, "<op>: rank 1
+// failed earlier (...) and cannot wait for peers".
 struct WaitSite {
   std::string_view op;
   std::string_view group;
@@ -39,12 +42,17 @@ class Waiter {
   // (futex_wake_all) if it sees that someone parked.
   void park(std::atomic<uint32_t>* word, uint32_t value);
   void set_peer(int peer) { site_.peer = peer; }
+  // The state word of the peer waited for in a group (Note [peers that left] in group.hpp): once
+  // it is not 0 the wait ends (after one more poll) with PeerFailure saying the peer left.
+  void watch_peer_state(const std::atomic<uint32_t>* state) { peer_state_ = state; }
 
  private:
   [[noreturn]] void fail();
   void check_deadline();
   const Bootstrap* bootstrap_;
   WaitSite site_;
+  const std::atomic<uint32_t>* peer_state_ = nullptr;
+  uint32_t peer_left_ = 0;  // the peer's state once seen not 0
   std::chrono::steady_clock::time_point start_;
   int64_t polls_ = 0;
   int64_t spin_limit_ = 0;

@@ -10,9 +10,11 @@
 // member's region object, so memory lives until the last rank drops it; a late put_signal from a
 // peer never writes into freed memory.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -51,9 +53,15 @@ struct Block {
 
 class ThreadWorld {
  public:
-  ThreadWorld(int size, double timeout_s) : size_(size), timeout_s_(timeout_s) {}
+  ThreadWorld(int size, double timeout_s)
+      : finished(std::make_unique<std::atomic<bool>[]>(size_t(size))),
+        size_(size),
+        timeout_s_(timeout_s) {}
   int size() const { return size_; }
   double timeout_s() const { return timeout_s_; }
+
+  // Set once rank r's function returned (Note [peers that left] in group.hpp).
+  std::unique_ptr<std::atomic<bool>[]> finished;
 
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<Exchange>> exchanges;
@@ -105,6 +113,10 @@ class ThreadsBootstrap : public Bootstrap {
     if (r < 0) return std::nullopt;
     std::lock_guard lock(world_->mutex);
     return RankFailure{r, world_->failure_what};
+  }
+  bool finished(int rank) const override {
+    return rank >= 0 && rank < world_->size() &&
+           world_->finished[size_t(rank)].load(std::memory_order_acquire);
   }
 
  private:
@@ -207,9 +219,12 @@ std::vector<std::exception_ptr> run_threads_collect(int world_size,
     threads.emplace_back([&, r] {
       if (pin) pin_thread(r);
       try {
-        Runtime rt(std::make_unique<ThreadsBootstrap>(world, r));
-        RuntimeScope scope(rt);
-        fn(rt);
+        {
+          Runtime rt(std::make_unique<ThreadsBootstrap>(world, r));
+          RuntimeScope scope(rt);
+          fn(rt);
+        }
+        world->finished[size_t(r)].store(true, std::memory_order_release);
       } catch (const std::exception& e) {
         errors[size_t(r)] = std::current_exception();
         ThreadsBootstrap(world, r).poison(e.what());

@@ -11,7 +11,9 @@
 //     element is reduced by exactly one rank. _out: the same, then input copied to `output`.
 //   multimem_*: refused (no NVLink multicast on cpu), naming what to use instead.
 // Arguments are validated (group, reduce_op, dtype, symmetric + contiguous, shapes, no overlap)
-// before the first barrier; with debug_collectives the call is fingerprinted across ranks first.
+// before the first barrier, whose signature makes the ranks agree on the call (Note [collective
+// agreement] in src/runtime/agreement.cpp); with debug_collectives the call is also fingerprinted
+// across ranks first.
 // No allocation on the success path except a strided output's temp and the first use of the
 // per-thread scratch of the in-place one-shot. prepare() and one_shot() are shared with the fused
 // kernels through one_shot.hpp.
@@ -58,26 +60,28 @@ Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_v
 // at least one barrier after its reads). Larger one-shots read the inputs in place between two
 // barriers.
 void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int64_t numel,
-              void* dst) {
+              void* dst, std::string_view param_name, int64_t param) {
   Group& g = *red.group;
-  fingerprint(g, op, in.tensor().dtype(), numel, reduce_op_name(red.op));
-  const size_t bytes = size_t(numel) * dtype_size(in.tensor().dtype());
+  const DType dtype = in.tensor().dtype();
+  fingerprint(g, op, dtype, numel, reduce_op_name(red.op));
+  const CollectiveCall call{op, reduce_op_name(red.op), dtype, numel, param_name, param};
+  const size_t bytes = size_t(numel) * dtype_size(dtype);
   const Bootstrap& b = g.bootstrap();
   const bool oversubscribed = b.local_ranks() > b.local_cpus();
   if (numel > 0 && bytes <= g.staging_half_bytes() && (oversubscribed || bytes <= kStageAlways)) {
     const int half = g.next_staging_half();
     std::memcpy(g.staging(g.rank(), half), in.local(), bytes);
-    g.barrier(kCollectiveChannel, op);
+    g.barrier(kCollectiveChannel, call);
     RankPointers ptrs(g.size(), [&](int r) { return g.staging(r, half); });
     red.fn(ptrs.at(0), g.size(), dst, numel, g.size());
     return;
   }
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   if (numel > 0) {
     RankPointers ptrs(in, g.size());
     red.fn(ptrs.at(0), g.size(), dst, numel, g.size());
   }
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
 }
 
 namespace {
@@ -130,11 +134,12 @@ void two_shot_impl(std::string_view op, const Tensor& input, std::string_view re
   }
   Group& g = *red.group;
   fingerprint(g, op, input.dtype(), input.numel(), reduce_op_name(red.op));
+  const CollectiveCall call{op, reduce_op_name(red.op), input.dtype(), input.numel()};
   const int w = g.size(), me = g.rank();
   int64_t begin, len;
   slice_of(input.numel(), w, me, &begin, &len);
   const size_t elem = dtype_size(input.dtype());
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   if (len > 0) {
     RankPointers ptrs(in, w);
     char* mine = static_cast<char*>(in.local()) + begin * int64_t(elem);
@@ -145,7 +150,7 @@ void two_shot_impl(std::string_view op, const Tensor& input, std::string_view re
       std::memcpy(static_cast<char*>(in.peer(p)) + begin * int64_t(elem), mine, size_t(len) * elem);
     }
   }
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   if (output) copy_into(*output, in.local());
 }
 

@@ -5,7 +5,9 @@
 // InvalidUsage naming `op` before any communication. one_shot() must be called by every rank of
 // the group with the same numel: it reduces every rank's copy of `in` (numel elements) in rank
 // order into `dst` (numel contiguous elements of in's dtype, not symmetric), bitwise the same on
-// every rank; `in` may be reused once it returns (Note [one-shot staging] in all_reduce.cpp).
+// every rank; `in` may be reused once it returns (Note [one-shot staging] in all_reduce.cpp). Its
+// first barrier makes the ranks agree on the call; ranks that differ raise before any peer's data
+// is read.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,10 @@ struct Reduction {
 Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
                   DType dtype);
 
+// `param_name` / `param`: the caller's integer argument the ranks must agree on (reduce_out's
+// root), beside op, reduce op, dtype and numel (Note [collective agreement] in
+// src/runtime/agreement.cpp).
 void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int64_t numel,
-              void* dst);
+              void* dst, std::string_view param_name = {}, int64_t param = 0);
 
 }  // namespace symmflow::cpu

@@ -49,9 +49,10 @@ void permute_out_impl(std::string_view op, const Tensor& input, int64_t shift,
   const int w = g.size();
   const int to = int(((g.rank() + shift) % w + w) % w);
   fingerprint(g, op, input.dtype(), input.numel(), fmt::format("shift={}", shift));
-  g.barrier(kCollectiveChannel, op);
+  const CollectiveCall call{op, {}, input.dtype(), input.numel(), "shift", shift};
+  g.barrier(kCollectiveChannel, call);
   copy_from(o.peer(to), input);
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
 }
 
 void permute_impl(const Tensor& input, int64_t shift, std::string_view group_name,
@@ -109,9 +110,10 @@ void broadcast_impl(const Tensor& input, int64_t root, std::string_view group_na
   SymmArg in(input, op, "input", g);
   int r = checked_peer(op, "root", root, g);
   fingerprint(g, op, input.dtype(), input.numel(), fmt::format("root={}", root));
-  g.barrier(kCollectiveChannel, op);
+  const CollectiveCall call{op, {}, input.dtype(), input.numel(), "root", root};
+  g.barrier(kCollectiveChannel, call);
   if (g.rank() != r && input.nbytes() > 0) std::memcpy(in.local(), in.peer(r), input.nbytes());
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
 }
 
 void barrier_impl(std::string_view group_name, int64_t channel) {
@@ -122,7 +124,7 @@ void barrier_impl(std::string_view group_name, int64_t channel) {
            "for more)",
            op, channel, g.name(), g.channels() - 1);
   fingerprint(g, op, DType::u32, 0, fmt::format("channel={}", channel));
-  g.barrier(int(channel), op);
+  g.barrier(int(channel), CollectiveCall(op, {}, DType::u32, 0));
 }
 
 uint32_t* checked_u32(std::string_view op, const Tensor& t, int64_t offset, int64_t count,

@@ -37,14 +37,14 @@ void reduce_out_impl(const Tensor& input, int64_t root, std::string_view reduce_
   fingerprint(*red.group, op, input.dtype(), input.numel(), fmt::format("root={}", root));
   if (red.group->rank() == int(root)) {
     OutBuffer dst(out);
-    one_shot(op, red, in, input.numel(), dst.data());
+    one_shot(op, red, in, input.numel(), dst.data(), "root", root);
     dst.finish();
   } else {
     // The rank thread's scratch, grown to the largest call (8-byte elements: aligned for every
     // dtype), so a non-root allocates nothing per call.
     thread_local std::vector<double> dropped;
     dropped.resize(std::max(dropped.size(), (input.nbytes() + 7) / 8));
-    one_shot(op, red, in, input.numel(), dropped.data());
+    one_shot(op, red, in, input.numel(), dropped.data(), "root", root);
   }
 }
 

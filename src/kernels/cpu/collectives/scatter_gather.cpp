@@ -43,8 +43,10 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
   const int64_t chunk = geo.chunk;  // elements of one row of this rank's chunk
   const int64_t elem = int64_t(dtype_size(input.dtype()));
   fingerprint(g, op, input.dtype(), input.numel(), reduce_op_name(r));
+  const CollectiveCall call{op, reduce_op_name(r), input.dtype(), input.numel(),
+                            split_last_dim ? "split_last_dim" : "", split_last_dim ? 1 : 0};
   OutBuffer dst(output);
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   if (chunk > 0) {
     RankPointers ptrs(in, w);
     char* out = static_cast<char*>(dst.data());
@@ -53,7 +55,7 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
       fn(ptrs.at(src), w, out + o * chunk * elem, chunk, w);
     }
   }
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   dst.finish();
 }
 
@@ -64,9 +66,10 @@ void all_gather_impl(std::string_view op, const Tensor& input, std::string_view 
   const int w = g.size();
   check_all_gather(op, input, input_name, w, out);
   fingerprint(g, op, input.dtype(), input.numel());
+  const CollectiveCall call{op, {}, input.dtype(), input.numel()};
   const size_t bytes = input.nbytes();
   OutBuffer dst(out);
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   if (bytes > 0) {
     char* o = static_cast<char*>(dst.data());
     for (int i = 0; i < w; ++i) {
@@ -74,7 +77,7 @@ void all_gather_impl(std::string_view op, const Tensor& input, std::string_view 
       std::memcpy(o + size_t(p) * bytes, in.peer(p), bytes);
     }
   }
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
   dst.finish();
 }
 
@@ -112,7 +115,11 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
   const int w = g.size();
   const int64_t row_bytes = check_all_to_all(op, input, out, in_splits, out_splits_offsets, w);
   fingerprint(g, op, input.dtype(), input.numel());
-  g.barrier(kCollectiveChannel, op);
+  // Row counts are the splits' business (check_splits): the ranks agree on the element type and
+  // the elements of one row.
+  const CollectiveCall call{op,        {}, input.dtype(), 0, "row_elements",
+                            row_bytes / int64_t(dtype_size(input.dtype()))};
+  g.barrier(kCollectiveChannel, call);
   std::vector<const int64_t*> splits(static_cast<size_t>(w));
   for (int p = 0; p < w; ++p) splits[size_t(p)] = static_cast<const int64_t*>(splits_arg.peer(p));
   check_splits(op, g, splits, input.size(0), out.size(0));
@@ -133,7 +140,7 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
     result[w + p] = offset;
     offset += rows;
   }
-  g.barrier(kCollectiveChannel, op);
+  g.barrier(kCollectiveChannel, call);
 }
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {

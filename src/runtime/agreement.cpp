@@ -1,0 +1,139 @@
+// Collective agreement: the call signature a collective's barrier carries, and the error every
+// rank raises when the signatures differ.
+//
+// Note [collective agreement]: ranks that call one collective with another reduce op, another
+// dtype of the same byte size, another element count or another op entirely would each reduce or
+// copy what the others never meant, and return wrong values without a word. So every barrier of
+// a collective (Group::barrier(channel, CollectiveCall)) carries a 30-bit signature of the call
+// in the flag it raises: bits 2..31 of the barrier flag (Note [signal protocol] in group.hpp),
+// written by the same compare-exchange that raises the signal. The consumer expects exactly
+// "signal | its own signature", so when the ranks agree the check is that one compare-exchange
+// the barrier always made, with no extra word and no extra round trip; when the exchange fails it
+// takes the wait path, which returns the signature it found. A barrier is all-to-all, so when any
+// two ranks differ, every rank sees at least one peer differ from itself: all ranks learn it after
+// the same barrier, before any of them reads or writes a peer's data (every collective passes a
+// signed barrier first). They then exchange their calls in full through the bootstrap (the error
+// path only) and raise the same InvalidUsage naming each field that differs and every rank's
+// value. A plain barrier (Group::barrier(channel, op), and every barrier when the tunable
+// collective_agreement is 0) carries signature 0 and checks that its peers' is 0 too, so a plain
+// barrier that meets a collective's fails on both sides instead of passing silently.
+// The signature hashes the op, reduce op, dtype, count, the op's one integer argument and the
+// group's name (cached). A 30-bit hash misses a disagreement with probability 2^-30; the deeper
+// check, SYMMFLOW_DEBUG_COLLECTIVES=1 (an all-gather of the call's text before every collective),
+// has no such gap. Point-to-point ops (put_signal, wait_signal, get) are not collectives: their
+// flags carry 0.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/core/error.hpp"
+#include "symmflow/runtime/group.hpp"
+
+namespace symmflow {
+
+namespace {
+
+constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + kMul + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
+// Eight bytes per step: the op names are 20 to 45 bytes.
+uint64_t hash_text(uint64_t h, std::string_view s) {
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = mix(h, w);
+  }
+  uint64_t tail = 0;
+  if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+  return mix(h, tail ^ (uint64_t(s.size()) << 56));
+}
+
+// The fields of a call as text, in the order of kFields; a plain barrier has only its op.
+constexpr const char* kFields[] = {"op", "reduce op", "dtype", "element count", "argument"};
+constexpr size_t kFieldCount = std::size(kFields);
+constexpr char kSep = '\x1f';
+
+std::string describe(std::string_view op, const CollectiveCall* call) {
+  if (!call) return fmt::format("a plain barrier ({}){}-{}-{}-{}-", op, kSep, kSep, kSep, kSep);
+  return fmt::format("{}{}{}{}{}{}{}{}{}", call->op, kSep,
+                     call->reduce_op.empty() ? "-" : call->reduce_op, kSep,
+                     dtype_name(call->dtype), kSep, call->count, kSep,
+                     call->param_name.empty() ? std::string("-")
+                                              : fmt::format("{}={}", call->param_name, call->param));
+}
+
+std::vector<std::string> fields_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t end = text.find(kSep, start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  out.resize(kFieldCount);
+  return out;
+}
+
+// "sum on ranks 0, 2; max on rank 1": equal values together, by first rank.
+std::string per_rank(const std::vector<std::string>& values, const Group& g) {
+  std::string out;
+  std::vector<bool> done(values.size(), false);
+  for (size_t r = 0; r < values.size(); ++r) {
+    if (done[r]) continue;
+    std::vector<int> ranks;
+    for (size_t q = r; q < values.size(); ++q) {
+      if (!done[q] && values[q] == values[r]) ranks.push_back(g.global_rank(int(q))), done[q] = true;
+    }
+    out += fmt::format("{}{} on rank{} {}", out.empty() ? "" : "; ", values[r],
+                       ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+  }
+  return out;
+}
+
+}  // namespace
+
+uint32_t Group::signature(const CollectiveCall& call) const {
+  uint64_t h = mix(name_hash_, uint64_t(call.dtype) | uint64_t(call.count) << 8);
+  h = hash_text(h, call.op);
+  h = hash_text(h, call.reduce_op);
+  if (!call.param_name.empty()) h = mix(hash_text(h, call.param_name), uint64_t(call.param));
+  // 30 bits, never 0 (a plain barrier's).
+  return uint32_t(h % ((uint64_t(1) << 30) - 1)) + 1;
+}
+
+void Group::disagree(std::string_view op, const CollectiveCall* call) {
+  std::vector<std::string> all = allgather(describe(op, call), op);
+  std::vector<std::vector<std::string>> fields;
+  for (const std::string& a : all) fields.push_back(fields_of(a));
+  std::vector<std::string> names, lines;
+  for (size_t f = 0; f < kFieldCount; ++f) {
+    std::vector<std::string> values;
+    for (const auto& r : fields) values.push_back(r[f]);
+    bool same = true;
+    for (const std::string& v : values) same = same && v == values[0];
+    if (same) continue;
+    names.push_back(kFields[f]);
+    lines.push_back(fmt::format("\n  {}: {}", kFields[f], per_rank(values, *this)));
+  }
+  if (names.empty()) {
+    // Equal calls with different signatures: not expected, but never silent.
+    names.push_back("the call signature");
+    lines.push_back(fmt::format("\n  call: {}", per_rank(all, *this)));
+  }
+  invalid_usage(
+      "{}: the ranks of group '{}' disagree on {} (collective agreement; no data was "
+      "exchanged):{}",
+      op, name_, fmt::join(names, ", "), fmt::join(lines, ""));
+}
+
+}  // namespace symmflow
