@@ -2,7 +2,7 @@
 // div modes) against the cpu kernels on the same inputs: topk, sort and sort.stable element for
 // element (ties, NaN, every dtype, every dim, lines on both sides of the shared-memory limit, the
 // scratch path of topk), div.Tensor_mode / div.Scalar_mode exactly (every dtype pair, broadcast,
-// strided), histc exactly (every float dtype, ranges given and from data, more bins than one
+// strided), histc exactly (every float dtype and i32 / i64, ranges given and from data, more bins than one
 // shared-memory pass), _grouped_mm within rounding (empty groups, a zero tail, i32/i64 offs, a
 // transposed mat2), plus the GPU's documented differences (integer division by zero gives 0,
 // histc of NaN data gives zeros). Skipped without a GPU.
@@ -185,6 +185,19 @@ TEST_F(CudaMoeOps, HistcEqualsCpu) {
     expect_gpu_equals_cpu("aten::histc", {Tensor::empty({0}, dtype), int64_t(4), int64_t(0), int64_t(0)}, {}, "empty " + d);
     expect_gpu_equals_cpu("aten::histc", {input({50}, dtype, seed++), int64_t(6), int64_t(-1), int64_t(1)}, {}, "NaN ignored " + d);
     expect_gpu_equals_cpu("aten::histc", {x.as_strided({10, 10}, {29, 2}, 3), int64_t(9), int64_t(-1), int64_t(1)}, {}, "strided " + d);
+  }
+  // Note [integer histc]: transformers' MoE layers count int32 expert ids on GPUs.
+  for (DType dtype : {DType::i32, DType::i64}) {
+    const std::string d(dtype_name(dtype));
+    Tensor ids = symmflow::testing::make_input({4000}, DType::i64, 0, seed++);
+    Tensor t = call("aten::_to_copy", {ids}, {{"dtype", dtype}}).to_tensor();
+    for (int64_t bins : {1, 3, 8, 10000}) {
+      expect_gpu_equals_cpu("aten::histc", {t, bins, int64_t(0), int64_t(7)}, {}, fmt::format("histc {} {} [0, 7]", d, bins));
+      expect_gpu_equals_cpu("aten::histc", {t, bins, int64_t(0), int64_t(0)}, {}, fmt::format("histc {} {} data range", d, bins));
+      expect_gpu_equals_cpu("aten::histc", {t, bins, -0.5, 2.5}, {}, fmt::format("histc {} {} [-0.5, 2.5]", d, bins));
+    }
+    expect_gpu_equals_cpu("aten::histc", {Tensor::full({5}, dtype, 2), int64_t(4), int64_t(0), int64_t(0)}, {}, "one value " + d);
+    expect_gpu_equals_cpu("aten::histc", {t.as_strided({10, 10}, {29, 2}, 3), int64_t(9), int64_t(-1), int64_t(1)}, {}, "strided " + d);
   }
   // A range from data with NaN: zero counts on the GPU (the cpu raises "not finite").
   Tensor nan = input({20}, DType::f32, 9);

@@ -387,8 +387,38 @@ TEST(AtenMoe, HistcRefusals) {
                "aten::histc: torch.histc: range of [0, inf] is not finite");
   expect_error([&] { histc(tensor_of({1, NAN}, {2}, DType::f32), 4, int64_t(0), int64_t(0)); },
                "aten::histc: torch.histc: range of [nan, nan] is not finite");
-  expect_error([&] { histc(Tensor::empty({2}, DType::i64), 4, int64_t(0), int64_t(3)); },
-               "aten::histc: self has dtype i64, which is not supported (expected f32, f64, bf16 or f16)");
+  expect_error([&] { histc(Tensor::empty({2}, DType::boolean), 4, int64_t(0), int64_t(3)); },
+               "aten::histc: self has dtype bool, which is not supported (expected a float or integer dtype)");
+  expect_error([&] { histc(tensor_of({1, 2}, {2}, DType::i32), 4, 3.5, 1.2); },
+               "aten::histc: torch.histc: max must be larger than min (min = 3, max = 1)");
+}
+
+// Note [integer histc]: PyTorch's CUDA arithmetic (the range truncated to the dtype, int64 bins
+// with truncating division), which transformers' MoE layers use on GPUs with int32 expert ids.
+TEST(AtenMoe, HistcOfIntegersAsCudaComputesIt) {
+  for (DType dtype : {DType::i32, DType::i64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = tensor_of({0, 1, 2, 3, 3, 4, -1, 5}, {8}, dtype);
+    Tensor h = histc(x, 4, int64_t(0), int64_t(3));
+    EXPECT_EQ(h.dtype(), dtype);
+    expect_values(h, {1, 1, 1, 2}, "max in the last bin, outside ignored");
+    // min 0.5 and max 2.5 are 0 and 2 in int: 0 -> bin 0, 1 -> 1 * 2 / 2 = 1, 2 -> the last bin
+    // (as floats it would be {1, 1}: 0 outside, 1 in bin 0)
+    expect_values(histc(tensor_of({0, 1, 2}, {3}, dtype), 2, 0.5, 2.5), {1, 2}, "range truncated");
+    expect_values(histc(tensor_of({0, 1, 2, 3, 4, 5, 6, 7}, {8}, dtype), 3, int64_t(0), int64_t(7)),
+                  {3, 2, 3}, "truncating division");
+    expect_values(histc(tensor_of({5, 5}, {2}, dtype), 4, int64_t(0), int64_t(0)), {0, 0, 2, 0},
+                  "one value widens to [v - 1, v + 1]");
+    expect_values(histc(tensor_of({-3, 9, 2}, {3}, dtype), 4, int64_t(0), int64_t(0)), {1, 1, 0, 1},
+                  "data range [-3, 9]: (v + 3) * 4 / 12");
+    std::vector<double> ids, count(8, 0);
+    std::mt19937 rng(9);
+    for (int i = 0; i < 300; ++i) {
+      ids.push_back(double(rng() % 9));  // 8 is outside [0, 7]: an expert-parallel sentinel
+      if (ids.back() < 8) count[size_t(ids.back())] += 1;
+    }
+    expect_values(histc(tensor_of(ids, {300}, dtype), 8, int64_t(0), int64_t(7)), count, "expert counts");
+  }
 }
 
 // ---- empty_permuted -----------------------------------------------------------------------------

@@ -12,12 +12,14 @@
 //    BFloat16/Half arithmetic rounds), the last edge in the last bin, values outside [min, max]
 //    and NaN ignored; counted in int64 and converted at the end (exact; PyTorch accumulates in
 //    self's dtype, which saturates bf16 counts above 256).
+//    Integer self: Note [integer histc].
 //  - empty_permuted: the dispatcher allocated it.
 //  - _grouped_mm: offs read on the host and checked (non-decreasing, <= S), one aten::mm.out per
 //    non-empty group into its rows of the output, the rows past offs[G-1] zeroed.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/common.hpp"
@@ -173,6 +175,34 @@ void div_mode_kernel(KernelCall& call) {
 
 // ---- histc --------------------------------------------------------------------------------------
 
+// Note [integer histc]
+// PyTorch's CPU histc takes floats only, its CUDA histc integers too, and transformers' MoE layers
+// pass their expert ids as int32 on GPUs (as float on the CPU). symmflow takes integers on both, as
+// CUDA computes them: min and max truncated to self's dtype (the data's own range when they are
+// equal), widened by one each way when still equal, then bin = (v - min) * bins / (max - min) in
+// int64 with truncating division, a value at max in the last bin, values outside [min, max]
+// ignored; counts in self's dtype.
+template <typename T>
+void histc_integers(const std::string& op, const T* in, int64_t count,
+                    const aten_meta::HistcInfo& info, T* out) {
+  double lo = info.min, hi = info.max;
+  if (info.from_data) {
+    const auto [mn, mx] = std::minmax_element(in, in + count);
+    lo = double(*mn);
+    hi = double(*mx);
+  }
+  aten_meta::histc_final_range(op, lo, hi);
+  const int64_t left = int64_t(lo), right = int64_t(hi);
+  std::vector<int64_t> counts(size_t(info.bins), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t v = int64_t(in[i]);
+    if (v < left || v > right) continue;
+    const int64_t pos = std::min((v - left) * info.bins / (right - left), info.bins - 1);
+    ++counts[size_t(pos)];
+  }
+  for (int64_t j = 0; j < info.bins; ++j) out[j] = T(counts[size_t(j)]);
+}
+
 void histc_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& self = call.arg("self").to_tensor();
@@ -214,6 +244,9 @@ void histc_kernel(KernelCall& call) {
       }
       T* o = static_cast<T*>(out.tensor().raw_data());
       for (int64_t j = 0; j < info.bins; ++j) o[j] = T(A(counts[size_t(j)]));
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      histc_integers(op, static_cast<const T*>(x.raw_data()), x.numel(), info,
+                     static_cast<T*>(out.tensor().raw_data()));
     }
   });
   out.finish();

@@ -187,32 +187,35 @@ __device__ double block_reduce(double v, bool is_min, double* scratch) {
   return v;
 }
 
+// The range of the data (NaN when any is NaN), widened by one each way when it is one value.
+__device__ void data_range(const HistcArgs& a, double* scratch, double& lo, double& hi) {
+  double mn = INFINITY, mx = -INFINITY;
+  bool nan = false;
+  for (int64_t i = threadIdx.x; i < a.numel; i += blockDim.x) {
+    const double v = ld<double>(a.x, a.type, i);
+    if (isnan(v)) {
+      nan = true;
+    } else {
+      mn = fmin(mn, v);
+      mx = fmax(mx, v);
+    }
+  }
+  nan = __syncthreads_or(nan);
+  lo = block_reduce(mn, true, scratch);
+  hi = block_reduce(mx, false, scratch);
+  if (nan) lo = hi = NAN;
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+}
+
 template <typename A>
 __global__ void histc_kernel(const __grid_constant__ HistcArgs a) {
   __shared__ unsigned int counts[kHistcChunk];
   __shared__ double scratch[32];
   double lo = a.lo, hi = a.hi;
-  if (a.from_data) {
-    double mn = INFINITY, mx = -INFINITY;
-    bool nan = false;
-    for (int64_t i = threadIdx.x; i < a.numel; i += blockDim.x) {
-      const double v = ld<double>(a.x, a.type, i);
-      if (isnan(v)) {
-        nan = true;
-      } else {
-        mn = fmin(mn, v);
-        mx = fmax(mx, v);
-      }
-    }
-    nan = __syncthreads_or(nan);
-    lo = block_reduce(mn, true, scratch);
-    hi = block_reduce(mx, false, scratch);
-    if (nan) lo = hi = NAN;
-    if (lo == hi) {
-      lo -= 1;
-      hi += 1;
-    }
-  }
+  if (a.from_data) data_range(a, scratch, lo, hi);
   const bool ok = isfinite(lo) && isfinite(hi) && lo < hi;
   const A left = in_type(A(lo), a.type), right = in_type(A(hi), a.type);
   const A bins = in_type(A(a.bins), a.type), width = in_type(right - left, a.type);
@@ -231,6 +234,33 @@ __global__ void histc_kernel(const __grid_constant__ HistcArgs a) {
     __syncthreads();
     for (int64_t j = threadIdx.x; j < cn; j += blockDim.x) {
       st<A>(a.out, a.type, chunk + j, A(counts[j]));
+    }
+    __syncthreads();
+  }
+}
+
+// Integer self (Note [integer histc] in kernels/cpu/moe.cpp): int64 arithmetic, truncating
+// division; the data's range is reduced in double (exact up to 2^53).
+__global__ void histc_int_kernel(const __grid_constant__ HistcArgs a) {
+  __shared__ unsigned int counts[kHistcChunk];
+  __shared__ double scratch[32];
+  double lo = a.lo, hi = a.hi;
+  if (a.from_data) data_range(a, scratch, lo, hi);
+  const int64_t left = int64_t(lo), right = int64_t(hi);
+  for (int64_t chunk = 0; chunk < a.bins; chunk += kHistcChunk) {
+    const int64_t cn = a.bins - chunk < kHistcChunk ? a.bins - chunk : kHistcChunk;
+    for (int64_t j = threadIdx.x; j < cn; j += blockDim.x) counts[j] = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; left < right && i < a.numel; i += blockDim.x) {
+      const int64_t v = ld<int64_t>(a.x, a.type, i);
+      if (v < left || v > right) continue;
+      int64_t pos = (v - left) * a.bins / (right - left);
+      if (pos == a.bins) pos = a.bins - 1;
+      if (pos >= chunk && pos < chunk + cn) atomicAdd(&counts[pos - chunk], 1u);
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < cn; j += blockDim.x) {
+      st<int64_t>(a.out, a.type, chunk + j, int64_t(counts[j]));
     }
     __syncthreads();
   }
@@ -274,6 +304,7 @@ int preload_moe_kernels() {
   cudaFuncGetAttributes(&attr, sort_step_kernel<int64_t>);
   cudaFuncGetAttributes(&attr, histc_kernel<float>);
   cudaFuncGetAttributes(&attr, histc_kernel<double>);
+  cudaFuncGetAttributes(&attr, histc_int_kernel);
   cudaFuncGetAttributes(&attr, grouped_mm_kernel);
   return int(cudaGetLastError());
 }
@@ -321,7 +352,10 @@ int launch_sort_lines_global(const SortLines& s, void* stream) {
 int launch_histc(const HistcArgs& a, void* stream) {
   if (a.bins == 0) return 0;
   auto st = static_cast<cudaStream_t>(stream);
-  if (a.type == PwType::f64) {
+  if (a.type == PwType::i32 || a.type == PwType::i64 || a.type == PwType::i8 ||
+      a.type == PwType::u32) {
+    histc_int_kernel<<<1, kHistcThreads, 0, st>>>(a);
+  } else if (a.type == PwType::f64) {
     histc_kernel<double><<<1, kHistcThreads, 0, st>>>(a);
   } else {
     histc_kernel<float><<<1, kHistcThreads, 0, st>>>(a);

@@ -1,7 +1,8 @@
 // ld / st: an element of a runtime dtype read into and written from an accumulator type A, shared
 // by the kernels that take their dtype at run time. ld reads every dtype (float or double, or
 // int64_t for the integer ones: elementwise, sort keys; a bool reads 0 or 1). st writes the float
-// dtypes (bf16 and f16 round to nearest) and not the others: callers refuse them on the host first.
+// dtypes (bf16 and f16 round to nearest) and the integer ones (converted), not bool: callers
+// refuse it on the host first.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -37,6 +38,10 @@ __device__ __forceinline__ void st(void* p, PwType t, int64_t i, A v) {
     case PwType::f64: static_cast<double*>(p)[i] = double(v); return;
     case PwType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(float(v)); return;
     case PwType::f16: static_cast<__half*>(p)[i] = __float2half_rn(float(v)); return;
+    case PwType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); return;
+    case PwType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); return;
+    case PwType::i8: static_cast<int8_t*>(p)[i] = int8_t(v); return;
+    case PwType::u32: static_cast<uint32_t*>(p)[i] = uint32_t(v); return;
     default: return;
   }
 }

@@ -79,7 +79,8 @@ DivModeInfo div_mode_info(std::string_view op, const Tensor& self, const Value& 
 
 HistcInfo histc_info(std::string_view op, const Tensor& self, const Value& bins, const Value& min,
                      const Value& max) {
-  check_dtype(is_floating(self.dtype()), op, "self", self.dtype(), "f32, f64, bf16 or f16");
+  check_dtype(is_floating(self.dtype()) || is_integral(self.dtype()), op, "self", self.dtype(),
+              "a float or integer dtype");
   HistcInfo info;
   info.bins = bins.to_int();
   SF_CHECK(info.bins > 0, "{}: torch.histogram(): bins must be > 0, but got {} for dimension 0",
@@ -88,6 +89,10 @@ HistcInfo histc_info(std::string_view op, const Tensor& self, const Value& bins,
            op, min.kind_name(), max.kind_name());
   info.min = min.to_double();
   info.max = max.to_double();
+  if (is_integral(self.dtype())) {  // Note [integer histc]: the range in self's dtype
+    info.min = std::trunc(info.min);
+    info.max = std::trunc(info.max);
+  }
   info.from_data = info.min == info.max && self.numel() > 0;
   if (!info.from_data) histc_final_range(op, info.min, info.max);
   info.spec = {self.dtype(), Shape{info.bins}};
