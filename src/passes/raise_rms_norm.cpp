@@ -135,7 +135,7 @@ ir::Value* match_core(const ir::Graph& g, ir::Node* rsqrt, Chain& c, ir::Value*&
   if (d != -1 && d != rank - 1) return nullptr;
   ir::Value* r = rsqrt->output();
   ir::Node* mul = sole_use(g, r);
-  if (other_factor(mul, r) != u || u->uses().size() != 2 || is_output(g, u)) return nullptr;
+  if (other_factor(mul, r) != u) return nullptr;
   c.eps = eps->literal.to_double();
   c.nodes = {pow, mean, add, rsqrt, mul};
   return mul->output();
@@ -156,7 +156,9 @@ bool match(const ir::Graph& g, ir::Node* rsqrt, Chain& c) {
   if (!m) return false;
   ir::Node* upcast = u->producer();
   const std::optional<DType> up = cast_to(upcast);
-  if (up && *up == DType::f32 && upcast->output()->type().dtype == DType::f32) {
+  // The upcast is erased with the chain: pow and the product must be its only uses.
+  if (up && *up == DType::f32 && upcast->output()->type().dtype == DType::f32 &&
+      u->uses().size() == 2 && !is_output(g, u)) {
     c.x = value_arg(*upcast, "self");
     const DType xt = c.x->type().dtype;
     if (xt != DType::bf16 && xt != DType::f16) return false;
