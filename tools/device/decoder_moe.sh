@@ -5,9 +5,9 @@
 #                                            # capture-scratch GPU test, then the MoE models
 #                                            # (Mixtral, Qwen3-MoE) and Qwen2 at world 1 and 2
 #   bash tools/device/decoder_moe.sh timing  # the decoder layer and the MLP at TP2 through the
-#                                            # backend beside eager and inductor, then symmflow
-#                                            # again without raise_rms_norm (Note [skipping
-#                                            # fusions]): what the fused all-reduce+add+norm is worth
+#                                            # backend beside eager and inductor, symmflow also
+#                                            # without its norm fusions (Note [skipping fusions]),
+#                                            # then the decoder layer at world 1
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -38,18 +38,18 @@ if [[ "$mode" == moe ]]; then
   WORKER_TIMEOUT=${WORKER_TIMEOUT:-150} bash "$here/hf_models.sh" run
   exit 0
 fi
-timing() {  # name, env..., then -- and torch_backend.py's arguments
-  local name=$1
-  shift
-  env "$@" PYTHONUNBUFFERED=1 timeout 280 torchrun --nproc-per-node 2 \
+timing() {  # name nproc, then torch_backend.py's extra arguments
+  local name=$1 n=$2
+  shift 2
+  PYTHONUNBUFFERED=1 timeout 280 torchrun --nproc-per-node "$n" \
     --master-port $((29600 + RANDOM % 200)) tools/device/torch_backend.py \
-    --json "$OUT/$name.json" --iters "${ITERS:-50}" ${EXTRA:-} >"$OUT/$name.log" 2>&1
+    --json "$OUT/$name.json" --iters "${ITERS:-50}" "$@" >"$OUT/$name.log" 2>&1
   echo "$name: exit $?"
   sed -n '/^torch_backend:/,$p' "$OUT/$name.log"
   [[ -s "$OUT/$name.json" ]] || tail -20 "$OUT/$name.log"
 }
-step "TP2: decoder layer and MLP, symmflow beside eager and inductor"
-timing tp2 SYMMFLOW_SKIP_PASSES=
-step "TP2: symmflow without raise_rms_norm"
-EXTRA="--no-inductor --cases decoder" timing tp2_no_raise SYMMFLOW_SKIP_PASSES=raise_rms_norm
+step "TP2: decoder layer and MLP, symmflow (with and without its norm fusions) beside eager and inductor"
+timing tp2 2
+step "world 1: the decoder layer"
+timing world1 1 --cases decoder
 step done

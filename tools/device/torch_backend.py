@@ -66,9 +66,14 @@ def run_model(case, args, device, results):
     with torch.no_grad():
         want = model(*inputs)
         timings["eager"] = median_us(lambda: model(*inputs), args.iters)
-        variants = {"symmflow": (None, True), "symmflow (no cuda graph)": (None, False),
-                    "symmflow reduce-overhead": ("reduce-overhead", True)}
-        for name, (mode, graphs) in variants.items():
+        # The last two: the same without the norm fusions (Note [skipping fusions]).
+        no_norm = "raise_rms_norm,fuse_allreduce_rmsnorm"
+        variants = {"symmflow": (None, True, ""), "symmflow (no cuda graph)": (None, False, ""),
+                    "symmflow reduce-overhead": ("reduce-overhead", True, ""),
+                    "symmflow, no norm fusion": (None, True, no_norm),
+                    "symmflow r-o, no norm fusion": ("reduce-overhead", True, no_norm)}
+        for name, (mode, graphs, skip) in variants.items():
+            os.environ["SYMMFLOW_SKIP_PASSES"] = skip
             try:
                 torch._dynamo.reset()
                 # torch.compile takes a mode or options, not both
@@ -77,6 +82,8 @@ def run_model(case, args, device, results):
                 check(name, compiled(*inputs).cpu(), want.cpu(), rows)
                 timings[name] = median_us(lambda: compiled(*inputs), args.iters)
                 report = sft.last_report()
+                if skip:
+                    continue
                 results.setdefault("reports", {})[case] = {
                     "partitions": report.partition_count, "boundaries": report.boundaries,
                     "copies_added": report.copies_added(),
@@ -85,6 +92,7 @@ def run_model(case, args, device, results):
                                            for c in p.explain.get("collectives", [])})}
             except Exception:  # noqa: BLE001 - reported in the table
                 rows.append({"what": name, "ok": False, "error": traceback.format_exc()[-1500:]})
+        os.environ["SYMMFLOW_SKIP_PASSES"] = ""
         if not args.no_inductor:
             for mode in ("default", "reduce-overhead"):
                 name = f"inductor {mode}"
