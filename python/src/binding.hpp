@@ -40,6 +40,21 @@ nb::object export_numpy(const Tensor& t);
 // Converts a Python argument of call_op to an op Value (tensors through import_tensor).
 Value import_value(const nb::handle& object, const std::string& what);
 
+// Note [read-only inputs]: a read-only DLPack array (a numpy array with writeable=False, a
+// broadcast view with stride 0, which nb::ndarray<> refuses) is imported for reading. Where
+// `compiled` writes an input in place (api::mutated_inputs, asked only when an input is
+// read-only), a read-only array for it is refused naming it; without `compiled` (the interpreter,
+// which has no such list) read-only arrays are imported as copies instead. Input i is named
+// `<what>[i]` in errors.
+struct InputsOf {
+  const api::Program* program = nullptr;
+  const api::CompiledProgram* compiled = nullptr;  // null: copy read-only arrays
+};
+std::vector<Tensor> import_inputs(const std::vector<nb::object>& objects, const std::string& what,
+                                  const InputsOf& of);
+std::vector<TensorView> import_input_views(const std::vector<nb::object>& objects,
+                                           const std::string& what, const InputsOf& of);
+
 // symmflow._types.TensorSpec(name, dtype, shape) for each spec.
 nb::list tensor_specs(const std::vector<api::TensorSpec>& specs);
 

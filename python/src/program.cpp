@@ -28,14 +28,29 @@ nb::list ops() {
   return out;
 }
 
+// The tunables table (symmflow env): name -> {env, value, default, doc, set}. The one place
+// defaults live is C++ (runtime/tunables.cpp); Python asks here.
+nb::dict tunables() {
+  nb::dict out;
+  for (const api::Tunable& t : api::tunables()) {
+    nb::dict d;
+    d["env"] = t.env;
+    d["value"] = t.value;
+    d["default"] = t.default_value;
+    d["doc"] = t.doc;
+    d["set"] = t.set;
+    out[t.name.c_str()] = d;
+  }
+  return out;
+}
+
 // The interpreter on one rank: a world of one thread when the caller is not a rank already.
-nb::list interpret(const api::Program& p, const std::vector<Array>& inputs) {
+// Read-only inputs are read from copies (Note [read-only inputs] in binding.hpp).
+nb::list interpret(const api::Program& p, const std::vector<nb::object>& inputs) {
   SF_CHECK(p.world_size() == 1,
            "Program.interpret: program '{}' is for {} ranks; interpret runs one rank (use "
            "symmflow.run for a world)", p.name(), p.world_size());
-  std::vector<Tensor> in;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
+  std::vector<Tensor> in = import_inputs(inputs, "inputs", {&p, nullptr});
   std::vector<Tensor> out;
   {
     nb::gil_scoped_release release;
@@ -72,6 +87,9 @@ api::CompiledProgram compile(nb::handle program, std::optional<int> world_size, 
 
 void bind_program(nb::module_& m) {
   m.def("ops", &ops, "The op catalogue: one dict per op (name, schema, backends, tags, ...).");
+  m.def("tunables", &tunables,
+        "The tunables in force, as `symmflow env` prints them: name -> {env, value, default, "
+        "doc, set}.");
 
   nb::class_<api::Program>(m, "Program")
       .def("__init__",

@@ -82,16 +82,16 @@ api::Rank init_store(nb::handle set, nb::handle get, nb::handle wait, nb::handle
 }
 
 // Runs a compiled program on a world of threads: inputs_per_rank[r] feeds rank r.
-nb::list run_world(const api::CompiledProgram& c, const std::vector<std::vector<Array>>& inputs,
-                   const std::string& device) {
+// Inputs may be read-only arrays (Note [read-only inputs] in binding.hpp).
+nb::list run_world(const api::CompiledProgram& c,
+                   const std::vector<std::vector<nb::object>>& inputs, const std::string& device) {
   const int world = c.world_size();
   SF_CHECK(int(inputs.size()) == world,
            "run: program '{}' is for {} ranks, inputs_per_rank has {} lists", c.source().name(),
            world, inputs.size());
   std::vector<std::vector<Tensor>> in(inputs.size()), out(inputs.size());
   for (size_t r = 0; r < inputs.size(); ++r)
-    for (size_t i = 0; i < inputs[r].size(); ++i)
-      in[r].push_back(import_tensor(inputs[r][i], fmt::format("inputs_per_rank[{}][{}]", r, i)));
+    in[r] = import_inputs(inputs[r], fmt::format("inputs_per_rank[{}]", r), {&c.source(), &c});
   {
     nb::gil_scoped_release release;
     api::check_device(device);

@@ -47,11 +47,12 @@ std::optional<void*> stream_of(std::optional<uintptr_t> stream) {
   return reinterpret_cast<void*>(*stream);
 }
 
-nb::list run(PySession& s, const std::vector<Array>& inputs, bool views,
+// Inputs may be read-only arrays (Note [read-only inputs] in binding.hpp).
+InputsOf inputs_of(const PySession& s) { return {&s.program->source(), s.program.get()}; }
+
+nb::list run(PySession& s, const std::vector<nb::object>& inputs, bool views,
              std::optional<uintptr_t> stream) {
-  std::vector<Tensor> in;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    in.push_back(import_tensor(inputs[i], fmt::format("inputs[{}]", i)));
+  std::vector<Tensor> in = import_inputs(inputs, "inputs", inputs_of(s));
   std::vector<Tensor> out;
   {
     nb::gil_scoped_release release;
@@ -66,11 +67,10 @@ nb::list run(PySession& s, const std::vector<Array>& inputs, bool views,
   return result;
 }
 
-nb::dict run_into(PySession& s, const std::vector<Array>& inputs,
+nb::dict run_into(PySession& s, const std::vector<nb::object>& inputs,
                   const std::vector<Array>& outputs, std::optional<uintptr_t> stream) {
-  std::vector<TensorView> in, out;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    in.push_back(import_view(inputs[i], fmt::format("inputs[{}]", i)));
+  std::vector<TensorView> in = import_input_views(inputs, "inputs", inputs_of(s));
+  std::vector<TensorView> out;
   for (size_t i = 0; i < outputs.size(); ++i) {
     out.push_back(import_view(outputs[i], fmt::format("outputs[{}]", i)));
   }

@@ -1,4 +1,5 @@
 // DLPack in and out of symmflow Tensors (contract in binding.hpp), and call_op's arguments.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -214,5 +215,63 @@ CurrentRuntime::CurrentRuntime(Runtime& runtime) {
   if (Runtime::current_or_null() != &runtime) scope_ = new RuntimeScope(runtime);
 }
 CurrentRuntime::~CurrentRuntime() { delete scope_; }
+
+namespace {
+
+// Array i of `objects`, writable or read-only (Note [read-only inputs]).
+Array array_of(const nb::handle& o, const std::string& what, bool* read_only) {
+  Array a;
+  *read_only = false;
+  if (nb::try_cast(o, a)) return a;
+  nb::ndarray<nb::ro> r;
+  SF_CHECK(nb::try_cast(o, r), "{}: expected a DLPack array, got {}", what,
+           nb::cast<std::string>(nb::str(o.type().attr("__name__"))));
+  *read_only = true;
+  return Array(r);
+}
+
+void check_not_written(bool read_only, size_t i, const std::string& what, const InputsOf& of) {
+  if (!read_only || !of.compiled) return;
+  const std::vector<size_t> written = api::mutated_inputs(*of.compiled);
+  if (std::find(written.begin(), written.end(), i) == written.end()) return;
+  const std::vector<api::TensorSpec> specs = of.program->inputs();
+  invalid_usage("{}: the array is read-only but program '{}' writes input '{}' in place; pass a "
+                "writable array (a copy)",
+                what, of.program->name(), i < specs.size() ? specs[i].name : std::to_string(i));
+}
+
+}  // namespace
+
+std::vector<Tensor> import_inputs(const std::vector<nb::object>& objects, const std::string& what,
+                                  const InputsOf& of) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const std::string name = fmt::format("{}[{}]", what, i);
+    bool read_only = false;
+    Array a = array_of(objects[i], name, &read_only);
+    check_not_written(read_only, i, name, of);
+    Tensor t = import_tensor(a, name);
+    if (read_only && !of.compiled && t.device() == Device::cpu()) {
+      Tensor copy = Tensor::empty(t.shape(), t.dtype());
+      api::copy_tensor(copy, t);
+      t = copy;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<TensorView> import_input_views(const std::vector<nb::object>& objects,
+                                           const std::string& what, const InputsOf& of) {
+  std::vector<TensorView> out;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const std::string name = fmt::format("{}[{}]", what, i);
+    bool read_only = false;
+    Array a = array_of(objects[i], name, &read_only);
+    check_not_written(read_only, i, name, of);
+    out.push_back(import_view(a, name));
+  }
+  return out;
+}
 
 }  // namespace symmflow::python

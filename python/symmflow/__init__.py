@@ -14,7 +14,8 @@ inputs may be any DLPack object (numpy arrays, torch tensors), outputs are DLPac
 arrays (``torch.from_dlpack``, ``numpy.from_dlpack``). Strided inputs are handled; negative
 strides and dtypes symmflow lacks are refused naming the argument. Every C++ error is a
 ``symmflow.Error`` (``InvalidUsage``, ``Timeout``, ``PeerFailure``, ``ProgramError``) whose text
-is the C++ message.
+is the C++ message. ``tunables()`` is the table of timeouts and thresholds (``symmflow env``),
+whose defaults are defined once, in C++.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ._errors import Error, InvalidUsage, PeerFailure, ProgramError, Timeout
 from ._types import TensorSpec
 from . import _core
 from ._core import (CompiledProgram, Program, Rank, Session, call_op, check_device, compile,
-                    empty_symmetric, ops, run, symmetric_group)
+                    empty_symmetric, ops, run, symmetric_group, tunables)
 from ._store import store_callbacks
 
 __version__: str = _core.__version__
@@ -34,7 +35,7 @@ __version__: str = _core.__version__
 __all__ = [
     "CompiledProgram", "Error", "InvalidUsage", "PeerFailure", "Program", "ProgramError", "Rank",
     "Session", "TensorSpec", "Timeout", "__version__", "call_op", "compile", "empty_symmetric",
-    "check_device", "init_store", "ops", "run", "store_callbacks", "symmetric_group",
+    "check_device", "init_store", "ops", "run", "store_callbacks", "symmetric_group", "tunables",
 ]
 
 _store_rank: Optional[Rank] = None

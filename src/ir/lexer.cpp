@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -31,6 +32,22 @@ size_t nonfinite_length(const std::string& src, size_t i) {
 
 namespace {
 constexpr size_t kMaxBytesShown = 16;  // of a run of unexpected bytes
+
+// Note [NUL bytes]: a text with NUL bytes is most likely a binary file or UTF-16: one error at the
+// first NUL says so, and the lexer then skips every NUL like a space (one error per NUL byte
+// buried the file's real problems, if any, under thousands of identical lines).
+std::optional<Diagnostic> nul_bytes(const std::string& src) {
+  const size_t first = src.find('\0');
+  if (first == std::string::npos) return std::nullopt;
+  const size_t line_start = src.rfind('\n', first);
+  const int line = 1 + int(std::count(src.begin(), src.begin() + long(first), '\n'));
+  const int col = int(first - (line_start == std::string::npos ? 0 : line_start + 1)) + 1;
+  const auto n = std::count(src.begin(), src.end(), '\0');
+  return Diagnostic{{line, col},
+                    fmt::format("unexpected NUL byte{} ({} in the text, the first here): symmflow "
+                                "reads UTF-8 text; is this a binary or UTF-16 file?",
+                                n > 1 ? "s" : "", n)};
+}
 }  // namespace
 
 LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max_diagnostics) {
@@ -44,6 +61,7 @@ LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max
     diags.push_back({loc, std::move(message)});
     return true;
   };
+  if (std::optional<Diagnostic> nul = nul_bytes(src)) report(nul->loc, nul->message);
   int line = 1, col = 1;
   size_t i = 0;
   auto advance = [&](size_t n) {
@@ -58,7 +76,7 @@ LexResult lex(const std::string& src, std::vector<Diagnostic>& diags, size_t max
   };
   while (i < src.size()) {
     char c = src[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '\0') {  // Note [NUL bytes]
       advance(1);
       continue;
     }

@@ -6,8 +6,10 @@
 //   with '.', 'e' or 'E' is floating, else integer (a leading '-' or '.' before a digit belongs to
 //   it). Refuses (one diagnostic each, lexing goes on): an unterminated string (the token is kept)
 //   and a character outside the format (skipped; a run of non-ASCII bytes is one diagnostic, its
-//   bytes escaped as Note [escaped diagnostics] says). Stops at the first diagnostic beyond
-//   max_diagnostics (too_many_errors set, that diagnostic dropped). Linear in the input.
+//   bytes escaped as Note [escaped diagnostics] says); NUL bytes, one diagnostic for all of them
+//   at the first, each then skipped like a space (Note [NUL bytes] in lexer.cpp). Stops at the
+//   first diagnostic beyond max_diagnostics (too_many_errors set, that diagnostic dropped).
+//   Linear in the input.
 #pragma once
 
 #include <string>

@@ -113,6 +113,17 @@ TEST(ParserLimits, BadBytesAreEscapedNeverEchoedRaw) {
             std::string("ok\n\\x00\\x80\xe2\x82\xac\\xed\\xa0\\x80"));
 }
 
+// Note [NUL bytes] in src/ir/lexer.cpp: one error for all of them (it was one per byte).
+TEST(ParserLimits, NulBytesAreOneError) {
+  std::string text = "graph g(x: f32[4]) {\n  y = aten::relu(x) ";
+  text += std::string(1000, '\0') + "\n  return y\n}\n" + std::string(3, '\0');
+  std::string err = error_of(text);
+  EXPECT_EQ(err.substr(0, err.find('\n')),
+            "g.sf:2:21: error: unexpected NUL bytes (1003 in the text, the first here): symmflow "
+            "reads UTF-8 text; is this a binary or UTF-16 file?");
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;  // the line echoed, the caret
+}
+
 TEST(ParserLimits, LongLinesAreEchoedAsAWindow) {
   std::string name(100000, 'v');
   std::string err = error_of("graph g(x: f32[4]) {\n  y = aten::relu(" + name + ")\n  return y\n}\n");
