@@ -2,8 +2,8 @@
 // world named by the environment (init_store_from_env) and runs one scenario, printing what the
 // parent asserts on. Exit code 0 when the scenario went as the rank expected.
 //   matrix    every symm_mem collective case of tests/collectives/cases.hpp on a reduced matrix
-//   kill      rank STORE_TEST_VICTIM (-1: the last) prints "ready" and sleeps (the parent SIGKILLs it); the others enter
-//             an all-reduce and print how long it took to fail and the error
+//   kill      rank STORE_TEST_VICTIM (-1: the last) prints "ready" and sleeps (the parent SIGKILLs
+//             it); the others enter an all-reduce and print how long it took to fail and the error
 //   throw     the last rank dies of an uncaught exception (std::terminate); the others wait for it
 //             in an all-reduce and print the error
 //   mismatch  rank 1 allocates another size than the others, through the heap and through the
@@ -15,6 +15,7 @@
 //   shutdown  every rank leaves the world early with shutdown_store (as the Python package does
 //             before the interpreter exits), calls it again (a no-op), and prints what a later
 //             init_store raises
+//   chaos_*   the chaos tests' scenarios (chaos_child.cpp)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -188,6 +189,7 @@ int run_child(const std::string& scenario) {
     if (scenario == "mismatch") return mismatch(r);
     if (scenario == "agreement") return agreement(r);
     if (scenario == "shutdown") return shutdown(r);
+    if (scenario.rfind("chaos_", 0) == 0) return run_chaos_child(scenario, r);
     say("unknown scenario " + scenario);
     return 2;
   } catch (const std::exception& e) {

@@ -4,6 +4,10 @@
 
 #include <string>
 
+#include "symmflow/runtime/runtime.hpp"
+
 namespace symmflow::testing {
 int run_child(const std::string& scenario);
+// The chaos tests' scenarios (chaos_<name>, chaos_child.cpp), once `r` joined its world.
+int run_chaos_child(const std::string& scenario, Runtime& r);
 }

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace symmflow::testing {
@@ -31,6 +32,7 @@ struct ChildSpec {
   std::string prefix = "t";
   double timeout_s = 20;
   int victim = -1;  // STORE_TEST_VICTIM for the kill scenario (-1: the last rank)
+  std::vector<std::pair<std::string, std::string>> env = {};  // more variables for the children
 };
 
 class ChildWorld {
@@ -55,6 +57,7 @@ class ChildWorld {
         ::setenv("SYMMFLOW_STORE_PREFIX", spec.prefix.c_str(), 1);
         ::setenv("SYMMFLOW_TIMEOUT_S", std::to_string(spec.timeout_s).c_str(), 1);
         ::setenv("STORE_TEST_VICTIM", std::to_string(spec.victim).c_str(), 1);
+        for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
         const char* argv[] = {"test_store", "--child", spec.scenario.c_str(), nullptr};
         ::execv("/proc/self/exe", const_cast<char* const*>(argv));
         ::_exit(127);

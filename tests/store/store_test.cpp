@@ -1,6 +1,7 @@
 // Unit tests of the key-value stores (store.hpp): FileStore, TcpStore and CallbackStore each
 // set / get / wait / add, bounded waits that report a timeout and name the key, binary values,
-// add from many threads at once, and the spellings open_store accepts.
+// add from many threads at once, the spellings open_store accepts, and the TCP store's SHA-256 and
+// HMAC against the standard vectors. (Attacks on the stores: chaos_*_test.cpp.)
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -10,6 +11,7 @@
 
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "runtime/store/sha256.hpp"
 #include "symmflow/runtime/store.hpp"
 #include "temp_dir.hpp"
 
@@ -135,6 +137,27 @@ TEST(StoreTcp, LostServerRaises) {
   server.reset();
   std::string what = error_of([&] { client.get("k", Millis(0)); });
   EXPECT_NE(what.find(": connection lost ("), std::string::npos) << what;
+}
+
+// FIPS 180-4 examples and RFC 4231 test cases 1, 2 and 6 (a key longer than a block).
+TEST(StoreAuth, Sha256AndHmacMatchTheStandardVectors) {
+  using store_detail::hmac_sha256;
+  using store_detail::sha256;
+  using store_detail::to_hex;
+  EXPECT_EQ(to_hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(to_hex(sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(to_hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(to_hex(sha256(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(to_hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(to_hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(to_hex(hmac_sha256(std::string(131, '\xaa'),
+                               "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 TEST(StoreCallback, ForwardsToTheCallbacks) {

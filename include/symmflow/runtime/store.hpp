@@ -45,11 +45,18 @@ class KeyValueStore {
 };
 
 // A directory shared by the processes (a local or network file system). Each key is a file,
-// written to a temporary name and renamed into place (readers never see half a value); add()
-// holds an flock() on the key's lock file (released by the kernel if the holder dies).
+// written to a temporary name (O_EXCL) and renamed into place (readers never see half a value);
+// add() holds an flock() on the key's lock file (released by the kernel if the holder dies).
+// The directory is created (0700) if absent and refused (System, naming the path and why) when it
+// is a symbolic link, belongs to another user, or group or others can write to it; every file is
+// then reached relative to the checked directory, never through a link (Note [private directory]
+// in src/runtime/store/private_files.hpp).
 class FileStore : public KeyValueStore {
  public:
-  explicit FileStore(std::string directory);  // created if absent
+  explicit FileStore(std::string directory);
+  ~FileStore() override;
+  FileStore(const FileStore&) = delete;
+  FileStore& operator=(const FileStore&) = delete;
   void set(const std::string& key, const std::string& value) override;
   std::optional<std::string> get(const std::string& key, Millis timeout) override;
   bool wait(const std::vector<std::string>& keys, Millis timeout) override;
@@ -58,18 +65,24 @@ class FileStore : public KeyValueStore {
   const std::string& directory() const { return dir_; }
 
  private:
-  std::string path_of(const std::string& key) const;
+  std::string name_of(const std::string& key) const;  // the key's file name in the directory
   std::optional<std::string> read(const std::string& key) const;
   std::string dir_;
+  int dir_fd_ = -1;  // the checked directory
 };
 
 // A store served over TCP by one process (`serve`: it binds host:port, port 0 picks a free one)
-// and reached by every process, the server's own included, through a connection each. Messages
-// are length-prefixed (Note [tcp store protocol] in tcp_store.cpp); waits poll the server, so a
-// server never blocks on a client. Connecting retries until `connect_timeout`.
+// and reached by every process, the server's own included, through a connection each. Every
+// connection authenticates with the job's secret, and the server with it too (Note [tcp store
+// authentication] in src/runtime/store/tcp_protocol.hpp): `secret`, or when empty the one from
+// SYMMFLOW_STORE_SECRET, SYMMFLOW_STORE_SECRET_FILE or the per-user secret file (Note [store
+// secret]). Messages are length-prefixed and at most 16 MiB; waits poll the server, and the
+// server blocks on no client (Note [tcp store server] in tcp_server.hpp). Connecting retries
+// until `connect_timeout`; a secret that differs raises InvalidUsage at once.
 class TcpStore : public KeyValueStore {
  public:
-  TcpStore(std::string host, int port, bool serve, Millis connect_timeout = Millis(30000));
+  TcpStore(std::string host, int port, bool serve, Millis connect_timeout = Millis(30000),
+           std::string secret = {});
   ~TcpStore() override;
   void set(const std::string& key, const std::string& value) override;
   std::optional<std::string> get(const std::string& key, Millis timeout) override;

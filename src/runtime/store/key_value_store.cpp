@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "private_files.hpp"
 #include "symmflow/core/error.hpp"
 
 namespace symmflow {
@@ -84,21 +85,23 @@ int64_t CallbackStore::add(const std::string& key, int64_t delta) {
 }
 
 // ---- FileStore ----------------------------------------------------------------------------------
+// Every file is reached through dir_fd_, never through a path (Note [private directory] in
+// private_files.hpp).
 
 FileStore::FileStore(std::string directory) : dir_(std::move(directory)) {
   SF_CHECK(!dir_.empty(), "FileStore: empty directory");
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
-    system_error("FileStore: cannot create directory", dir_);
-  struct stat st {};
-  if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw_error(ErrorCode::System, "FileStore: {} is not a directory", dir_);
+  dir_fd_ = store_detail::open_private_directory(dir_, "FileStore");
+}
+
+FileStore::~FileStore() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 std::string FileStore::describe() const {
   return "file store " + dir_;
 }
 
-std::string FileStore::path_of(const std::string& key) const {
+std::string FileStore::name_of(const std::string& key) const {
   check_key(key, describe());
   // Keys become file names: letters, digits, '.', '-' and '_' stay, every other byte is %XX.
   std::string name = "k_";
@@ -108,15 +111,15 @@ std::string FileStore::path_of(const std::string& key) const {
     else
       name += fmt::format("%{:02X}", unsigned(c));
   }
-  return dir_ + "/" + name;
+  return name;
 }
 
 std::optional<std::string> FileStore::read(const std::string& key) const {
-  std::string path = path_of(key);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string name = name_of(key);
+  int fd = ::openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
-    system_error("FileStore: cannot open", path);
+    system_error("FileStore: cannot open", dir_ + "/" + name);
   }
   std::string out;
   char buf[4096];
@@ -125,7 +128,7 @@ std::optional<std::string> FileStore::read(const std::string& key) const {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       ::close(fd);
-      system_error("FileStore: cannot read", path);
+      system_error("FileStore: cannot read", dir_ + "/" + name);
     }
     if (n == 0) break;
     out.append(buf, size_t(n));
@@ -136,26 +139,37 @@ std::optional<std::string> FileStore::read(const std::string& key) const {
 
 void FileStore::set(const std::string& key, const std::string& value) {
   static std::atomic<uint64_t> counter{0};
-  std::string path = path_of(key);
-  std::string tmp = fmt::format("{}/.tmp.{}.{}", dir_, ::getpid(), counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) system_error("FileStore: cannot create", tmp);
+  std::string name = name_of(key);
+  // O_EXCL: a name left by an earlier process (or planted) is skipped, never written through.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 64 && fd < 0; ++attempt) {
+    tmp = fmt::format(".tmp.{}.{}", ::getpid(), counter++);
+    fd = ::openat(dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) system_error("FileStore: cannot create", dir_ + "/" + tmp);
   size_t done = 0;
   while (done < value.size()) {
     ssize_t n = ::write(fd, value.data() + done, value.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
+      int err = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      system_error("FileStore: cannot write", tmp);
+      ::unlinkat(dir_fd_, tmp.c_str(), 0);
+      errno = err;
+      system_error("FileStore: cannot write", dir_ + "/" + tmp);
     }
     done += size_t(n);
   }
   ::close(fd);
   // rename is atomic: a reader sees the old file, the new one or none, never half of one.
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    system_error("FileStore: cannot rename into", path);
+  if (::renameat(dir_fd_, tmp.c_str(), dir_fd_, name.c_str()) != 0) {
+    int err = errno;
+    ::unlinkat(dir_fd_, tmp.c_str(), 0);
+    errno = err;
+    system_error("FileStore: cannot rename into", dir_ + "/" + name);
   }
 }
 
@@ -169,20 +183,25 @@ bool FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   size_t next = 0;
   return poll_until(timeout, [&] {
     struct stat st {};
-    while (next < keys.size() && ::stat(path_of(keys[next]).c_str(), &st) == 0) ++next;
+    while (next < keys.size() &&
+           ::fstatat(dir_fd_, name_of(keys[next]).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      ++next;
     return next == keys.size();
   });
 }
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
-  std::string lock_path = path_of(key) + ".lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) system_error("FileStore: cannot open lock", lock_path);
+  std::string lock_name = name_of(key) + ".lock";
+  // Shared by every process that adds to the key, so no O_EXCL; never through a link.
+  int fd = ::openat(dir_fd_, lock_name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) system_error("FileStore: cannot open lock", dir_ + "/" + lock_name);
   // flock, not O_EXCL: the kernel drops the lock of a holder that died (SIGKILL).
   while (::flock(fd, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
+    int err = errno;
     ::close(fd);
-    system_error("FileStore: cannot lock", lock_path);
+    errno = err;
+    system_error("FileStore: cannot lock", dir_ + "/" + lock_name);
   }
   int64_t value = 0;
   try {

@@ -119,11 +119,16 @@ StoreBootstrap::~StoreBootstrap() {
 
 void StoreBootstrap::join() {
   int64_t joins = store_->add(key(fmt::format("join/{}", rank_)), 1);
-  SF_CHECK(joins == 1,
-           "init_store: rank {} joined the world '{}' in {} {} times: two processes were given "
-           "the same rank, or the store still holds an earlier world (use a fresh directory or "
-           "port, or another prefix)",
-           rank_, prefix_, store_->describe(), joins);
+  if (joins != 1) {
+    // Two processes hold this rank: whichever joined first must not go on with the world either.
+    std::string why = fmt::format(
+        "init_store: rank {} joined the world '{}' in {} {} times: two processes were given the "
+        "same rank, or the store still holds an earlier world (use a fresh directory or port, or "
+        "another prefix)",
+        rank_, prefix_, store_->describe(), joins);
+    publish_poison(rank_, why);
+    invalid_usage("{}", why);
+  }
   std::string mask;
   for (uint64_t w : cpu_mask()) mask += fmt::format("{:x},", w);
   store_->set(key(fmt::format("hello/{}", rank_)),
@@ -187,6 +192,10 @@ bool StoreBootstrap::peer_died(int r) const {
     ended = pid_gone(p.pid);
   }
   if (!ended) return false;
+  if (!p.swept) {  // its unpublished or unmapped blocks (Note [store shared memory])
+    sweep_host_blocks(p.pid);
+    p.swept = true;
+  }
   try {
     if (store_->get(key(fmt::format("exit/{}", r)), Millis(0))) {
       p.exited = true;
@@ -341,9 +350,25 @@ std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<
   // Note [store shared memory] (host_memory.hpp): create, publish names, map, agree, unlink.
   size_t index = size_t(std::find(members.begin(), members.end(), rank_) - members.begin());
   std::vector<HostBlock> blocks(members.size());
-  blocks[index] = HostBlock::create(bytes);
-  std::vector<std::string> names =
-      allgather(members, "names:" + key_text, blocks[index].name(), op);
+  // Each publishes its block's name, or why it has none (after a '!'): all raise alike.
+  std::string created;
+  try {
+    blocks[index] = HostBlock::create(bytes);
+    created = blocks[index].name();
+  } catch (const Error& e) {
+    created = std::string("!") + e.what();
+  }
+  std::vector<std::string> names = allgather(members, "names:" + key_text, created, op);
+  std::string failed;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (names[i].empty() || names[i][0] == '!')
+      failed += fmt::format("\n  rank {}: {}", members[i],
+                            names[i].empty() ? "no name" : names[i].substr(1));
+  if (!failed.empty())
+    throw_error(ErrorCode::System,
+                "{}: host shared memory '{}' ({} bytes per rank) could not be created on every "
+                "rank:{}",
+                op, key_text, bytes, failed);
   std::string status;
   for (size_t i = 0; i < members.size() && status.empty(); ++i) {
     if (i == index) continue;
@@ -355,7 +380,6 @@ std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<
   }
   std::vector<std::string> statuses = allgather(members, "mapped:" + key_text, status, op);
   blocks[index].unlink();  // every member mapped it, or gave up: the name is not needed
-  std::string failed;
   for (size_t i = 0; i < members.size(); ++i)
     if (!statuses[i].empty()) failed += fmt::format("\n  rank {}: {}", members[i], statuses[i]);
   if (!failed.empty())

@@ -3,8 +3,9 @@
 //
 // Contract:
 // - Joining: every rank adds 1 to <prefix>/join/<rank> (a second process with the same rank, or a
-//   store left over from an earlier run with the same prefix, raises InvalidUsage saying so), then
-//   publishes <prefix>/hello/<rank>: world size, pid, host (host name + pid namespace) and CPU set.
+//   store left over from an earlier run with the same prefix, raises InvalidUsage saying so and
+//   poisons the world with that text, so the ranks already in it fail too), then publishes
+//   <prefix>/hello/<rank>: world size, pid, host (host name + pid namespace) and CPU set.
 //   It waits for every rank's hello (bounded; a Timeout names the first rank missing); a rank
 //   that disagrees on the world size makes every rank raise InvalidUsage listing each rank's.
 // - allgather: per member set a sequence number, like the threads transport; member i sets
@@ -13,13 +14,15 @@
 //   deleted: a world writes a few per new group or allocation, not per step.
 // - allocate_shared: members must share a host; host shared memory (Note [store shared memory] in
 //   host_memory.hpp), sizes compared first (every member raises the same InvalidUsage listing
-//   each rank's bytes), zeroed, every peer's block mapped here, freed when the last mapping goes.
+//   each rank's bytes), zeroed and reserved (a block that does not fit in /dev/shm makes every
+//   member raise System listing each rank's result), every peer's block mapped here, freed when
+//   the last mapping goes.
 // - poison / failure: poison() claims <prefix>/poison_claim (the first claim wins) and writes
 //   <prefix>/poison = "<rank>\n<what>". failure() reads it, and also watches the processes of
 //   this host's peers (a pidfd each; Note [dead peers]), so a peer that was SIGKILLed, which cannot
-//   poison, is named within tunables().store_check_ms; the observer then poisons on its behalf,
-//   so ranks on other hosts learn it too. Peers on other hosts that die silently are covered by
-//   the timeout. Checks are rate-limited to one per store_check_ms (failure() is called from
+//   poison, is named within tunables().store_check_ms (and its shared-memory names removed); the
+//   observer then poisons on its behalf, so ranks on other hosts learn it too. Peers on other
+//   hosts that die silently are covered by the timeout. Checks are rate-limited to one per store_check_ms (failure() is called from
 //   every wait of the collectives).
 // - Exit: the destructor sets <prefix>/exit/<rank>; a rank that serves the store (TcpStore) first
 //   waits, bounded, until every rank has set it or died, so that peers never lose the server
@@ -65,6 +68,7 @@ class StoreBootstrap : public Bootstrap {
     std::string host_key;  // host name + pid namespace: same key = pidfd works
     int pidfd = -1;        // same-host peers only
     bool exited = false;   // left cleanly (exit key seen)
+    bool swept = false;    // its process ended and its shared-memory names were removed
   };
   std::string key(const std::string& suffix) const { return prefix_ + "/" + suffix; }
   void join();
