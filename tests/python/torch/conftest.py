@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,14 +37,20 @@ def catalogue(cli: str) -> _opmap.Catalogue:
 
 @pytest.fixture(scope="session")
 def world():
-    """A one-process gloo world; yields the WORLD group's c10d name."""
+    """A one-process gloo world; yields the WORLD group's c10d name. The world it made, and the
+    directory of its store, are gone after the session."""
     import torch.distributed as dist
 
+    tmp = None
     if not dist.is_initialized():
         tmp = tempfile.mkdtemp(prefix="symmflow_fx_")
         store = dist.FileStore(os.path.join(tmp, "store"), 1)
         dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     yield dist.group.WORLD.group_name
+    if tmp is not None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_cli(cli: str, command: str, text: str, ranks: int) -> subprocess.CompletedProcess:
