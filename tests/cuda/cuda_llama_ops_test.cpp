@@ -283,7 +283,7 @@ TEST_F(CudaLlamaOps, SplitsAndNativeLayerNormMatchCpu) {
 }
 
 // index_put's bool-mask form on the GPU equals the CPU's (a 0-dim f32 value on bf16, values over
-// the remaining dims, accumulate); integer index tensors are refused on the GPU, naming the op.
+// the remaining dims, accumulate).
 TEST_F(CudaLlamaOps, IndexPutMaskMatchesCpu) {
   for (DType d : {DType::f32, DType::bf16}) {
     Tensor x = random({3, 5, 33}, d, 50);
@@ -302,16 +302,47 @@ TEST_F(CudaLlamaOps, IndexPutMaskMatchesCpu) {
       }
     }
   }
+}
+
+// index_put's integer form on the GPU equals the CPU's for distinct indices (transformers' MoE:
+// inv_perm[perm] = arange), negative ones, two index tensors, broadcast values and values of
+// another dtype; accumulate=True is refused on the GPU, naming the op.
+TEST_F(CudaLlamaOps, IndexPutIntegerIndicesMatchCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::i64}) {
+    for (DType it : {DType::i64, DType::i32}) {
+      Tensor x = random({6, 7}, d, 60);
+      Tensor perm = Tensor::empty({6}, it), rows = Tensor::empty({3}, it), cols = Tensor::empty({3}, it);
+      const int p[6] = {3, 0, 5, 1, 4, 2};
+      for (int64_t i = 0; i < 6; ++i) store_double(perm.view(), i, p[i]);
+      for (int64_t i = 0; i < 3; ++i) store_double(rows.view(), i, -1 - i);  // negative: from the end
+      for (int64_t i = 0; i < 3; ++i) store_double(cols.view(), i, 2 * i);
+      const std::vector<std::pair<std::vector<Tensor>, Tensor>> cases = {
+          {{perm}, random({6, 7}, d, 61)},                      // a permutation of rows
+          {{perm}, random({7}, d, 62)},                         // values broadcast over rows
+          {{rows, cols}, random({3}, d, 63)},                   // two index tensors
+          {{perm}, random({6, 7}, d == DType::f32 ? DType::bf16 : DType::f32, 64)},  // converted
+      };
+      for (size_t c = 0; c < cases.size(); ++c) {
+        if (c == 3 && d == DType::i64) continue;  // float to integer conversion: not this test's
+        std::vector<Tensor> gidx;
+        for (const Tensor& t : cases[c].first) gidx.push_back(to_device(t));
+        std::vector<Value> cpu{x, cases[c].first, cases[c].second, false};
+        std::vector<Value> gpu{to_device(x), gidx, to_device(cases[c].second), false};
+        expect_close(cpu_t("aten::index_put", gpu), cpu_t("aten::index_put", cpu), 0,
+                     fmt::format("index_put {} indices {} case {}", dtype_name(d), dtype_name(it), c));
+      }
+    }
+  }
   Tensor idx = Tensor::empty({1}, DType::i64);
   store_double(idx.view(), 0, 1);
   try {
     call("aten::index_put", {to_device(random({3, 4}, DType::f32, 52)),
                              std::vector<Tensor>{to_device(idx)},
-                             to_device(Tensor::full({}, DType::f32, 1))});
-    ADD_FAILURE() << "integer indices on the GPU were not refused";
+                             to_device(Tensor::full({}, DType::f32, 1)), true});
+    ADD_FAILURE() << "accumulate with integer indices on the GPU was not refused";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "aten::index_put: integer index tensors have no cuda kernel (a bool mask index has)");
+              "aten::index_put: accumulate=True with integer index tensors has no cuda kernel");
   }
 }
 

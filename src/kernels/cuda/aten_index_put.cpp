@@ -1,14 +1,19 @@
-// cuda kernel of aten::index_put: the bool-mask form without accumulate, as one launch of the
+// cuda kernel of aten::index_put. The bool-mask form without accumulate is one launch of the
 // elementwise `where` (aten_logic.cpp) that writes the call's output: out = mask ? values : self,
 // the mask seen over self's shape (stride 0 along the dims it does not cover) and the values
-// broadcast, read in their own dtype. Nothing is allocated, so it runs inside a plan's CUDA
-// graph capture (the composed form of kernels/index_put.cpp allocated temporaries and was refused
-// there: a vocabulary-parallel embedding failed on two H200s). accumulate=True runs composed
-// (kernels/index_put.cpp: eager calls only) and its kernel check keeps it out of compiled graphs,
-// as it does integer index tensors, which have no cuda kernel; both name the op.
+// broadcast, read in their own dtype. Integer index tensors without accumulate (transformers' MoE
+// layers invert their token permutation with `inv_perm[perm] = arange(...)`): out = self, then one
+// scatter launch (scatter_into: an index out of range is skipped, not raised; of repeated indices
+// one value lands, unspecified which, as on PyTorch's GPUs). Values of another dtype are converted
+// first, a scratch copy (Note [scratch inside a capture]); nothing else is allocated, so both run
+// inside a plan's CUDA graph capture. accumulate=True runs composed for a mask (kernels/
+// index_put.cpp: eager calls only) and not at all for integer indices; the kernel check keeps it
+// out of compiled graphs, naming the op.
 #include "kernels/cuda/program.hpp"
 #include "kernels/index_put.hpp"
 #include "ops/aten/meta_index_put.hpp"
+#include "symmflow/ops/aten.hpp"
+#include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::cuda {
@@ -20,7 +25,17 @@ void index_put_kernel(KernelCall& call) {
   Tensor values = call.arg("values").to_tensor();
   aten_meta::IndexPutGeometry g =
       aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
-  SF_CHECK(g.mask, "{}: integer index tensors have no cuda kernel (a bool mask index has)", op);
+  if (!g.mask) {
+    SF_CHECK(!call.arg("accumulate").to_bool(),
+             "{}: accumulate=True with integer index tensors has no cuda kernel", op);
+    const Tensor& out = call.out(0);
+    aten::copy_(out, self);
+    aten_meta::GatherGeometry gg = aten_meta::index_geometry(op, out, call.arg("indices"));
+    if (values.dtype() != self.dtype())
+      values = symmflow::call("aten::_to_copy", {values}, {{"dtype", self.dtype()}}).to_tensor();
+    scatter_into(op, gg, values);
+    return;
+  }
   if (call.arg("accumulate").to_bool()) {  // eager calls: composed, allocating (refused in plans)
     kernels::index_put_mask(call, g);
     return;
@@ -36,16 +51,8 @@ void index_put_kernel(KernelCall& call) {
   masked_select_into(op, call.out(0), cond, values, self);
 }
 
-// Note [kernel checks] (ops/registry.hpp): only the bool-mask form without accumulate.
+// Note [kernel checks] (ops/registry.hpp): the forms without accumulate.
 std::string index_put_check(const OpDef& op, std::span<const Value> args) {
-  const Value& indices = args[1];
-  if (!indices.is_tensor_list()) return "";
-  for (const Tensor& t : indices.to_tensor_list()) {
-    if (t.dtype() != DType::boolean) {
-      return fmt::format("{}: integer index tensors have no cuda kernel (a bool mask index has)",
-                         op.name());
-    }
-  }
   if (args[3].is_bool() && args[3].to_bool())
     return fmt::format("{}: accumulate=True has no cuda kernel that runs in a plan", op.name());
   return "";

@@ -147,18 +147,17 @@ void any_kernel(KernelCall& call) {
   SF_CUDA_CHECK(cudaError_t(launch_any(a, current_stream())));
 }
 
-void gather_into(std::string_view op, const Tensor& out, const aten_meta::GatherGeometry& g) {
-  check_rank(op, out.shape());
+// The geometry of an indexing result of `shape` over g.self and g's index tensors.
+GatherArgs gather_args(std::string_view op, const Shape& shape, const aten_meta::GatherGeometry& g) {
+  check_rank(op, shape);
   check_on_gpu(op, g.self);
-  SF_CHECK(out.is_contiguous(), "{}: internal: the output must be contiguous", op);
   GatherArgs a;
-  a.out = out.raw_data();
   a.self = g.self.raw_data();
-  a.elem_size = int(dtype_size(out.dtype()));
-  a.ndim = int(out.dim());
-  a.numel = out.numel();
-  for (size_t d = 0; d < out.shape().size(); ++d) {
-    a.sizes[d] = out.shape()[d];
+  a.elem_size = int(dtype_size(g.self.dtype()));
+  a.ndim = int(shape.size());
+  a.numel = numel(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    a.sizes[d] = shape[d];
     a.self_strides[d] = g.self.strides()[d];
   }
   SF_CHECK(g.indices.size() <= size_t(kGatherMaxIndices), "{}: more than {} index tensors", op,
@@ -168,12 +167,37 @@ void gather_into(std::string_view op, const Tensor& out, const aten_meta::Gather
     const int k = a.n_indices++;
     a.index[k] = gi.index.raw_data();
     a.index_i64[k] = gi.index.dtype() == DType::i64;
-    for (size_t d = 0; d < out.shape().size(); ++d) a.index_strides[k][d] = gi.index.strides()[d];
+    for (size_t d = 0; d < shape.size(); ++d) a.index_strides[k][d] = gi.index.strides()[d];
     a.dim_size[k] = gi.size;
     a.dim_stride[k] = gi.stride;
   }
+  return a;
+}
+
+void gather_into(std::string_view op, const Tensor& out, const aten_meta::GatherGeometry& g) {
+  SF_CHECK(out.is_contiguous(), "{}: internal: the output must be contiguous", op);
+  GatherArgs a = gather_args(op, out.shape(), g);
+  a.out = out.raw_data();
   SF_CUDA_CHECK(cudaError_t(launch_gather(a, current_stream())));
 }
+
+}  // namespace
+
+void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const Tensor& values) {
+  const Shape& shape = g.spec.shape;
+  SF_CHECK(values.dtype() == g.self.dtype() && values.dim() <= int64_t(shape.size()),
+           "{}: internal: values must have self's dtype and at most the indexing result's rank", op);
+  check_on_gpu(op, values);
+  GatherArgs a = gather_args(op, shape, g);
+  a.values = values.raw_data();
+  for (size_t k = 0; k < values.shape().size(); ++k) {
+    const size_t d = shape.size() - values.shape().size() + k;
+    if (values.shape()[k] != 1) a.values_strides[d] = values.strides()[k];
+  }
+  SF_CUDA_CHECK(cudaError_t(launch_gather(a, current_stream())));
+}
+
+namespace {
 
 void cumsum_kernel(KernelCall& call) {
   const std::string& op = call.op.name();

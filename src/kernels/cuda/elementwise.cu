@@ -214,6 +214,13 @@ __global__ void gather_kernel(const __grid_constant__ GatherArgs a) {
     }
     const char* from = static_cast<const char*>(a.self) + src * a.elem_size;
     char* to = static_cast<char*>(a.out) + i * a.elem_size;
+    if (a.values) {  // scatter: self[src] = values[i over values_strides]
+      if (!ok) continue;
+      int64_t voff = 0;
+      for (int d = 0; d < a.ndim; ++d) voff += idx[d] * a.values_strides[d];
+      to = const_cast<char*>(from);
+      from = static_cast<const char*>(a.values) + voff * a.elem_size;
+    }
     switch (a.elem_size) {
       case 1: *to = ok ? *from : 0; break;
       case 2: *reinterpret_cast<uint16_t*>(to) = ok ? *reinterpret_cast<const uint16_t*>(from) : 0; break;

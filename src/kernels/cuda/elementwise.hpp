@@ -75,6 +75,9 @@ int launch_any(const AnyArgs& a, void* stream);
 // Note [gather geometry] (ops/aten/meta.hpp): out[i] = self[self_off(i) + sum_k idx_k(i) * stride_k]
 // with a contiguous out of `sizes`, elements copied by their byte size. An index value out of
 // [-dim_size, dim_size) is not checked on the GPU: its element is written as zero bytes.
+// With `values` set it scatters instead (index_put): self[self_off(i) + ...] = values[values_off(i)]
+// (values_strides 0 where broadcast), an element at an index out of range is not written, and of
+// repeated indices one value lands, which one unspecified (as PyTorch's GPUs do).
 struct GatherArgs {
   void* out = nullptr;
   const void* self = nullptr;
@@ -88,6 +91,8 @@ struct GatherArgs {
   bool index_i64[kGatherMaxIndices] = {};
   int64_t index_strides[kGatherMaxIndices][kPwMaxDims] = {};
   int64_t dim_size[kGatherMaxIndices] = {}, dim_stride[kGatherMaxIndices] = {};
+  const void* values = nullptr;  // set: scatter into self (out unused)
+  int64_t values_strides[kPwMaxDims] = {};
 };
 int launch_gather(const GatherArgs& a, void* stream);
 

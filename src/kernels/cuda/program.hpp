@@ -33,6 +33,10 @@ void integer_binary(std::string_view op, aten_meta::BinaryOp kind, const Tensor&
 // launch of the elementwise `where` (aten_logic.cpp): no allocation.
 void masked_select_into(std::string_view op, const Tensor& out, const Tensor& cond,
                         const Tensor& values, const Tensor& self);
+// index_put's integer form (aten_logic.cpp): g.self[indexed element i] = values[i], values (of
+// self's dtype) broadcast to the indexing result's shape g.spec.shape; one launch, no allocation
+// (GatherArgs' scatter: an index out of range is skipped, one of repeated indices' values lands).
+void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const Tensor& values);
 
 class ProgramBuilder {
  public:
