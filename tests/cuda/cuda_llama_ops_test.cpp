@@ -305,8 +305,8 @@ TEST_F(CudaLlamaOps, IndexPutMaskMatchesCpu) {
 }
 
 // index_put's integer form on the GPU equals the CPU's for distinct indices (transformers' MoE:
-// inv_perm[perm] = arange), negative ones, two index tensors, broadcast values and values of
-// another dtype; accumulate=True is refused on the GPU, naming the op.
+// inv_perm[perm] = arange), negative ones, two index tensors, broadcast values and a 0-dim value
+// of another dtype; accumulate=True is refused on the GPU, naming the op.
 TEST_F(CudaLlamaOps, IndexPutIntegerIndicesMatchCpu) {
   for (DType d : {DType::f32, DType::bf16, DType::i64}) {
     for (DType it : {DType::i64, DType::i32}) {
@@ -320,7 +320,7 @@ TEST_F(CudaLlamaOps, IndexPutIntegerIndicesMatchCpu) {
           {{perm}, random({6, 7}, d, 61)},                      // a permutation of rows
           {{perm}, random({7}, d, 62)},                         // values broadcast over rows
           {{rows, cols}, random({3}, d, 63)},                   // two index tensors
-          {{perm}, random({6, 7}, d == DType::f32 ? DType::bf16 : DType::f32, 64)},  // converted
+          {{perm}, Tensor::full({}, d == DType::f32 ? DType::bf16 : DType::f32, 1.5)},  // 0-dim, converted
       };
       for (size_t c = 0; c < cases.size(); ++c) {
         if (c == 3 && d == DType::i64) continue;  // float to integer conversion: not this test's
