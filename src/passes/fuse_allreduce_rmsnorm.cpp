@@ -20,11 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "passes/node_match.hpp"
 #include "symmflow/passes/passes.hpp"
 
 namespace symmflow::passes {
 
 namespace {
+
+using node_match::arg;
+using node_match::is_op;
+using node_match::literal_is;
 
 constexpr std::string_view kFused = "symm_mem::fused_all_reduce_add_rms_norm";
 
@@ -34,20 +39,6 @@ struct Match {
   ir::Node* norm = nullptr;
   ir::Value* residual = nullptr;
 };
-
-bool is_op(const ir::Node* n, std::string_view name) {
-  return n && n->kind() == ir::NodeKind::op && n->op()->name() == name;
-}
-
-const ir::Arg* arg(const ir::Node& n, std::string_view name) {
-  int i = n.op()->schema().arg_index(name);
-  return i < 0 ? nullptr : &n.args()[size_t(i)];
-}
-
-bool literal_is(const ir::Arg* a, double v) {
-  return a && a->kind == ir::Arg::Kind::literal && a->literal.is_number() &&
-         a->literal.to_double() == v;
-}
 
 // The rms_norm fed by the add fed by `all_reduce`, when the pattern holds.
 bool match(ir::Graph& g, ir::Node* all_reduce, Match& m) {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/node_match.hpp"
 #include "symmflow/passes/passes.hpp"
 
 namespace symmflow::passes {
@@ -42,23 +43,13 @@ namespace symmflow::passes {
 
 namespace {
 
-bool is_op(const ir::Node* n, std::string_view name) {
-  return n && n->kind() == ir::NodeKind::op && n->op()->name() == name;
-}
-
-const ir::Arg* arg(const ir::Node& n, std::string_view name) {
-  int i = n.op()->schema().arg_index(name);
-  return i < 0 ? nullptr : &n.args()[size_t(i)];
-}
+using node_match::arg;
+using node_match::is_op;
+using node_match::literal_is;
 
 ir::Value* value_arg(const ir::Node& n, std::string_view name) {
   const ir::Arg* a = arg(n, name);
   return a && a->kind == ir::Arg::Kind::value ? a->value : nullptr;
-}
-
-bool literal_is(const ir::Arg* a, double v) {
-  return a && a->kind == ir::Arg::Kind::literal && a->literal.is_number() &&
-         a->literal.to_double() == v;
 }
 
 bool is_output(const ir::Graph& g, const ir::Value* v) {
