@@ -35,10 +35,15 @@ Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bo
 Runtime::~Runtime() {
   // A runtime torn down while an exception unwinds belongs to a rank that failed: it poisons the
   // world instead of saying it finished (Note [peers that left] in group.hpp).
-  const bool clean = std::uncaught_exceptions() == 0;
+  if (!left_) leave(std::uncaught_exceptions() == 0);
+}
+
+void Runtime::leave(bool finished) {
+  if (left_) return;
+  left_ = true;
   for (auto& [name, g] : groups_) {
     g->mark_destroyed();
-    if (clean) g->mark_left(Group::kLeftFinished);
+    if (finished) g->mark_left(Group::kLeftFinished);
   }
 }
 

@@ -33,6 +33,11 @@ class Runtime {
  public:
   explicit Runtime(std::unique_ptr<Bootstrap> bootstrap);
   ~Runtime();
+  // Marks every group destroyed and, when `finished`, this rank as finished in its pads (Note
+  // [peers that left] in group.hpp); the destructor does it unless it was done. A transport that
+  // frees the pads' memory before the runtime is destroyed (MPI's windows at MPI_Finalize) calls
+  // it first.
+  void leave(bool finished = true);
 
   // The runtime of the calling rank; throws InvalidUsage when the thread is not a rank.
   static Runtime& current();
@@ -55,6 +60,7 @@ class Runtime {
   friend class RuntimeScope;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
+  bool left_ = false;
 };
 
 // Makes `rt` the current runtime of this thread for the scope's lifetime.

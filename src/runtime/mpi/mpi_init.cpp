@@ -56,6 +56,8 @@ void tear_down_runtime() {
   std::lock_guard lock(process_mutex());
   if (!process || process->torn_down) return;
   process->torn_down = true;
+  // Marked finished in the pads while their windows exist; teardown frees them.
+  if (process->runtime) process->runtime->leave();
   process->bootstrap->teardown();  // collective frees, while MPI still works
   // Groups are marked destroyed, so stale handles raise instead of touching freed memory.
   process->scope.reset();
