@@ -4,7 +4,8 @@
 the calling rank (zero copy: the tensor is a DLPack view of symmflow's allocation, which stays
 alive as long as the tensor does). Every `symm_mem` op of symmflow's catalogue is registered as
 `torch.ops.symmflow.<op>` with the catalogue's schema (Note [catalogue schemas]): a CPU and a CUDA
-kernel that call the op on the rank (symmflow.call_op), a fake kernel that asks the op's C++
+kernel that call the op on the rank (symmflow.call_op; one CompositeExplicitAutograd kernel for an
+op without tensor arguments, such as barrier, which torch cannot dispatch by device), a fake kernel that asks the op's C++
 shape function (symmflow._core.infer_shapes) so that dynamo and AOT autograd trace it, and,
 where the installed torch has it, `register_symm_mem_args` naming the arguments the C++
 catalogue registers as symmetric.
@@ -230,8 +231,11 @@ def register_ops() -> list[str]:
         schema = getattr(torch.ops.symmflow, op_name).default._schema
         symm = list(entry.get("symm_args", []))  # the C++ catalogue's register_symm_mem_args
         kernel = _make_kernel(qualname, schema, symm)
-        _lib.impl(op_name, kernel, "CPU")
-        _lib.impl(op_name, kernel, "CUDA")
+        if any("Tensor" in str(a.type) for a in schema.arguments):
+            _lib.impl(op_name, kernel, "CPU")
+            _lib.impl(op_name, kernel, "CUDA")
+        else:  # no tensor to dispatch on (barrier): one kernel for every key (issue 25)
+            _lib.impl(op_name, kernel, "CompositeExplicitAutograd")
         torch.library.register_fake(f"symmflow::{op_name}",
                                     _make_fake(qualname, schema, entry.get("group_arg", "")),
                                     lib=_lib)

@@ -84,3 +84,29 @@ def test_symmetric_arguments_registered_with_torch_are_the_catalogues():
     for op, want in {"collective_permute": [], "collective_permute_out": ["out"],
                      "put_signal": ["dst"], "memset32_": [], "stream_write_value32_": []}.items():
         assert _library.SYMM_ARGS[op] == want, op
+
+
+# Issue 25: every op of the catalogue is callable eagerly (barrier, which has no tensor argument,
+# raised NotImplementedError: torch's dispatcher had no key to pick a kernel by). Arguments as
+# above, shaped for the kernels of a world of one where the shape functions were lenient.
+_EAGER_ARGS = {
+    "all_to_all_vdev": lambda g: [torch.zeros(8, 6), torch.zeros(8, 6),
+                                  torch.tensor([8], dtype=torch.int64),
+                                  torch.zeros(2, 1, dtype=torch.int64), g],
+}
+
+
+@pytest.mark.parametrize("entry", SYMM_OPS, ids=lambda o: o["name"])
+def test_every_op_is_callable_eagerly(world, entry):
+    op_name = entry["name"].split("::")[1]
+    overload = getattr(torch.ops.symmflow, op_name).default
+    args = _EAGER_ARGS[op_name](world) if op_name in _EAGER_ARGS else \
+        _example_args(overload._schema, world)
+    if op_name == "wait_signal":  # consumes the signal a put_signal to this rank raised
+        torch.ops.symmflow.put_signal(torch.zeros(8, 6), args[0], 0, 0, world)
+    try:
+        overload(*args)
+    except symmflow.Error as e:  # the kernel ran and refused: no NVLink multicast on the CPU
+        assert op_name.startswith("multimem_") and "needs NVLink multicast" in str(e), str(e)
+    if op_name == "put_signal":  # leaves the flag as it found it
+        torch.ops.symmflow.wait_signal(args[1], 0, 0, world)
