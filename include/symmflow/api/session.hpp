@@ -54,8 +54,8 @@ class Rank {
 // Runs fn on `world_size` ranks, one thread each; rethrows the first rank's error (in rank
 // order) prefixed "rank N: ". A rank that throws fails its waiting peers fast.
 void run_threads(int world_size, const std::function<void(Rank&)>& fn);
-// MPI: this process becomes one rank of MPI_COMM_WORLD (finalized at exit); InvalidUsage when
-// symmflow was built without MPI.
+// MPI: this process becomes one rank of MPI_COMM_WORLD (finalized at exit); the transport is
+// loaded on first use, InvalidUsage saying why when it cannot be (built without MPI, no libmpi).
 Rank join_mpi();
 bool mpi_available();
 

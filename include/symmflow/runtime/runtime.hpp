@@ -89,9 +89,12 @@ std::vector<std::exception_ptr> run_threads_collect(int world_size,
 void run_threads(int world_size, const std::function<void(Runtime&)>& fn,
                  const ThreadsOptions& options = {});
 
-// MPI: this process becomes one rank of MPI_COMM_WORLD (MPI_Init_thread on first call).
-// Throws InvalidUsage when symmflow was built without MPI.
+// MPI: this process becomes one rank of MPI_COMM_WORLD (MPI_Init_thread on first call). The
+// transport is a module (libsymmflow_mpi.so) loaded here on first use, so nothing else needs an
+// MPI library (Note [mpi module] in src/runtime/mpi_module.cpp). Throws InvalidUsage saying why
+// and how to install MPI when it cannot be loaded (built without MPI, no libmpi on this machine).
 Runtime& init_mpi(int* argc = nullptr, char*** argv = nullptr);
+// Whether init_mpi can start the transport (loads the module; never throws).
 bool mpi_available();
 
 // Store: this process becomes rank `options.rank` of a world that meets through

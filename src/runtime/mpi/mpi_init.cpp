@@ -1,4 +1,6 @@
-// init_mpi: this process becomes one rank of MPI_COMM_WORLD.
+// init_mpi: this process becomes one rank of MPI_COMM_WORLD. This is the mpi module's
+// implementation (mpi_detail::init_process, registered by module.cpp); symmflow::init_mpi in
+// libsymmflow.so loads the module and calls it (Note [mpi module] in src/runtime/mpi_module.cpp).
 //
 // Contract:
 // - The first call initializes MPI (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; whatever level
@@ -25,6 +27,7 @@
 #include "runtime/exception_text.hpp"
 #include "mpi_bootstrap.hpp"
 #include "mpi_check.hpp"
+#include "mpi_module_impl.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
@@ -87,11 +90,9 @@ void on_terminate() {
 
 }  // namespace
 
-bool mpi_available() {
-  return true;
-}
+namespace mpi_detail {
 
-Runtime& init_mpi(int* argc, char*** argv) {
+Runtime& init_process(int* argc, char*** argv) {
   std::lock_guard lock(process_mutex());
   if (process) {
     SF_CHECK(!process->torn_down,
@@ -125,5 +126,7 @@ Runtime& init_mpi(int* argc, char*** argv) {
   process = p.release();
   return *process->runtime;
 }
+
+}  // namespace mpi_detail
 
 }  // namespace symmflow
