@@ -6,7 +6,8 @@
 // MPI_ERRORS_RETURN (every communicator and window the mpi transport creates has it); a code other
 // than MPI_SUCCESS becomes symmflow::Error with ErrorCode::Mpi and the message
 // "MPI_Barrier(comm) failed: <MPI's error string> (src/runtime/x.cpp:42)".
-// Only compiled when MPI was found (SYMMFLOW_HAVE_MPI).
+// Only compiled into the mpi module, libsymmflow_mpi.so, built when MPI was found (Note [mpi module]
+// in src/runtime/mpi_module.cpp).
 #pragma once
 
 // The C API only: MPI's deprecated C++ bindings need libmpi_cxx.
