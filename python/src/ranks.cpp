@@ -167,6 +167,10 @@ void bind_ranks(nb::module_& m) {
       .def_prop_ro("rank", &api::Rank::rank)
       .def_prop_ro("world_size", &api::Rank::world_size)
       .def_prop_ro("transport", &api::Rank::transport)
+      .def_prop_ro(
+          "timeout_s",
+          [](const api::Rank& r) { return r.runtime().bootstrap().timeout_s(); },
+          "The bound of every wait of this rank's world, in seconds.")
       .def("barrier",
            [](api::Rank& r, const std::string& what) {
              nb::gil_scoped_release release;

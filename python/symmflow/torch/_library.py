@@ -11,7 +11,7 @@ where the installed torch has it, `register_symm_mem_args` naming the arguments 
 catalogue registers as symmetric.
 
 Group arguments are c10d group names, as torch.ops.symm_mem takes them; they are resolved to
-symmflow groups with the same ranks (_runtime.resolve_group).
+symmflow groups with the same ranks by their members alone (_runtime.local_group).
 
 On a GPU, empty(..., device="cuda") allocates in a GPU symmetric heap (peers map it through CUDA
 IPC) and the ops run on PyTorch's current stream, with host waits before and after (Note [eager
@@ -62,7 +62,7 @@ def _group_of(group) -> _runtime.GroupInfo:
     if group is None:
         group = dist.group.WORLD
     name = group if isinstance(group, str) else group.group_name
-    info = _runtime.resolve_group(name)
+    info = _runtime.local_group(name)  # by its members alone (issue 25)
     _runtime.ensure_runtime_group(info)
     return info
 

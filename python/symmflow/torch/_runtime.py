@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ import symmflow
 _lock = threading.Lock()
 _rank: "symmflow.Rank | None" = None
 _groups: dict[str, "GroupInfo"] = {}
+_local_groups: dict[str, "GroupInfo"] = {}
 
 
 def group_name(subgroups) -> str:
@@ -54,7 +54,8 @@ def init(*, timeout_s: float | None = None) -> "symmflow.Rank":
     """Joins (or returns) this process's symmflow world through torch.distributed's store.
 
     Collective: every rank of the default process group calls it (the first compiled call of a
-    model does so by itself). `timeout_s` bounds every wait (default: SYMMFLOW_TIMEOUT_S or 60).
+    model does so by itself). `timeout_s` bounds every wait (default: the SYMMFLOW_TIMEOUT_S
+    tunable, whose one default is C++'s: symmflow.tunables()["timeout_s"]).
     """
     global _rank
     with _lock:
@@ -74,11 +75,9 @@ def init(*, timeout_s: float | None = None) -> "symmflow.Rank":
                 )
             return _rank
         store = c10d._get_default_store()
-        if timeout_s is None:
-            timeout_s = float(os.environ.get("SYMMFLOW_TIMEOUT_S", "60"))
         _rank = symmflow.init_store(
             **symmflow.store_callbacks(store), rank=rank, world_size=world, prefix="symmflow",
-            timeout_s=timeout_s,
+            timeout_s=-1 if timeout_s is None else timeout_s,  # -1: the C++ tunable
         )
         return _rank
 
@@ -92,7 +91,8 @@ def resolve_group(c10d_name: str) -> GroupInfo:
     """The symmflow group of the c10d process group named `c10d_name` (Note [group names]).
 
     Collective over the world the first time a name is seen on a rank: every rank learns every
-    subgroup of the split the group belongs to.
+    subgroup of the split the group belongs to. For compiled graphs, which every rank of the world
+    runs (rank agreement); eager ops resolve by the members alone (local_group).
 
     Note [group names]: c10d names a group by a counter or a hash of its ranks, so the subgroups of
     one split (`new_subgroups`, a DeviceMesh dimension) have different names on different ranks and
@@ -120,6 +120,26 @@ def resolve_group(c10d_name: str) -> GroupInfo:
     info = GroupInfo(name=name, subgroups=subgroups, c10d_name=c10d_name)
     with _lock:
         _groups[c10d_name] = info
+    return info
+
+
+def local_group(c10d_name: str) -> GroupInfo:
+    """The symmflow group of this rank's own subgroup of the c10d group `c10d_name`, from its
+    members alone: no exchange, so ranks outside it need not take part (issue 25: new_group([0, 1])
+    used eagerly by ranks 0 and 1 waited out the timeout for idle ranks 2 and 3). Eager ops and
+    empty() use it; making the runtime group (ensure_runtime_group) is then collective among the
+    members only. Named by its members (group_name): the name resolve_group gives a group that is
+    one subgroup (the world, or a group of the members alone); a split (new_subgroups, a
+    DeviceMesh dimension) compiled in a graph gets resolve_group's name for the whole split, a
+    runtime group of its own."""
+    with _lock:
+        if c10d_name in _local_groups:
+            return _local_groups[c10d_name]
+    pg = c10d._resolve_process_group(c10d_name)
+    mine = tuple(int(r) for r in dist.get_process_group_ranks(pg))
+    info = GroupInfo(name=group_name((mine,)), subgroups=(mine,), c10d_name=c10d_name)
+    with _lock:
+        _local_groups[c10d_name] = info
     return info
 
 

@@ -1,0 +1,68 @@
+"""Issue 25 under symmflow.torch: eager collectives whose ranks disagree raise on every rank naming
+the field, subgroups are resolved by their members only, a peer that left is named at once, eager
+barrier runs, float8 conversions are left to PyTorch node by node, and the timeout default is the
+C++ table's (torchrun on CPU over gloo; trust_worker.py is one rank)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+import symmflow
+import symmflow.torch as sft
+from test_torchrun import launch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "trust_worker.py")
+ENV = {"SYMMFLOW_TIMEOUT_S": "20"}
+
+
+def _results(nproc, case, timeout=180):
+    rc, results, out = launch(nproc, case, worker=WORKER, env=ENV, timeout=timeout)
+    assert len(results) == nproc, out[-6000:]
+    bad = [r for r in results if not r["ok"]]
+    assert not bad, json.dumps(results, indent=1)[-6000:]
+    return results
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_eager_collectives_whose_ranks_disagree_raise_on_every_rank(nproc):
+    _results(nproc, "disagree")
+
+
+def test_a_subgroup_is_resolved_by_its_members_alone():
+    _results(4, "subgroup")
+
+
+def test_a_peer_that_finished_is_named_at_once():
+    results = _results(2, "finished")
+    assert next(r for r in results if r["rank"] == 0)["seconds"] < 10
+
+
+def test_eager_barrier_runs_on_every_rank():
+    _results(2, "barrier")
+
+
+def test_float8_conversions_are_left_to_pytorch_node_by_node(world):
+    def f(x):
+        y = (x * 2.0).to(torch.float8_e4m3fn)
+        return y.to(torch.float32) + 1.0
+
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        got = torch.compile(f, backend="symmflow")(x)
+    assert torch.equal(got, f(x))
+    report = sft.last_report()
+    assert report.kinds == ["symmflow", "torch", "symmflow"], report.kinds
+    assert any("aten._to_copy.default at node" in b and "float8_e4m3fn is not one of symmflow's "
+               "dtypes" in b for b in report.boundaries), report.boundaries
+
+
+def test_the_timeout_default_is_the_cpp_tables(world):
+    # symmflow.torch joined its world (the float8 compile above, or here) without a timeout of
+    # its own: every wait is bounded by the C++ table's value (it was 60 s under symmflow.torch).
+    rank = sft.init()
+    assert symmflow.tunables()["timeout_s"]["default"] == "30"
+    assert rank.timeout_s == float(symmflow.tunables()["timeout_s"]["value"])

@@ -1,0 +1,129 @@
+"""One rank of issue 25's torchrun cases (tests/python/torch/test_trust.py), on CPU over gloo.
+
+    torchrun --nproc-per-node N tests/python/torch/trust_worker.py CASE
+
+Each case prints one `RESULT {...}` line per rank (and appends it to
+$SYMMFLOW_TEST_RESULTS/rank<r>.jsonl, as worker.py does):
+- "disagree": eager torch.ops.symmflow.one_shot_all_reduce with rank 1 passing "max" where the
+  others pass "sum", then int32 where the others pass float32 (the same bytes): every rank raises,
+  naming the field and each rank's value; a correct call afterwards gives the right sum.
+- "subgroup": new_group([0, 1]) in a world of 4 that joined symmflow; ranks 0 and 1 all-reduce on
+  it eagerly while ranks 2 and 3 stay idle until gloo tells them the pair is done: no wait for the
+  idle ranks.
+- "finished": rank 1 leaves after one all-reduce; rank 0's next one raises PeerFailure naming
+  rank 1 as finished, at once rather than after SYMMFLOW_TIMEOUT_S.
+- "barrier": torch.ops.symmflow.barrier eagerly on every rank (it has no tensor argument).
+SYMMFLOW_TIMEOUT_S is set by the test (20 s); "seconds" is how long the awaited call took.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import symmflow
+import symmflow.torch as sft
+
+
+def emit(result: dict) -> None:
+    line = json.dumps(result)
+    sys.stdout.write(f"RESULT {line}\n")
+    sys.stdout.flush()
+    folder = os.environ.get("SYMMFLOW_TEST_RESULTS")
+    if folder:
+        with open(os.path.join(folder, f"rank{result['rank']}.jsonl"), "a") as f:
+            f.write(line + "\n")
+
+
+def _error_of(fn) -> str:
+    try:
+        fn()
+        return ""
+    except Exception as e:  # noqa: BLE001 - the message is the result
+        return f"{type(e).__name__}: {e}"
+
+
+def run_disagree(rank: int, world: int) -> dict:
+    group = dist.group.WORLD.group_name
+    x = sft.empty((4,), dtype=torch.float32)
+    x.fill_(rank + 1)
+    reduce_op = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(
+        x, "max" if rank == 1 else "sum", group))
+    y = sft.empty((4,), dtype=torch.int32 if rank == 1 else torch.float32)
+    dtype = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(y, "sum", group))
+    total = torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
+    others = [str(r) for r in range(world) if r != 1]
+    others = ("rank " if len(others) == 1 else "ranks ") + ", ".join(others)
+    want_op = f"reduce op: sum on {others}; max on rank 1"
+    want_dtype = f"dtype: f32 on {others}; i32 on rank 1"
+    ok = (want_op in reduce_op and want_dtype in dtype and "InvalidUsage" in reduce_op
+          and "symm_mem::one_shot_all_reduce: the ranks of group" in reduce_op
+          and total.tolist() == [world * (world + 1) / 2] * 4)
+    return {"case": "disagree", "rank": rank, "ok": ok, "reduce_op": reduce_op[:600],
+            "dtype": dtype[:600], "total": total.tolist()}
+
+
+def run_subgroup(rank: int, world: int) -> dict:
+    pair = dist.new_group([0, 1])  # every rank makes it, as torch requires
+    done = dist.new_group(list(range(world)))  # gloo: tells the idle ranks when to leave
+    sft.init()  # joining symmflow's world is collective over the world (as init_process_group)
+    took, got = 0.0, None
+    if rank in (0, 1):
+        x = sft.empty((4,), dtype=torch.float32, group=pair)
+        x.fill_(rank + 1)
+        start = time.monotonic()
+        got = torch.ops.symmflow.one_shot_all_reduce(x, "sum", pair.group_name).tolist()
+        took = time.monotonic() - start
+    dist.barrier(group=done)  # the idle ranks never touched symmflow until here
+    ok = rank not in (0, 1) or (got == [3.0] * 4 and took < 10)
+    return {"case": "subgroup", "rank": rank, "ok": ok, "got": got, "seconds": took}
+
+
+def run_finished(rank: int, world: int) -> dict:
+    group = dist.group.WORLD.group_name
+    x = sft.empty((4,), dtype=torch.float32)
+    torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
+    if rank == 1:
+        return {"case": "finished", "rank": rank, "ok": True}  # leaves: the process exits
+    time.sleep(1.0)  # rank 1 is gone by now
+    start = time.monotonic()
+    message = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(x, "sum", group))
+    took = time.monotonic() - start
+    ok = "rank 1 has finished" in message and took < 10
+    return {"case": "finished", "rank": rank, "ok": ok, "message": message[:600], "seconds": took}
+
+
+def run_barrier(rank: int, world: int) -> dict:
+    group = dist.group.WORLD.group_name
+    start = time.monotonic()
+    message = _error_of(lambda: torch.ops.symmflow.barrier(group, 0))
+    took = time.monotonic() - start
+    return {"case": "barrier", "rank": rank, "ok": message == "" and took < 10,
+            "message": message[:600], "seconds": took}
+
+
+CASES = {"disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
+         "barrier": run_barrier}
+
+
+def main() -> int:
+    case = sys.argv[1]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        result = CASES[case](rank, world)
+    except Exception:  # noqa: BLE001 - reported as a failed case
+        result = {"case": case, "rank": rank, "ok": False, "error": traceback.format_exc()[-3000:]}
+    emit(result)
+    if case != "finished":
+        dist.destroy_process_group()
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
