@@ -8,9 +8,13 @@
 // returns are allocated on that device.
 #include "symmflow/ops/call.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "symmflow/ops/reduce_ops.hpp"
 
 namespace symmflow {
 
@@ -101,7 +105,15 @@ std::optional<Device> device_of(std::span<const Value> values) {
   return found;
 }
 
+constexpr std::string_view kReduceOps[] = {"sum", "avg", "max", "min"};
+
 }  // namespace
+
+std::span<const std::string_view> reduce_op_names() { return kReduceOps; }
+
+bool is_reduce_op(std::string_view name) {
+  return std::find(std::begin(kReduceOps), std::end(kReduceOps), name) != std::end(kReduceOps);
+}
 
 std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
                              const KwArgs& kwargs) {
@@ -136,6 +148,12 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
                a.name);
     }
     out.push_back(std::move(*v));
+  }
+  // Note [reduce ops]
+  const int r = s.arg_index("reduce_op");
+  if (r >= 0 && out[size_t(r)].is_string() && !is_reduce_op(out[size_t(r)].to_string())) {
+    invalid_usage("{}: unknown reduce_op '{}' (valid: {})", op.name(), out[size_t(r)].to_string(),
+                  fmt::join(reduce_op_names(), ", "));
   }
   return out;
 }

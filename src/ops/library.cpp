@@ -76,6 +76,12 @@ Library& Library::kernel_check(std::string_view name, KernelCheck check) {
   return *this;
 }
 
+Library& Library::backend_check(KernelCheck check) {
+  SF_CHECK(backend_.has_value(), "backend_check without a backend: use SYMMFLOW_LIBRARY_IMPL");
+  registry_.backend_check(ns_, *backend_, std::move(check));
+  return *this;
+}
+
 Library& Library::register_symm_mem_args(std::string_view name, std::vector<std::string> args) {
   registry_.register_symm_mem_args(qualify(name), std::move(args));
   return *this;

@@ -112,7 +112,18 @@ const Kernel* OpDef::kernel(Backend b) const {
 std::string OpDef::kernel_refusal(Backend b, std::span<const Value> args) const {
   if (!kernels_.count(b)) return fmt::format("{} has no {} kernel", name_, backend_name(b));
   auto it = checks_.find(b);
-  return it == checks_.end() ? std::string() : it->second(*this, args);
+  if (it != checks_.end()) {
+    std::string why = it->second(*this, args);
+    if (!why.empty()) return why;
+  }
+  if (!backend_checks_) return "";
+  auto all = backend_checks_->find(b);
+  if (all == backend_checks_->end()) return "";
+  for (const KernelCheck& check : all->second) {
+    std::string why = check(*this, args);
+    if (!why.empty()) return why;
+  }
+  return "";
 }
 
 std::vector<Backend> OpDef::backends() const {
@@ -200,6 +211,10 @@ OpDef& Registry::def(std::string_view ns, std::string_view schema_text, ShapeFn 
   overloads_[fmt::format("{}::{}", op->schema().ns, op->schema().name)].push_back(op.get());
   OpDef& ref = *op;
   std::string name = op->name();
+  auto checks = backend_checks_.find(ns);
+  if (checks == backend_checks_.end())
+    checks = backend_checks_.emplace(std::string(ns), decltype(checks->second){}).first;
+  op->backend_checks_ = &checks->second;
   ops_.emplace(name, std::move(op));
   if (!tags.empty()) {
     try {
@@ -270,6 +285,15 @@ void Registry::kernel_check(std::string_view name, Backend backend, KernelCheck 
            backend_name(backend));
   SF_CHECK(bool(check), "op '{}': empty {} kernel check", name, backend_name(backend));
   op.checks_[backend] = std::move(check);
+}
+
+void Registry::backend_check(std::string_view ns, Backend backend, KernelCheck check) {
+  std::unique_lock lock(registry_mutex());
+  SF_CHECK(bool(check), "namespace '{}': empty {} backend check", ns, backend_name(backend));
+  auto it = backend_checks_.find(ns);
+  if (it == backend_checks_.end())
+    it = backend_checks_.emplace(std::string(ns), decltype(it->second){}).first;
+  it->second[backend].push_back(std::move(check));
 }
 
 void Registry::register_symm_mem_args(std::string_view name, std::vector<std::string> names) {

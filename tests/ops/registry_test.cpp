@@ -227,5 +227,30 @@ TEST(Catalogue, EverySymmMemOpOfOpsMdWithItsSymmArgs) {
   EXPECT_EQ(reg().get("symm_mem::two_shot_all_reduce_out").aliases().out_args, std::vector<int>{3});
 }
 
+// Note [kernel checks]: a backend check covers every kernel of its namespace on that backend,
+// ops defined before it and after it alike, after the op's own check; other backends and ops
+// without the backend's kernel are untouched.
+TEST(Registry, BackendChecksCoverTheNamespacesKernels) {
+  Kernel nop = [](KernelCall&) {};
+  reg().def("t_bcheck", "before(Tensor x) -> Tensor", same_as_first());
+  reg().impl("t_bcheck::before", Backend::cpu, nop);
+  reg().backend_check("t_bcheck", Backend::cpu, [](const OpDef& op, std::span<const Value> args) {
+    return args[0].to_tensor().dtype() == DType::i8 ? op.name() + ": no i8 here" : std::string();
+  });
+  reg().def("t_bcheck", "after(Tensor x) -> Tensor", same_as_first());
+  reg().impl("t_bcheck::after", Backend::cpu, nop);
+  reg().kernel_check("t_bcheck::after", Backend::cpu, [](const OpDef& op, std::span<const Value> a) {
+    return a[0].to_tensor().dtype() == DType::boolean ? op.name() + ": its own check" : std::string();
+  });
+  std::vector<Value> i8{Tensor::meta({2}, DType::i8)}, f32{Tensor::meta({2}, DType::f32)};
+  std::vector<Value> b{Tensor::meta({2}, DType::boolean)};
+  EXPECT_EQ(reg().get("t_bcheck::before").kernel_refusal(Backend::cpu, i8), "t_bcheck::before: no i8 here");
+  EXPECT_EQ(reg().get("t_bcheck::after").kernel_refusal(Backend::cpu, i8), "t_bcheck::after: no i8 here");
+  EXPECT_EQ(reg().get("t_bcheck::after").kernel_refusal(Backend::cpu, b), "t_bcheck::after: its own check");
+  EXPECT_EQ(reg().get("t_bcheck::after").kernel_refusal(Backend::cpu, f32), "");
+  EXPECT_EQ(reg().get("t_bcheck::after").kernel_refusal(Backend::cuda, i8),
+            "t_bcheck::after has no cuda kernel");
+}
+
 }  // namespace
 }  // namespace symmflow

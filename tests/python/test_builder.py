@@ -95,9 +95,38 @@ def test_a_builder_for_cuda_asks_the_kernels():
         "    print(e)\n"
         "cpu = c.ProgramBuilder('g', 1, 'cpu')\n"
         "j = cpu.add_input('j', 'i64', [2, 2])\n"
-        "print(len(cpu.add_op('aten::mm', [j, j], {})))\n")
+        "print(len(cpu.add_op('aten::mm', [j, j], {})))\n"
+        "b.add_group('tp', [])\n"
+        "try:\n"
+        "    b.add_op('symm_mem::one_shot_all_reduce', [i, 'sum', 'tp'], {})\n"
+        "except symmflow.Error as e:\n"
+        "    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ)).stdout.splitlines()
     if out and out[0].startswith("no cuda module:"):
         pytest.skip("built without the cuda backend")
-    assert out == ["1 1", "aten::mm: dtype i64 has no cuda kernel (f32, bf16, f16, f64)", "1"], out
+    assert out == ["1 1", "aten::mm: dtype i64 has no cuda kernel (f32, bf16, f16, f64)", "1",
+                   "symm_mem::one_shot_all_reduce: dtype i64 has no cuda reduction (f32, bf16, "
+                   "f16)"], out
+
+
+def test_reductions_take_the_registrys_reduce_ops_and_their_kernels_dtypes():
+    """Note [reduce ops]: binding refuses a reduce op outside the catalogue's, on every device;
+    Note [reduction dtypes]: a builder for a device refuses a reduction its kernels cannot do,
+    while byte-moving collectives take any dtype."""
+    b = _core.ProgramBuilder("r", 2)
+    b.add_group("tp", [])
+    x = b.add_input("x", "f32", [4, 8])
+    with pytest.raises(symmflow.Error) as e:
+        b.add_op("symm_mem::one_shot_all_reduce", [x, "prod", "tp"], {})
+    assert "symm_mem::one_shot_all_reduce: unknown reduce_op 'prod' (valid: sum, avg, max, min)" \
+        in str(e.value)
+    cpu = _core.ProgramBuilder("r", 2, "cpu")
+    cpu.add_group("tp", [])
+    i8, i32 = cpu.add_input("a", "i8", [4, 8]), cpu.add_input("b", "i32", [4, 8])
+    with pytest.raises(symmflow.Error) as e:
+        cpu.add_op("symm_mem::one_shot_all_reduce", [i8, "sum", "tp"], {})
+    assert str(e.value).endswith("symm_mem::one_shot_all_reduce: dtype i8 has no cpu reduction "
+                                 "(f32, bf16, f16, f64, i32, i64)"), str(e.value)
+    assert len(cpu.add_op("symm_mem::one_shot_all_reduce", [i32, "max", "tp"], {})) == 1
+    assert len(cpu.add_op("symm_mem::_low_contention_all_gather", [i8, "tp"], {})) == 1

@@ -41,6 +41,8 @@ class Library {
   // What this library's backend kernel of `name` takes (Note [kernel checks] in registry.hpp);
   // needs SYMMFLOW_LIBRARY_IMPL's backend and the kernel registered first.
   Library& kernel_check(std::string_view name, KernelCheck check);
+  // A check of every kernel of this namespace on the block's backend (Registry::backend_check).
+  Library& backend_check(KernelCheck check);
   Library& register_symm_mem_args(std::string_view name, std::vector<std::string> args);
   Library& register_group_arg(std::string_view name, std::string arg);
 

@@ -116,6 +116,9 @@ using Kernel = std::function<void(KernelCall&)>;
 // function (cuda's pointwise kernels take floats) declares it, so that a compiler asks before it
 // places a node on that backend instead of failing at run time (the torch bridge leaves such a
 // node to PyTorch, named). An op's kernel without a check takes whatever the shape function does.
+// A family of kernels declares one check for its whole namespace on its backend
+// (Registry::backend_check: the reductions' dtypes, Note [reduction dtypes]); it runs after the
+// op's own check.
 class OpDef;
 using KernelCheck = std::function<std::string(const OpDef& op, std::span<const Value> args)>;
 
@@ -174,6 +177,9 @@ class OpDef {
   ShapeFn shape_fn_;
   std::map<Backend, Kernel> kernels_;
   std::map<Backend, KernelCheck> checks_;
+  // The checks of every kernel of this op's namespace per backend (Registry::backend_check),
+  // owned by the registry.
+  const std::map<Backend, std::vector<KernelCheck>>* backend_checks_ = nullptr;
   std::string functional_, inplace_, out_;
   const OpDef* functional_op_ = nullptr;
   const OpDef* out_op_ = nullptr;
@@ -207,6 +213,9 @@ class Registry {
   // Declares what `backend`'s kernel of the op takes (Note [kernel checks]); the kernel must be
   // registered first.
   void kernel_check(std::string_view qualified_name, Backend backend, KernelCheck check);
+  // A check of every kernel of namespace `ns` on `backend`, defined or not yet (Note [kernel
+  // checks]): what a whole family of kernels refuses, such as the dtypes reductions take.
+  void backend_check(std::string_view ns, Backend backend, KernelCheck check);
   void register_symm_mem_args(std::string_view qualified_name, std::vector<std::string> names);
   void register_group_arg(std::string_view qualified_name, std::string name);
   // Links functional, in-place and out variants within `ns` (re-run after each library loads).
@@ -219,6 +228,8 @@ class Registry {
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
   // "ns::name" -> its overloads in definition order
   std::map<std::string, std::vector<const OpDef*>, std::less<>> overloads_;
+  // namespace -> backend -> checks (map nodes are stable: ops point at theirs)
+  std::map<std::string, std::map<Backend, std::vector<KernelCheck>>, std::less<>> backend_checks_;
 };
 
 }  // namespace symmflow

@@ -167,9 +167,6 @@ class NodeTranslator:
                 continue
             if a.name == group_arg:
                 container[key] = self.group(container[key], where)
-            elif a.name == "reduce_op" and container[key] not in _opmap.REDUCE_OPS:
-                raise UnsupportedGraph(f"{where}: reduce op {container[key]!r} is not one of "
-                                       f"{', '.join(_opmap.REDUCE_OPS)}")
 
     def call(self, op: str, args: Sequence[Any], kwargs: dict, where: str, name: str,
              functional: bool = False) -> list:
@@ -263,12 +260,6 @@ class NodeTranslator:
         if rule.kind == "alias":
             return self._alias(node, rule, where)
         args = list(node.args) + [None] * 8
-        data = node_val(args[0]) if isinstance(args[0], torch.fx.Node) else None
-        if rule.group_arg is not None and isinstance(data, torch.Tensor) and \
-                data.dtype not in _opmap.COLLECTIVE_DTYPES:
-            raise UnsupportedGraph(f"{where}: symmflow's collectives take "
-                                   f"{', '.join(_opmap.COLLECTIVE_DTYPES.values())}, not "
-                                   f"{data.dtype}")
         picked = []
         for pos in rule.args:
             a = args[pos]
@@ -282,10 +273,6 @@ class NodeTranslator:
                 raise UnsupportedGraph(f"{where}: group size {size} differs from the size "
                                        f"{expected} of c10d group '{args[rule.group_arg]}'",
                                        node.name, describe_target(node))
-        if rule.reduce_op_arg is not None and args[rule.reduce_op_arg] not in _opmap.REDUCE_OPS:
-            raise UnsupportedGraph(f"{where}: reduce op {args[rule.reduce_op_arg]!r} is not one "
-                                   f"of {', '.join(_opmap.REDUCE_OPS)}", node.name,
-                                   describe_target(node))
         assert rule.symmflow_op is not None
         if not self.catalogue.has(rule.symmflow_op):
             raise UnsupportedGraph(f"{where}: maps to {rule.symmflow_op}, which is not in "

@@ -25,7 +25,6 @@ import shutil
 import subprocess
 from typing import Iterable, Optional
 
-import torch
 
 # Note [rule kinds]
 # Each special torch op is handled in one of these ways by _fx_import:
@@ -52,7 +51,6 @@ class Rule:
     args: tuple[int, ...] = ()  # torch argument positions passed, in order ("op"/"inplace")
     group_arg: Optional[int] = None  # torch position of the c10d group name
     group_size_arg: Optional[int] = None  # torch position of a group size to check
-    reduce_op_arg: Optional[int] = None  # torch position of a reduce op to check
     notes: str = ""
 
 
@@ -60,11 +58,11 @@ class Rule:
 # whose meaning differs from the catalogue op of the same name.
 RULES: tuple[Rule, ...] = (
     Rule("_c10d_functional.all_reduce.default", "op", "symm_mem::one_shot_all_reduce",
-         args=(0, 1, 2), group_arg=2, reduce_op_arg=1,
+         args=(0, 1, 2), group_arg=2,
          notes="functional all-reduce (funcol.all_reduce, and dist.all_reduce as dynamo "
                "rewrites it); reduce ops sum, avg, max, min"),
     Rule("_c10d_functional.all_reduce_.default", "inplace", "symm_mem::two_shot_all_reduce_",
-         args=(0, 1, 2), group_arg=2, reduce_op_arg=1,
+         args=(0, 1, 2), group_arg=2,
          notes="only in graphs that were not functionalized: torch 2.13's AOT autograd refuses "
                "it (a custom op returning an alias); dist.all_reduce reaches the graph as "
                "all_reduce + wait_tensor + aten.copy instead"),
@@ -73,7 +71,7 @@ RULES: tuple[Rule, ...] = (
          notes="gathers along dim 0; the group size argument must equal the group's size"),
     Rule("_c10d_functional.reduce_scatter_tensor.default", "op",
          "symm_mem::_low_contention_reduce_scatter", args=(0, 1, 3), group_arg=3,
-         group_size_arg=2, reduce_op_arg=1,
+         group_size_arg=2,
          notes="scatters along dim 0; the group size argument must equal the group's size"),
     Rule("_c10d_functional.wait_tensor.default", "alias", None,
          notes="no statement: symmflow's collectives complete in order; supported only after "
@@ -89,9 +87,9 @@ RULES: tuple[Rule, ...] = (
                "sorted by expert, weight [E, K, N], offs [E] cumulative row ends; "
                "torch._grouped_mm's semantics"),
     Rule("symm_mem.one_shot_all_reduce.default", "op", "symm_mem::one_shot_all_reduce",
-         args=(0, 1, 2), group_arg=2, reduce_op_arg=1, notes="same op"),
+         args=(0, 1, 2), group_arg=2, notes="same op"),
     Rule("symm_mem.two_shot_all_reduce_.default", "inplace", "symm_mem::two_shot_all_reduce_",
-         args=(0, 1, 2), group_arg=2, reduce_op_arg=1,
+         args=(0, 1, 2), group_arg=2,
          notes="torch 2.13 (CPU build) has no fake kernel for it and its schema returns an alias "
                "AOT autograd cannot functionalize; the symmflow backend gives it a fake kernel "
                "and rewrites it to torch.ops.symmflow.two_shot_all_reduce_ before AOT autograd "
@@ -112,13 +110,6 @@ SCALAR_OVERLOADS: dict[str, str] = {"Tensor": "Scalar", "Tensor_mode": "Scalar_m
 
 RULES_BY_OP: dict[str, Rule] = {r.torch_op: r for r in RULES}
 
-# Reduce ops symmflow's all-reduces accept (OPS.md).
-REDUCE_OPS = ("sum", "avg", "max", "min")
-# Dtypes every symmflow collective takes on every backend (OPS.md: f32, bf16, f16 on GPUs; f64,
-# i32, i64 on CPU too). A collective of another dtype stays in PyTorch.
-COLLECTIVE_DTYPES: dict[torch.dtype, str] = {
-    torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.float64: "f64",
-    torch.int32: "i32", torch.int64: "i64"}
 
 
 def qualified_name(target: object) -> str:

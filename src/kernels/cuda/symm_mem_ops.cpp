@@ -78,7 +78,23 @@ void DenseOut::finish() {
   if (dense_.raw_data() != out_.raw_data()) aten::copy_(out_, dense_);
 }
 
+// Note [reduction dtypes] (kernels/cpu/collectives/args.cpp): the GPU's reductions take f32, bf16
+// and f16 (ElemType); byte-moving ops take any dtype.
+static std::string reduction_dtypes(const OpDef& op, std::span<const Value> args) {
+  if (op.schema().arg_index("reduce_op") < 0) return "";
+  for (const Value& a : args) {
+    if (!a.is_tensor()) continue;
+    const DType d = a.to_tensor().dtype();
+    if (d != DType::f32 && d != DType::bf16 && d != DType::f16) {
+      return fmt::format("{}: dtype {} has no cuda reduction (f32, bf16, f16)", op.name(),
+                         dtype_name(d));
+    }
+  }
+  return "";
+}
+
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
+  m.backend_check(reduction_dtypes);
   m.impl("one_shot_all_reduce", [](KernelCall& c) {
     one_shot("symm_mem::one_shot_all_reduce", c.arg(0).to_tensor(), c.arg(1).to_string(),
              c.arg(2).to_string(), c.out(0));

@@ -145,8 +145,9 @@ def test_reduce_op_outside_the_catalogue_is_refused(catalogue):
     with pytest.raises(UnsupportedGraph) as e:
         import_graph(all_reduce_graph(op="product"), [torch.empty(4)], world_size=1, rank=0,
                      group_resolver=whole_world(1), catalogue=catalogue)
-    assert str(e.value) == ("_c10d_functional.all_reduce.default at node all_reduce: reduce op "
-                            "'product' is not one of sum, avg, max, min")
+    assert str(e.value) == ("_c10d_functional.all_reduce.default at node all_reduce: "
+                            "symm_mem::one_shot_all_reduce: unknown reduce_op 'product' (valid: "
+                            "sum, avg, max, min)")
 
 
 def test_unsupported_node_error_names_node_and_op(catalogue):

@@ -84,14 +84,15 @@ def test_collective_of_a_dtype_symmflow_lacks_stays_in_pytorch_with_its_wait(cat
         return (call(g, torch.ops.aten.mul.Scalar, w, 3),)
 
     gm = fx_graph(build)
-    r = partition(gm, catalogue, example_inputs=[torch.ones(8, dtype=torch.int8)])
+    r = partition(gm, catalogue, example_inputs=[torch.ones(8, dtype=torch.int8)],
+                  device="cpu")
     assert [(p.name, p.supported) for p in r.partitions] == [
         ("symmflow_0", True), ("torch_0", False), ("symmflow_1", True)]
     assert [n.name for n in r.partitions[1].submodule.graph.nodes
             if n.op == "call_function"] == ["all_reduce", "wait_tensor"]
     assert r.partitions[1].reason == (
-        "_c10d_functional.all_reduce.default at node all_reduce: symmflow's collectives take "
-        "f32, bf16, f16, f64, i32, i64, not torch.int8")
+        "_c10d_functional.all_reduce.default at node all_reduce: symm_mem::one_shot_all_reduce: "
+        "dtype i8 has no cpu reduction (f32, bf16, f16, f64, i32, i64)")
 
 
 def test_sequence_parallel_block_gathers_and_scatters(world, catalogue, cli):

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "symmflow/core/error.hpp"
+#include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/runtime.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
@@ -224,5 +225,23 @@ void refuse_multicast(std::string_view op, std::string_view instead) {
   invalid_usage("{}: needs NVLink multicast, which the cpu backend lacks; use {} instead", op,
                 instead);
 }
+
+// Note [reduction dtypes]: a reduction kernel adds, averages or compares elements, so it takes
+// the dtypes its typed loops exist for (reduce_fn: f32, bf16, f16, f64, i32, i64 on cpu); ops
+// that only move bytes (all-gather, permute, put/get) take any. Declared once for every symm_mem
+// kernel with a reduce_op argument, so a compiler asks before placing a reduction (the torch
+// bridge leaves it to PyTorch, naming why) instead of failing when it runs.
+static std::string reduction_dtypes(const OpDef& op, std::span<const Value> args) {
+  if (op.schema().arg_index("reduce_op") < 0) return "";
+  for (const Value& a : args) {
+    if (a.is_tensor() && !reduce_fn(a.to_tensor().dtype(), ReduceOp::sum)) {
+      return fmt::format("{}: dtype {} has no cpu reduction (f32, bf16, f16, f64, i32, i64)",
+                         op.name(), dtype_name(a.to_tensor().dtype()));
+    }
+  }
+  return "";
+}
+
+SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) { m.backend_check(reduction_dtypes); }
 
 }  // namespace symmflow::cpu
