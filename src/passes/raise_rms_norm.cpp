@@ -132,7 +132,7 @@ ir::Value* match_core(const ir::Graph& g, ir::Node* rsqrt, Chain& c, ir::Value*&
   return mul->output();
 }
 
-// Takes `w` as the weight when it is a [N] tensor of x's dtype defined before `at`.
+// Takes `w` as the weight when it is a [N] tensor of x's dtype (N the last dim of x).
 bool take_weight(Chain& c, ir::Value* w) {
   if (!w || w->type().dtype != c.x->type().dtype ||
       w->type().shape != Shape{c.x->type().shape.back()})
