@@ -8,6 +8,7 @@
 #                                            # backend beside eager and inductor, symmflow also
 #                                            # without its norm fusions (Note [skipping fusions]),
 #                                            # then the decoder layer at world 1
+#   bash tools/device/decoder_moe.sh breakdown  # GPU time per kernel (tools/device/breakdown.py)
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -48,6 +49,14 @@ timing() {  # name nproc, then torch_backend.py's extra arguments
   sed -n '/^torch_backend:/,$p' "$OUT/$name.log"
   [[ -s "$OUT/$name.json" ]] || tail -20 "$OUT/$name.log"
 }
+if [[ "$mode" == breakdown ]]; then
+  step "TP2: GPU time per kernel of the decoder layer, symmflow beside inductor"
+  PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 2 --master-port $((29600 + RANDOM % 200)) \
+    tools/device/breakdown.py --cases "${CASES:-decoder}" >"$OUT/breakdown.log" 2>&1
+  echo "breakdown: exit $?"
+  sed -n '/, world /,$p' "$OUT/breakdown.log" | grep -v "^\[\|Warning\|wait_tensor\|^[12]\.\|before the output"
+  exit 0
+fi
 step "TP2: decoder layer and MLP, symmflow (with and without its norm fusions) beside eager and inductor"
 timing tp2 2
 step "world 1: the decoder layer"
