@@ -38,23 +38,40 @@ namespace {
 
 constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + kMul + (h << 6) + (h >> 2);
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
-}
-
-// Eight bytes per step: the op names are 20 to 45 bytes.
-uint64_t hash_text(uint64_t h, std::string_view s) {
+// The words of `s` times odd constants, summed: the multiplies are independent (the op names are
+// 20 to 45 bytes: 3 to 6 words, a few cycles in all); a bijective finalizer mixes the sum once
+// per signature. A difference in one word changes the sum (odd factors), so two calls that differ
+// collide only through the final truncation to 30 bits.
+uint64_t text_sum(std::string_view s) {
+  const size_t n = s.size();
+  uint64_t h = uint64_t(n) * kMul;
+  uint64_t factor = 0xbf58476d1ce4e5b9ull;
+  if (n < 8) {  // a reduce op: a few bytes, no library call for a variable-length copy
+    uint64_t tail = 0;
+    for (size_t i = 0; i < n; ++i) tail |= uint64_t(uint8_t(s[i])) << (8 * i);
+    return h + tail * factor;
+  }
   size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
+  for (; i + 8 <= n; i += 8, factor += 2 * kMul) {
     uint64_t w;
     std::memcpy(&w, s.data() + i, 8);
-    h = mix(h, w);
+    h += w * factor;
   }
-  uint64_t tail = 0;
-  if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
-  return mix(h, tail ^ (uint64_t(s.size()) << 56));
+  if (i < n) {  // the last eight bytes, overlapping the word before
+    uint64_t w;
+    std::memcpy(&w, s.data() + n - 8, 8);
+    h += w * factor;
+  }
+  return h;
+}
+
+// MurmurHash3's 64-bit finalizer (a bijection).
+uint64_t finalize(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 // The fields of a call as text, in the order of kFields; a plain barrier has only its op.
@@ -103,12 +120,13 @@ std::string per_rank(const std::vector<std::string>& values, const Group& g) {
 }  // namespace
 
 uint32_t Group::signature(const CollectiveCall& call) const {
-  uint64_t h = mix(name_hash_, uint64_t(call.dtype) | uint64_t(call.count) << 8);
-  h = hash_text(h, call.op);
-  h = hash_text(h, call.reduce_op);
-  if (!call.param_name.empty()) h = mix(hash_text(h, call.param_name), uint64_t(call.param));
+  uint64_t h = name_hash_ + text_sum(call.op) * 0x94d049bb133111ebull +
+               text_sum(call.reduce_op) * 0xd6e8feb86659fd93ull +
+               (uint64_t(call.dtype) | uint64_t(call.count) << 8) * 0xa0761d6478bd642full +
+               (text_sum(call.param_name) + uint64_t(call.param)) * 0xe7037ed1a0b428dbull;
   // 30 bits, never 0 (a plain barrier's).
-  return uint32_t(h % ((uint64_t(1) << 30) - 1)) + 1;
+  const uint32_t sig = uint32_t(finalize(h) >> 34);
+  return sig != 0 ? sig : 1;
 }
 
 void Group::disagree(std::string_view op, const CollectiveCall* call) {

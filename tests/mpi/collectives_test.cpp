@@ -9,7 +9,9 @@
 
 #include "collectives/cases.hpp"
 #include "support/rank_helpers.hpp"
+#include "symmflow/ops/call.hpp"
 #include "symmflow/ops/registry.hpp"
+#include "symmflow/runtime/heap.hpp"
 
 namespace symmflow::testing {
 namespace {
@@ -50,6 +52,42 @@ std::string param_name(const ::testing::TestParamInfo<Op>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, MpiCollectives, ::testing::ValuesIn(kAllOps), param_name);
+
+// Note [collective agreement] in src/runtime/agreement.cpp, across processes: rank 1 passes i32
+// where the others pass f32 of the same bytes, then "max" where they pass "sum"; every rank raises
+// naming the field and each rank's value, and the group then runs a correct call.
+TEST(MpiAgreement, DtypesAndReduceOpsThatDifferAreNamedOnEveryRank) {
+  Registry::global();
+  Runtime& r = rt();
+  const std::string g = fresh_group("agree_");
+  auto heap = SymmetricHeap::allocate(r.group(g), 64);
+  Tensor x = symmetric_tensor(heap, 0, {4}, r.rank() == 1 ? DType::i32 : DType::f32);
+  std::string others = r.world_size() == 2 ? "rank 0" : "ranks 0";
+  for (int p = 2; p < r.world_size(); ++p) others += ", " + std::to_string(p);
+  auto error_of = [](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  const std::string head = "symm_mem::one_shot_all_reduce: the ranks of group '" + g +
+                           "' disagree on ";
+  EXPECT_EQ(error_of([&] { call("symm_mem::one_shot_all_reduce", {x, "sum", g}); }),
+            head + "dtype (collective agreement; no data was exchanged):\n  dtype: f32 on " +
+                others + "; i32 on rank 1");
+  Tensor y = symmetric_tensor(heap, 0, {4}, DType::f32);
+  for (int i = 0; i < 4; ++i) y.data<float>()[i] = float(r.rank() + 1);
+  EXPECT_EQ(error_of([&] {
+              call("symm_mem::one_shot_all_reduce", {y, r.rank() == 1 ? "max" : "sum", g});
+            }),
+            head + "reduce op (collective agreement; no data was exchanged):\n  reduce op: sum "
+                   "on " + others + "; max on rank 1");
+  Tensor z = call("symm_mem::one_shot_all_reduce", {y, "sum", g}).to_tensor();
+  const float want = float(r.world_size() * (r.world_size() + 1) / 2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(z.data<float>()[i], want);
+}
 
 }  // namespace
 }  // namespace symmflow::testing
