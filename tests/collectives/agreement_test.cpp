@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include "collectives/workspace.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/ir/text.hpp"
 #include "symmflow/kernels/collectives.hpp"
 #include "symmflow/ops/call.hpp"
+#include "symmflow/passes/pipeline.hpp"
 
 namespace symmflow::testing {
 namespace {
@@ -198,6 +201,30 @@ TEST(CollectiveAgreement, EightRanksOneDiffersAndTheGroupStaysUsable) {
       if (x.data<int32_t>()[i] != 36) fail(fmt::format("sum {}", x.data<int32_t>()[i]));
   });
   expect_all(errors, "<no error>");
+}
+
+// Compiled plans run the same kernels: a broadcast whose root, an int literal, differs per rank
+// passes the rank agreement (which leaves int literals out of the plan's hash: an SPMD program may
+// name a peer by a literal that differs per rank) and is refused by the collective's.
+TEST(CollectiveAgreement, ACompiledPlanIsCheckedToo) {
+  auto program = [](int root) {
+    return fmt::format(
+        "group tp\ngraph bcast(x: f32[8]) {{\n  y = aten::mul.Scalar(x, 2.0)\n"
+        "  symm_mem::broadcast_(y, {}, \"tp\")\n  return y\n}}\n",
+        root);
+  };
+  ir::ParseOptions o;
+  o.world_size = 2;
+  std::vector<std::shared_ptr<const passes::Plan>> plans;
+  for (int root : {0, 1}) plans.push_back(passes::compile(ir::parse_graph(program(root), o)));
+  auto errors = errors_of(2, [&](Runtime& rt) {
+    exec::Executable exe(plans[size_t(rt.rank())]);
+    exe.run({Tensor::from_vector(std::vector<float>(8, float(rt.rank())), {8})});
+  });
+  expect_all(errors,
+             "symm_mem::broadcast_: the ranks of group 'tp' disagree on argument (collective "
+             "agreement; no data was exchanged):\n"
+             "  argument: root=0 on rank 0; root=1 on rank 1");
 }
 
 // Without the check (the behaviour before it) the same call returns wrong values silently.
