@@ -113,7 +113,7 @@ def test_ranks_binding_different_shapes_are_refused_naming_the_input():
 def test_the_readme_example_runs_under_torchrun(tmp_path):
     """README's "From PyTorch" example, extracted and run as written on 2 ranks."""
     readme = open(os.path.join(HERE, "..", "..", "..", "README.md")).read()
-    section = readme.split("## From PyTorch", 1)[1]
+    section = readme.split("\n## From PyTorch\n", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "tp_mlp.py"
     script.write_text(code)
