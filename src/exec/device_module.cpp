@@ -22,13 +22,10 @@
 //   loaded module is never unloaded (its kernels stay registered).
 #include "symmflow/exec/device_module.hpp"
 
-#include <dlfcn.h>
-#include <sys/stat.h>
-
-#include <cstdlib>
 #include <mutex>
 #include <optional>
 
+#include "runtime/module_file.hpp"
 #include "symmflow/core/error.hpp"
 
 namespace symmflow::exec {
@@ -55,16 +52,15 @@ const DeviceModule* find(DeviceType type) {
   return table().cuda ? &*table().cuda : nullptr;
 }
 
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 #ifdef SYMMFLOW_CUDA_MODULE_BUILT
 constexpr bool kModuleBuilt = true;
 #else
 constexpr bool kModuleBuilt = false;
 #endif
+
+const runtime_detail::ModuleFile kModule{"SYMMFLOW_CUDA_MODULE", "libsymmflow_cuda.so",
+                                         kModuleBuilt, "the cuda backend module",
+                                         "the cuda backend", "", ""};
 
 }  // namespace
 
@@ -82,15 +78,7 @@ bool device_module_loaded(DeviceType type) {
 
 std::string device_module_path(DeviceType type) {
   SF_CHECK(type == DeviceType::cuda, "device modules: only cuda is a module");
-  if (const char* env = std::getenv("SYMMFLOW_CUDA_MODULE"); env && *env) return env;
-  Dl_info info{};
-  std::string dir = ".";
-  if (::dladdr(reinterpret_cast<void*>(&device_module_path), &info) && info.dli_fname) {
-    const std::string self = info.dli_fname;
-    const size_t slash = self.rfind('/');
-    if (slash != std::string::npos) dir = self.substr(0, slash);
-  }
-  return dir + "/libsymmflow_cuda.so";
+  return runtime_detail::module_path(kModule);
 }
 
 // Note [device modules]
@@ -98,23 +86,10 @@ const DeviceModule& device_module(DeviceType type, std::string_view what) {
   if (const DeviceModule* m = find(type)) return *m;
   std::lock_guard lock(load_mutex());
   if (const DeviceModule* m = find(type)) return *m;  // another thread loaded it
-  const std::string path = device_module_path(type);
-  if (!file_exists(path)) {
-    if (!kModuleBuilt && !std::getenv("SYMMFLOW_CUDA_MODULE")) {
-      invalid_usage("{}: this symmflow was built without the cuda backend (no {})", what, path);
-    }
-    invalid_usage("{}: the cuda backend module {} does not exist (SYMMFLOW_CUDA_MODULE names "
-                  "another path)",
-                  what, path);
-  }
-  if (!::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    const char* why = ::dlerror();
-    invalid_usage("{}: loading the cuda backend module {} failed: {}", what, path,
-                  why ? why : "unknown error");
-  }
+  runtime_detail::load_module(kModule, what);
   const DeviceModule* m = find(type);
   SF_CHECK(m, "{}: {} loaded but registered no cuda backend (not a symmflow cuda module)", what,
-           path);
+           device_module_path(type));
   return *m;
 }
 

@@ -19,13 +19,10 @@
 //   next call (MPI installed meanwhile); a loaded module is never unloaded.
 #include "runtime/mpi_module.hpp"
 
-#include <dlfcn.h>
-#include <sys/stat.h>
-
-#include <cstdlib>
 #include <mutex>
 #include <optional>
 
+#include "runtime/module_file.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
@@ -53,21 +50,18 @@ const Hooks* find() {
   return table().hooks ? &*table().hooks : nullptr;
 }
 
-bool file_exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
-
 #ifdef SYMMFLOW_MPI_MODULE_BUILT
 constexpr bool kModuleBuilt = true;
 #else
 constexpr bool kModuleBuilt = false;
 #endif
 
-constexpr const char* kInstallHint =
-    "the mpi transport needs an MPI library: install Open MPI (Debian, Ubuntu: apt install "
+const runtime_detail::ModuleFile kModule{
+    "SYMMFLOW_MPI_MODULE", "libsymmflow_mpi.so", kModuleBuilt, "the mpi transport's module",
+    "the mpi transport", "; install libopenmpi-dev and rebuild",
+    "; the mpi transport needs an MPI library: install Open MPI (Debian, Ubuntu: apt install "
     "openmpi-bin, which brings libopenmpi3 or libopenmpi40 and mpirun; Fedora: dnf install "
-    "openmpi), or use the threads or store transport";
+    "openmpi), or use the threads or store transport"};
 
 }  // namespace
 
@@ -77,41 +71,17 @@ void register_hooks(const Hooks& hooks) {
   table().hooks = hooks;
 }
 
-std::string path() {
-  if (const char* env = std::getenv("SYMMFLOW_MPI_MODULE"); env && *env) return env;
-  Dl_info info{};
-  std::string dir = ".";
-  if (::dladdr(reinterpret_cast<void*>(&path), &info) && info.dli_fname) {
-    const std::string self = info.dli_fname;
-    const size_t slash = self.rfind('/');
-    if (slash != std::string::npos) dir = self.substr(0, slash);
-  }
-  return dir + "/libsymmflow_mpi.so";
-}
+std::string path() { return runtime_detail::module_path(kModule); }
 
 // Note [mpi module]
 const Hooks& hooks(std::string_view what) {
   if (const Hooks* h = find()) return *h;
   std::lock_guard lock(load_mutex());
   if (const Hooks* h = find()) return *h;  // another thread loaded it
-  const std::string p = path();
-  if (!file_exists(p)) {
-    if (!kModuleBuilt && !std::getenv("SYMMFLOW_MPI_MODULE")) {
-      invalid_usage("{}: this symmflow was built without the mpi transport (no {}; install "
-                    "libopenmpi-dev and rebuild)",
-                    what, p);
-    }
-    invalid_usage("{}: the mpi transport's module {} does not exist (SYMMFLOW_MPI_MODULE names "
-                  "another path)",
-                  what, p);
-  }
-  if (!::dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    const char* why = ::dlerror();
-    invalid_usage("{}: loading the mpi transport's module {} failed: {}; {}", what, p,
-                  why ? why : "unknown error", kInstallHint);
-  }
+  runtime_detail::load_module(kModule, what);
   const Hooks* h = find();
-  SF_CHECK(h, "{}: {} loaded but registered no mpi transport (not a symmflow mpi module)", what, p);
+  SF_CHECK(h, "{}: {} loaded but registered no mpi transport (not a symmflow mpi module)", what,
+           path());
   return *h;
 }
 
