@@ -38,20 +38,10 @@ inline std::string error_of(const std::function<void()>& fn) {
   return "<no error>";
 }
 
-// A message as the store frames it: u32 length, u32 field count, per field u32 length + bytes.
-inline std::string frame(const Fields& fields) {
-  std::string body;
-  auto put = [&](uint32_t v) { body.append(reinterpret_cast<const char*>(&v), 4); };
-  put(uint32_t(fields.size()));
-  for (const std::string& f : fields) {
-    put(uint32_t(f.size()));
-    body += f;
-  }
-  uint32_t n = uint32_t(body.size());
-  return std::string(reinterpret_cast<const char*>(&n), 4) + body;
-}
+// A message as the store frames it (the store's own encoder: u32 length, u32 field count, per
+// field u32 length + bytes).
+inline std::string frame(const Fields& fields) { return store_detail::encode(fields); }
 
-// The first whole message in `bytes`, removed from it; nullopt while incomplete.
 inline std::optional<Fields> unframe(std::string& bytes) {
   uint32_t n = 0, count = 0;
   if (bytes.size() < 8) return std::nullopt;
