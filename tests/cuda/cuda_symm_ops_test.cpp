@@ -1,7 +1,7 @@
 // The cuda kernels of the symm_mem ops other than all-reduce against the cpu kernels of the same
 // ops, run side by side in the same rank threads on the same values: all_gather_out,
 // reduce_scatter_out (both split dims), the _low_contention_ forms (every reduce op),
-// all_to_all_vdev (uneven splits, bad splits), collective_permute(_out), put_signal/wait_signal,
+// all_to_all and all_to_all_out (equal blocks), all_to_all_vdev (uneven splits, bad splits), collective_permute(_out), put_signal/wait_signal,
 // get, broadcast_, barrier, the u32 writes; world sizes 1, 2 and 3 (ranks share the GPUs round
 // robin), awkward sizes, every element compared (equal bits; avg within one rounding). A peer
 // that never arrives makes synchronize() raise naming the op and the peer;
@@ -200,6 +200,40 @@ TEST_F(CudaSymmOps, AllToAllVdevBadSplitsRaiseOnEveryRank) {
   });
   for (const std::string& m : messages)
     EXPECT_NE(m.find("symm_mem::all_to_all_vdev: rank 1 has invalid in_splits"), std::string::npos) << m;
+}
+
+// symm_mem::all_to_all(_out) (Note [equal all-to-all]): blocks of 0, 1, 7 and 1023 rows, rows of
+// 3 elements and of [2, 5], f32, bf16, i64 and i8, against the cpu kernel on the same values.
+TEST_F(CudaSymmOps, AllToAllEqualBlocks) {
+  for (int w : {1, 2, 3}) {
+    on_ranks(w, [&](Runtime& rt) {
+      for (DType d : {DType::f32, DType::bf16, DType::i64, DType::i8}) {
+        for (int64_t rows : {0, 1, 7, 1023}) {
+          for (const Shape& row : {Shape{3}, Shape{2, 5}}) {
+            Shape shape{rows * w};
+            shape.insert(shape.end(), row.begin(), row.end());
+            const std::string what = fmt::format("world {} rank {} {} {}", w, rt.rank(),
+                                                 dtype_name(d), shape_str(shape));
+            Twin in = symmetric(values(shape, d, uint64_t(rows), rt.rank()));
+            Tensor cpu_out = Tensor::zeros(shape, d), gpu_out = gpu_empty(shape, d);
+            call("symm_mem::all_to_all_out", {in.cpu, "world", cpu_out});
+            call("symm_mem::all_to_all_out", {in.gpu, "world", gpu_out});
+            expect_same(gpu_out, cpu_out, 0, "all_to_all_out " + what);
+            Tensor cpu_r = call("symm_mem::all_to_all", {in.cpu, "world"}).to_tensor();
+            Tensor gpu_r = call("symm_mem::all_to_all", {in.gpu, "world"}).to_tensor();
+            expect_same(gpu_r, cpu_r, 0, "all_to_all " + what);
+            communicator(rt.group("world"), 0).synchronize(current_stream());
+          }
+        }
+      }
+    });
+  }
+  on_ranks(2, [&](Runtime&) {
+    Twin odd = symmetric(Tensor::zeros({5, 3}, DType::f32));
+    EXPECT_EQ(error_of("symm_mem::all_to_all_out", {odd.gpu, "world", gpu_empty({5, 3}, DType::f32)}),
+              "symm_mem::all_to_all_out: dim 0 of argument 'input' (f32[5, 3]) is not divisible "
+              "by the group size 2");
+  });
 }
 
 TEST_F(CudaSymmOps, CollectivePermuteEveryShift) {

@@ -208,6 +208,8 @@ TEST(Catalogue, EverySymmMemOpOfOpsMdWithItsSymmArgs) {
       {"fused_all_reduce_add_rms_norm", {"input"}},  // docs/ops.md (not in OPS.md)
       {"fused_all_reduce_add_rms_norm_out", {"input"}},
       {"reduce_out", {"input"}},  // docs/ops.md (not in OPS.md)
+      {"all_to_all", {"input"}},  // docs/ops.md (not in OPS.md): Note [equal all-to-all]
+      {"all_to_all_out", {"input"}},
   };
   EXPECT_EQ(reg().ops("symm_mem").size(), rows.size());
   for (const SymmRow& row : rows) {
@@ -225,6 +227,7 @@ TEST(Catalogue, EverySymmMemOpOfOpsMdWithItsSymmArgs) {
   EXPECT_EQ(reg().get("symm_mem::two_shot_all_reduce_").out_variant(),
             "symm_mem::two_shot_all_reduce_out");
   EXPECT_EQ(reg().get("symm_mem::two_shot_all_reduce_out").aliases().out_args, std::vector<int>{3});
+  EXPECT_EQ(reg().get("symm_mem::all_to_all").out_variant(), "symm_mem::all_to_all_out");
 }
 
 // Note [kernel checks]: a backend check covers every kernel of its namespace on that backend,

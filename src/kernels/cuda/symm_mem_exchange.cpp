@@ -5,6 +5,9 @@
 //     _low_contention_reduce_scatter(tensor, reduce_op, group): chunk r of dim 0, any reduce op.
 //   all_gather_out(input, group, out) and _low_contention_all_gather: every rank's input
 //     concatenated along dim 0, pulled from peers (any dtype).
+//   all_to_all(input, group) and all_to_all_out(input, group, out): block p of out is block r of
+//     rank p's input, as on the cpu (Note [equal all-to-all] in ops/symm_mem/defs.cpp): one
+//     exchange copy of W segments pulled from peers (any dtype).
 //   all_to_all_vdev: rows along dim 0 as on the cpu; the splits are read on the GPU, so a bad
 //     split is reported by the next synchronize (every rank raises the same error, nothing copied).
 //   multimem_all_gather_out: refused (needs multicast).
@@ -55,6 +58,23 @@ void all_gather(std::string_view op, const Tensor& input, std::string_view input
   dst.finish();
 }
 
+void all_to_all(std::string_view op, const Tensor& input, std::string_view group_name,
+                const Tensor& out) {
+  auto group = group_for(op, group_name);
+  const DeviceHeap& heap = heap_of(input, op, "input", *group);
+  const int w = group->size();
+  const size_t block = size_t(cpu::check_equal_all_to_all(op, input, w, out));
+  const size_t mine = size_t(group->rank()) * block;
+  DenseOut dst(out);
+  std::vector<Communicator::Copy> copies;
+  for (int p = 0; p < w; ++p) {
+    copies.push_back({static_cast<const char*>(peer_ptr(heap, input, p)) + mine,
+                      static_cast<char*>(dst.data()) + size_t(p) * block, block});
+  }
+  communicator(group, 0).copy(copies, block * size_t(w), op, current_stream());
+  dst.finish();
+}
+
 void all_to_all_vdev(const Tensor& input, const Tensor& out, const Tensor& in_splits,
                      const Tensor& out_splits_offsets, std::string_view group_name) {
   constexpr std::string_view op = "symm_mem::all_to_all_vdev";
@@ -99,6 +119,13 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
   m.impl("multimem_all_gather_out", [](KernelCall&) {
     invalid_usage("symm_mem::multimem_all_gather_out needs multicast (NVLink SHARP), which "
                   "symmflow does not use on these hosts; use symm_mem::all_gather_out");
+  });
+  m.impl("all_to_all", [](KernelCall& c) {
+    all_to_all("symm_mem::all_to_all", c.arg(0).to_tensor(), c.arg(1).to_string(), c.out(0));
+  });
+  m.impl("all_to_all_out", [](KernelCall& c) {
+    all_to_all("symm_mem::all_to_all_out", c.arg(0).to_tensor(), c.arg(1).to_string(),
+               c.arg(2).to_tensor());
   });
   m.impl("all_to_all_vdev", [](KernelCall& c) {
     all_to_all_vdev(c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_tensor(),

@@ -36,6 +36,27 @@ std::vector<TensorSpec> all_gather_shape(std::span<const Value> a) {
   return {{t.dtype(), s}};
 }
 
+// Note [equal all-to-all]
+// all_to_all(input, group_name) is MPI_Alltoall (torch's all_to_all_single with equal splits)
+// along dim 0: input's dim 0 is W blocks of size(0) / W rows each, and block p of rank q's result is
+// block q of rank p's input (the result has the input's shape and dtype). Rows may have any shape,
+// so a block is size(0) / W contiguous rows. It transposes blocks across ranks, which is how
+// DTensor's shard-to-shard redistribution (Shard(i) -> Shard(j)) and Ulysses-style sequence
+// parallelism move data; unequal splits are all_to_all_vdev's (splits in symmetric memory, read
+// where the data moves). Only `input` is symmetric: each rank pulls its block from every peer
+// into a local out, as all-gather does. The ranks agree on dtype, element count and row elements
+// before any data moves.
+std::vector<TensorSpec> all_to_all_shape(std::span<const Value> a) {
+  constexpr std::string_view op = "symm_mem::all_to_all";
+  const Tensor& t = a[0].to_tensor();
+  int64_t w = resolve_group_size(op, a[1].to_string());
+  SF_CHECK(t.dim() >= 1, "{}: argument 'input' ({}) needs at least one dimension", op, t.str());
+  SF_CHECK(t.size(0) % w == 0,
+           "{}: dim 0 of argument 'input' ({}) is not divisible by the group size {}", op,
+           t.str(), w);
+  return {spec_of(a[0])};
+}
+
 // Note [reduce to root]
 // reduce_out(input, root, reduce_op, group_name, out) is MPI_Reduce / ncclReduce on symmetric
 // memory: the root's out = the reduction over the ranks of input, in rank order (the bits of
@@ -129,17 +150,24 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   m.def("multimem_all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
   m.def("all_to_all_vdev(Tensor input, Tensor(a!) out, Tensor in_splits, "
         "Tensor(a!) out_splits_offsets, str group_name) -> ()");
+  // equal splits along dim 0 (Note [equal all-to-all])
+  m.def("all_to_all(Tensor input, str group_name) -> Tensor", all_to_all_shape);
+  m.def("all_to_all_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
   m.register_symm_mem_args("reduce_scatter_out", {"input"});
   m.register_symm_mem_args("_low_contention_reduce_scatter", {"tensor"});
   m.register_symm_mem_args("all_gather_out", {"input"});
   m.register_symm_mem_args("_low_contention_all_gather", {"tensor"});
   m.register_symm_mem_args("multimem_all_gather_out", {"out"});
   m.register_symm_mem_args("all_to_all_vdev", {"input", "out", "in_splits", "out_splits_offsets"});
+  m.register_symm_mem_args("all_to_all", {"input"});
+  m.register_symm_mem_args("all_to_all_out", {"input"});
   // How they move data, for explain (out variants share their functional op's).
   for (const char* op : {"all_gather_out", "_low_contention_all_gather"})
     m.exchange(op, "pull", "barrier, read every peer's input, barrier");
   for (const char* op : {"reduce_scatter_out", "_low_contention_reduce_scatter"})
     m.exchange(op, "pull-reduce", "barrier, reduce own chunk from every peer, barrier");
+  for (const char* op : {"all_to_all", "all_to_all_out"})
+    m.exchange(op, "pull", "barrier, read this rank's block of every peer's input, barrier");
   m.exchange("all_to_all_vdev", "pull", "barrier, read the splits and rows of every peer, barrier");
 
   // point to point and signals

@@ -146,6 +146,18 @@ int64_t check_all_to_all(std::string_view op, const Tensor& input, const Tensor&
   return row_bytes;
 }
 
+int64_t check_equal_all_to_all(std::string_view op, const Tensor& input, int w,
+                               const Tensor& out) {
+  SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dimension", op,
+           input.str());
+  SF_CHECK(input.size(0) % w == 0,
+           "{}: dim 0 of argument 'input' ({}) is not divisible by the group size {}", op,
+           input.str(), w);
+  check_spec(op, "out", out, input.dtype(), input.shape(), "like 'input'");
+  check_no_overlap(op, "out", out, "input", input);
+  return int64_t(input.nbytes()) / w;
+}
+
 OutBuffer::OutBuffer(const Tensor& out) : out_(&out) {
   if (out.is_contiguous()) {
     data_ = out.raw_data();

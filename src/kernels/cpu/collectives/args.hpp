@@ -109,6 +109,10 @@ void check_all_gather(std::string_view op, const Tensor& input, std::string_view
 int64_t check_all_to_all(std::string_view op, const Tensor& input, const Tensor& out,
                          const Tensor& in_splits, const Tensor& out_splits_offsets, int w);
 
+// all_to_all's shapes (Note [equal all-to-all]): `input` has a dim 0 divisible by w and `out` is
+// like it and apart from it. Returns the bytes of one block (size(0) / w rows).
+int64_t check_equal_all_to_all(std::string_view op, const Tensor& input, int w, const Tensor& out);
+
 class OutBuffer {
  public:
   explicit OutBuffer(const Tensor& out);

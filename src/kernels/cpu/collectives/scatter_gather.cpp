@@ -11,6 +11,10 @@
 //     the rows received from each peer and [1] their offsets in out (packed in rank order).
 //     Every rank checks every rank's splits after the first barrier, so a bad split raises the
 //     same error on every rank instead of leaving peers waiting.
+//   all_to_all(input, group) and all_to_all_out(input, group, out) (Note [equal all-to-all] in
+//     ops/symm_mem/defs.cpp): dim 0 in W equal blocks; block p of this rank's out is block r of
+//     rank p's input (r this rank), pulled from peers. The ranks agree on dtype, element count and
+//     row elements at the first barrier, so no rank reads a peer's block of another shape.
 //   multimem_all_gather_out: refused (no NVLink multicast on cpu).
 // Each op: barrier, read peers, barrier; shapes checked before the first barrier.
 #include <cstring>
@@ -29,6 +33,8 @@ constexpr std::string_view kLowContentionReduceScatter = "symm_mem::_low_content
 constexpr std::string_view kAllGatherOut = "symm_mem::all_gather_out";
 constexpr std::string_view kLowContentionAllGather = "symm_mem::_low_contention_all_gather";
 constexpr std::string_view kAllToAllVdev = "symm_mem::all_to_all_vdev";
+constexpr std::string_view kAllToAll = "symm_mem::all_to_all";
+constexpr std::string_view kAllToAllOut = "symm_mem::all_to_all_out";
 
 void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_view input_name,
                          std::string_view reduce_op, std::string_view group_name,
@@ -75,6 +81,32 @@ void all_gather_impl(std::string_view op, const Tensor& input, std::string_view 
     for (int i = 0; i < w; ++i) {
       int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
       std::memcpy(o + size_t(p) * bytes, in.peer(p), bytes);
+    }
+  }
+  g.barrier(kCollectiveChannel, call);
+  dst.finish();
+}
+
+void all_to_all_impl(std::string_view op, const Tensor& input, std::string_view group_name,
+                     const Tensor& out) {
+  Group& g = resolve_group(op, group_name);
+  SymmArg in(input, op, "input", g);
+  const int w = g.size();
+  const int64_t block = check_equal_all_to_all(op, input, w, out);
+  fingerprint(g, op, input.dtype(), input.numel());
+  // Equal counts and rows of equal elements: the same blocks on every rank.
+  const int64_t rows = input.size(0);
+  const CollectiveCall call{op, {}, input.dtype(), input.numel(), "row_elements",
+                            rows > 0 ? input.numel() / rows : 0};
+  OutBuffer dst(out);
+  g.barrier(kCollectiveChannel, call);
+  if (block > 0) {
+    char* o = static_cast<char*>(dst.data());
+    const int64_t mine = int64_t(g.rank()) * block;
+    for (int i = 0; i < w; ++i) {
+      int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
+      std::memcpy(o + int64_t(p) * block, static_cast<const char*>(in.peer(p)) + mine,
+                  size_t(block));
     }
   }
   g.barrier(kCollectiveChannel, call);
@@ -162,6 +194,13 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
   });
   m.impl("multimem_all_gather_out", [](KernelCall&) {
     refuse_multicast("symm_mem::multimem_all_gather_out", "symm_mem::all_gather_out");
+  });
+  m.impl("all_to_all", [](KernelCall& c) {
+    all_to_all_impl(kAllToAll, c.arg(0).to_tensor(), c.arg(1).to_string(), c.out(0));
+  });
+  m.impl("all_to_all_out", [](KernelCall& c) {
+    all_to_all_impl(kAllToAllOut, c.arg(0).to_tensor(), c.arg(1).to_string(),
+                    c.arg(2).to_tensor());
   });
   m.impl("all_to_all_vdev", [](KernelCall& c) {
     all_to_all_vdev_impl(c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_tensor(),
