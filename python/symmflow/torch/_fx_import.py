@@ -266,6 +266,9 @@ class NodeTranslator:
             if pos == rule.group_arg:
                 a = self.group(a, where)
             picked.append(a)
+        if rule.equal_splits:
+            _check_equal_splits(node, rule, args, where,
+                                self.groups.sizes.get(str(args[rule.group_arg])))
         if rule.group_size_arg is not None:
             size = args[rule.group_size_arg]
             expected = self.groups.sizes.get(str(args[rule.group_arg]))
@@ -359,6 +362,40 @@ class NodeTranslator:
         else:
             hop_items += results[n_returns:]
         self.values[node] = tuple(hop_items)
+
+
+# Note [equal splits]
+# torch's all_to_all_single(input, output_split_sizes, input_split_sizes, group) moves rows of dim
+# 0 in blocks whose sizes each rank passes; symm_mem::all_to_all (Note [equal all-to-all] in
+# src/ops/symm_mem/defs.cpp) moves W equal blocks. The importer maps a call whose split lists are
+# each None (funcol's default: equal) or W static ints all equal to dim 0 / W, which is exactly
+# when both ops move the same rows; what W is and whether dim 0 divides is the C++ shape
+# function's to say (the group's size as the IR declares it). Unequal splits (expert-parallel
+# token dispatch) and symbolic ones (sizes computed at run time) are left to PyTorch with the
+# lists in the reason: they need all_to_all_vdev's splits in symmetric memory, which a compiled
+# graph does not produce yet.
+def _check_equal_splits(node: torch.fx.Node, rule: Rule, args: list, where: str,
+                        group_size: Optional[int]) -> None:
+    schema_args = node.target._schema.arguments
+    val = node_val(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+    rows = val.shape[0] if isinstance(val, torch.Tensor) and val.dim() >= 1 else None
+    for pos in rule.equal_splits:
+        splits, name = args[pos], schema_args[pos].name
+        if splits is None:
+            continue
+        shown = list(splits) if isinstance(splits, (list, tuple)) else splits
+        if not isinstance(splits, (list, tuple)) or \
+                not all(isinstance(x, int) and not isinstance(x, bool) for x in splits):
+            raise UnsupportedGraph(f"{where}: {name} {shown} are not static ints (symbolic "
+                                   "splits stay in PyTorch)", node.name, describe_target(node))
+        if group_size is not None and len(splits) != group_size:
+            raise UnsupportedGraph(f"{where}: {name} {shown} has {len(splits)} entries for a "
+                                   f"group of {group_size} ranks", node.name,
+                                   describe_target(node))
+        if len(set(splits)) > 1 or (isinstance(rows, int) and sum(splits) != rows):
+            raise UnsupportedGraph(f"{where}: {name} {shown} do not split dim 0 ({rows} rows) "
+                                   f"into equal blocks; {rule.symmflow_op} takes equal splits "
+                                   "only (Note [equal splits])", node.name, describe_target(node))
 
 
 def _written_alias_arg(node: torch.fx.Node) -> Any:
@@ -539,6 +576,8 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
     try:
         for a in node.all_input_nodes:
             val = node_val(a)
+            if isinstance(val, (int, torch.SymInt)) and not isinstance(val, bool):
+                continue  # a size computed in the graph: the translation names its use
             if isinstance(val, (list, tuple)):  # a multi-result node: its items, by getitem
                 tr.values[a] = tuple(
                     builder.add_input(f"{a.name}_{i}", *tensor_type(v, f"input {a.name}"))

@@ -37,6 +37,8 @@ from typing import Iterable, Optional
 #                  argument after the write (graphs that were not functionalized);
 # - "functional":  auto_functionalized(_v2) of a mutating op: `functional<symmflow_op>(...)`,
 #                  whose results are the op's returns, then each written argument's new value.
+# A rule's `equal_splits` names split-size arguments (all_to_all_single's) that must be None or
+# static and equal: Note [equal splits] in _fx_import.
 # The namespace `symmflow` (ops registered by symmflow.torch with torch.library) maps each op to
 # `symm_mem::<name>` when the catalogue has it, else to `aten::<name>` (NAMESPACE_FALLBACKS).
 
@@ -51,6 +53,7 @@ class Rule:
     args: tuple[int, ...] = ()  # torch argument positions passed, in order ("op"/"inplace")
     group_arg: Optional[int] = None  # torch position of the c10d group name
     group_size_arg: Optional[int] = None  # torch position of a group size to check
+    equal_splits: tuple[int, ...] = ()  # torch positions of split sizes that must be equal
     notes: str = ""
 
 
@@ -73,6 +76,12 @@ RULES: tuple[Rule, ...] = (
          "symm_mem::_low_contention_reduce_scatter", args=(0, 1, 3), group_arg=3,
          group_size_arg=2,
          notes="scatters along dim 0; the group size argument must equal the group's size"),
+    Rule("_c10d_functional.all_to_all_single.default", "op", "symm_mem::all_to_all",
+         args=(0, 3), group_arg=3, equal_splits=(1, 2),
+         notes="equal splits along dim 0 (both split-size lists None or static, one entry per "
+               "rank, each dim 0 / group size: funcol.all_to_all_single with no splits, "
+               "Ulysses-style sequence parallelism); unequal or symbolic splits stay in PyTorch, "
+               "named"),
     Rule("_c10d_functional.wait_tensor.default", "alias", None,
          notes="no statement: symmflow's collectives complete in order; supported only after "
                "a collective that symmflow runs"),
@@ -100,6 +109,7 @@ RULES: tuple[Rule, ...] = (
 # Ops of namespace `symmflow` that are neither symm_mem nor aten ops of the same name.
 SYMMFLOW_NAMESPACE_OPS: dict[str, str] = {
     "scaled_dot_product_attention": "aten::scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward": "aten::scaled_dot_product_attention_backward",
 }
 # Namespaces tried, in order, for an op of namespace `symmflow` without an entry above.
 NAMESPACE_FALLBACKS: tuple[str, ...] = ("symm_mem", "aten")
