@@ -64,8 +64,10 @@ void register_reduction_kernels(Library& lib, ReduceKernelFactory reduce, Kernel
   m_impl("mean.dim", reduce(true, false));
   m_impl("mean.out", reduce(true, true));
   m_impl("rms_norm", std::move(rms_norm));
-  m_impl("_softmax", softmax(false));
-  m_impl("_softmax.out", softmax(true));
+  m_impl("_softmax", softmax(false, false));
+  m_impl("_softmax.out", softmax(false, true));
+  m_impl("_log_softmax", softmax(true, false));
+  m_impl("_log_softmax.out", softmax(true, true));
 }
 
 }  // namespace symmflow::kernels

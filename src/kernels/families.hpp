@@ -26,8 +26,9 @@ void register_matmul_kernels(Library& m, MatmulKernelFactory mm, AddmmKernelFact
                              const KernelCheck& check = {});
 
 using ReduceKernelFactory = Kernel (*)(bool is_mean, bool out_variant);
-using SoftmaxKernelFactory = Kernel (*)(bool out_variant);
-// sum.dim_IntList, mean.dim (+ .IntList_out, .out), rms_norm, _softmax (+ .out).
+// `log`: log_softmax (x - max - log(sum of exp(x - max))) rather than softmax.
+using SoftmaxKernelFactory = Kernel (*)(bool log, bool out_variant);
+// sum.dim_IntList, mean.dim (+ .IntList_out, .out), rms_norm, _softmax and _log_softmax (+ .out).
 void register_reduction_kernels(Library& m, ReduceKernelFactory reduce, Kernel rms_norm,
                                 SoftmaxKernelFactory softmax, const KernelCheck& check = {});
 

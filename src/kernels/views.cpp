@@ -4,6 +4,7 @@
 #include "kernels/cpu/common.hpp"
 #include "ops/aten/meta.hpp"
 #include "ops/aten/meta_multi.hpp"
+#include "ops/aten/meta_scatter.hpp"
 #include "symmflow/ops/call.hpp"
 
 namespace symmflow::kernels {
@@ -112,6 +113,39 @@ void unsqueeze_kernel(KernelCall& call) {
   set_view(call, self, aten_meta::unsqueeze_geometry(call.op.name(), self, call.arg("dim")));
 }
 
+void squeeze_dims_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  set_view(call, self, aten_meta::squeeze_dims_geometry(call.op.name(), self, call.arg("dim")));
+}
+
+// Note [pad geometry]: the whole result filled, then self's window copied over it.
+void constant_pad_nd_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  aten_meta::PadGeometry g = aten_meta::pad_geometry(call.op.name(), self, call.arg("pad"));
+  const Tensor& out = call.out(0);
+  if (out.numel() == 0) return;
+  if (numel(g.window) < out.numel()) {
+    symmflow::call("aten::full.out", {Value(out.shape()), call.arg("value")}, {{"out", out}});
+  }
+  if (numel(g.window) > 0) symmflow::call("aten::copy_", {aten_meta::pad_window(g, out), g.self_view});
+}
+
+// out = self, then src over the slice.
+void slice_scatter_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& src = call.arg("src").to_tensor();
+  const Tensor& out = call.out(0);
+  aten_meta::ViewGeometry g = aten_meta::slice_scatter_geometry(
+      op, out, src, call.arg("dim"), call.arg("start"), call.arg("end"), call.arg("step"));
+  SF_CHECK(out.shape() == self.shape(), "{}: internal: the output has shape {}, self {}", op,
+           shape_str(out.shape()), shape_str(self.shape()));
+  if (out.numel() == 0) return;
+  symmflow::call("aten::copy_", {out, self});
+  if (numel(g.shape) > 0)
+    symmflow::call("aten::copy_", {out.as_strided(g.shape, g.strides, g.offset), src});
+}
+
 }  // namespace
 
 void register_view_kernels(Library& m) {
@@ -120,6 +154,7 @@ void register_view_kernels(Library& m) {
   m.impl("permute", permute_kernel);
   m.impl("expand", expand_kernel);
   m.impl("unsqueeze", unsqueeze_kernel);
+  m.impl("squeeze.dims", squeeze_dims_kernel);
   m.impl("reshape", reshape_kernel);
   m.impl("slice.Tensor", slice_kernel);
   m.impl("split_with_sizes", split_with_sizes_kernel);
@@ -128,6 +163,8 @@ void register_view_kernels(Library& m) {
   m.impl("transpose.int", transpose_kernel);
   m.impl("cat", cat_kernel(false));
   m.impl("cat.out", cat_kernel(true));
+  m.impl("constant_pad_nd", constant_pad_nd_kernel);
+  m.impl("slice_scatter", slice_scatter_kernel);
 }
 
 }  // namespace symmflow::kernels

@@ -2,7 +2,10 @@
 // (aten_meta computes it), so no device memory is touched. Each backend's SYMMFLOW_LIBRARY_IMPL
 // block calls register_view_kernels. reshape returns a view when one exists and otherwise a fresh
 // contiguous copy made through the registry's clone on the tensor's backend. cat (+ out) copies each
-// input into its slice of the destination through the registry's copy_.
+// input into its slice of the destination through the registry's copy_; constant_pad_nd fills its
+// result through full.out and copies self's window into it (Note [pad geometry]); slice_scatter
+// copies self, then src over the slice. So they take every dtype that copy_ and full.out take on
+// the backend, and allocate nothing.
 #pragma once
 
 #include "symmflow/ops/library.hpp"
@@ -10,7 +13,7 @@
 namespace symmflow::kernels {
 
 // view, _unsafe_view, reshape, slice.Tensor, split_with_sizes, split.Tensor, t, transpose.int,
-// permute, expand, unsqueeze, cat, cat.out.
+// permute, expand, unsqueeze, squeeze.dims, cat, cat.out, constant_pad_nd, slice_scatter.
 void register_view_kernels(Library& m);
 
 }  // namespace symmflow::kernels

@@ -1,5 +1,5 @@
-// CPU kernels of aten::sum.dim_IntList, mean.dim (+ their out variants), amax, rms_norm and
-// _softmax (+ out). amax keeps the dtype and propagates NaN. Accumulation is in float for
+// CPU kernels of aten::sum.dim_IntList, mean.dim (+ their out variants), amax, rms_norm,
+// _softmax and _log_softmax (+ out; x - max - log(sum of exp(x - max)) for the latter). amax keeps the dtype and propagates NaN. Accumulation is in float for
 // f32/f16/bf16, double for f64, and wrapping int64 for integers. sum/mean iterate the input once
 // with a stride-0 accumulator along the reduced dims (rows along a reduced dim are summed in 8
 // independent lanes first); rms_norm and _softmax work on a contiguous copy laid out as [outer, n,
@@ -189,9 +189,9 @@ void rms_norm_kernel(KernelCall& call) {
 
 // ---- _softmax -------------------------------------------------------------------------------
 
-// Softmax along the middle dim of a contiguous [outer, n, inner] block.
+// Softmax (log_softmax when `log`) along the middle dim of a contiguous [outer, n, inner] block.
 template <typename T, typename O>
-void softmax_block(const T* x, O* y, int64_t outer, int64_t n, int64_t inner) {
+void softmax_block(const T* x, O* y, int64_t outer, int64_t n, int64_t inner, bool log) {
   using A = acc_t<T>;
   std::vector<A> mx(static_cast<size_t>(inner));
   std::vector<A> sum(static_cast<size_t>(inner));
@@ -206,6 +206,14 @@ void softmax_block(const T* x, O* y, int64_t outer, int64_t n, int64_t inner) {
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < inner; ++j) sum[size_t(j)] += std::exp(A(xo[i * inner + j]) - mx[size_t(j)]);
     }
+    if (log) {
+      for (int64_t j = 0; j < inner; ++j) sum[size_t(j)] = std::log(sum[size_t(j)]);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < inner; ++j)
+          yo[i * inner + j] = O(A(xo[i * inner + j]) - mx[size_t(j)] - sum[size_t(j)]);
+      }
+      continue;
+    }
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < inner; ++j) {
         yo[i * inner + j] = O(std::exp(A(xo[i * inner + j]) - mx[size_t(j)]) / sum[size_t(j)]);
@@ -214,7 +222,7 @@ void softmax_block(const T* x, O* y, int64_t outer, int64_t n, int64_t inner) {
   }
 }
 
-Kernel softmax_kernel(bool out_variant) {
+Kernel softmax_kernel(bool log, bool out_variant) {
   return [=](KernelCall& call) {
     const std::string& op = call.op.name();
     const Tensor& self = call.arg("self").to_tensor();
@@ -230,9 +238,10 @@ Kernel softmax_kernel(bool out_variant) {
       if constexpr (kIsFloat<T>) {
         const T* xp = static_cast<const T*>(x.raw_data());
         if (info.spec.dtype == self.dtype()) {
-          softmax_block<T, T>(xp, static_cast<T*>(d.tensor().raw_data()), outer, n, inner);
+          softmax_block<T, T>(xp, static_cast<T*>(d.tensor().raw_data()), outer, n, inner, log);
         } else {
-          softmax_block<T, float>(xp, static_cast<float*>(d.tensor().raw_data()), outer, n, inner);
+          softmax_block<T, float>(xp, static_cast<float*>(d.tensor().raw_data()), outer, n, inner,
+                                 log);
         }
       }
     });

@@ -1,14 +1,17 @@
 // cuda kernels of the aten mask, comparison, bitwise, indexing and scan ops, on the generic
 // kernels of elementwise.cu: eq/ne/lt/le/gt/ge (.Tensor, .Scalar), bitwise_and/or/xor/not,
 // logical_and/or/not, where.self, any.dim, arange.start_step, full_like, scalar_tensor,
-// index.Tensor, index_select, gather and cumsum. Types and checks come from aten_meta, as on the
-// CPU, and every dtype is taken. Results equal the CPU kernels' (comparisons, bitwise and logical
+// index.Tensor, index_select, gather, scatter.value and cumsum. Types and checks come from
+// aten_meta, as on the CPU, and every dtype is taken. Results equal the CPU kernels' (comparisons, bitwise and logical
 // ops, where, fills and gathers exactly; arange and cumsum compute in double as the CPU does). One
 // difference: a GPU gather does not check its index values (Note [gather geometry]); the CPU
-// raises on one out of range. Every operand must be on the GPU (a Scalar travels in the launch).
+// raises on one out of range; likewise scatter.value (Note [scatter geometry]) skips an index out
+// of range and wraps a negative one, where the CPU raises on both. Every operand must be on the GPU
+// (a Scalar travels in the launch).
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/program.hpp"
 #include "ops/aten/meta.hpp"
+#include "ops/aten/meta_scatter.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
@@ -199,6 +202,22 @@ void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const
 
 namespace {
 
+// out = self, then the value at each indexed element: the value goes to a 0-dim scratch tensor of
+// self's dtype (one fill launch; Note [scratch inside a capture]) that scatter_into broadcasts.
+void scatter_value_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& out = call.out(0);
+  aten_meta::ScatterGeometry g = aten_meta::scatter_geometry(
+      op, self, call.arg("dim"), call.arg("index").to_tensor(), out);
+  check_on_gpu(op, self);
+  aten::copy_(out, self);
+  if (g.empty) return;
+  Tensor value = Tensor::uninitialized({}, self.dtype(), out.device());
+  launch(ElemOp::fill, elem_args(op, value, {}, self.dtype(), call.arg("value")));
+  scatter_into(op, g.gather, value);
+}
+
 void cumsum_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& self = call.arg("self").to_tensor();
@@ -268,6 +287,7 @@ SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
                 aten_meta::gather_geometry(call.op.name(), call.arg("self").to_tensor(),
                                            call.arg("dim"), call.arg("index").to_tensor()));
   });
+  m.impl("scatter.value", scatter_value_kernel);
   m.impl("cumsum", cumsum_kernel);
 }
 

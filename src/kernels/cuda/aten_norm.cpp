@@ -1,9 +1,7 @@
-// cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm and _softmax
-// (+ out), on the
-// row kernels of norm.cu. Inputs that are not contiguous are first copied contiguous
-// (sum/mean/amax: with the kept dims first and the reduced dims last, so each output is one
-// row); 16-bit floats
-// accumulate in float. Floating dtypes only, like the other GPU arithmetic.
+// cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm, _softmax and
+// _log_softmax (+ out), on the row kernels of norm.cu. Inputs that are not contiguous are first
+// copied contiguous (sum/mean/amax: with the kept dims first and the reduced dims last, so each
+// output is one row); 16-bit floats accumulate in float. Floating dtypes only, like the other GPU arithmetic.
 #include "kernels/cuda/norm.hpp"
 #include "kernels/cuda/program.hpp"
 #include "kernels/families.hpp"
@@ -114,7 +112,7 @@ void amax_kernel(KernelCall& call) {
   if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
 }
 
-Kernel softmax_kernel(bool out_variant) {
+Kernel softmax_kernel(bool log, bool out_variant) {
   return [=](KernelCall& call) {
     const std::string& op = call.op.name();
     const Tensor& self = call.arg("self").to_tensor();
@@ -129,7 +127,7 @@ Kernel softmax_kernel(bool out_variant) {
                    ? dst
                    : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
     SF_CUDA_CHECK(cudaError_t(launch_softmax(x.raw_data(), pw_type(x.dtype()), y.raw_data(),
-                                             pw_type(y.dtype()), outer, n, inner,
+                                             pw_type(y.dtype()), outer, n, inner, log,
                                              current_stream())));
     if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
   };

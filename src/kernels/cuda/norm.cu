@@ -4,8 +4,8 @@
 // thread
 // per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
 // arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
-// x * scale * w; max, sum of exp(x - max), exp(x - max) / sum; float accumulation (double for
-// f64), so results agree up to summation order.
+// x * scale * w; max, sum of exp(x - max), exp(x - max) / sum (log_softmax: x - max - log(sum));
+// float accumulation (double for f64), so results agree up to summation order.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -121,7 +121,7 @@ __global__ void row_max_kernel(const void* x, PwType xt, void* y, PwType yt, int
 // One warp per row of n (inner == 1).
 template <typename A>
 __global__ void softmax_rows(const void* x, PwType xt, void* y, PwType yt, int64_t rows,
-                             int64_t n) {
+                             int64_t n, bool log_out) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -132,18 +132,29 @@ __global__ void softmax_rows(const void* x, PwType xt, void* y, PwType yt, int64
   A sum = 0;
   for (int64_t j = lane; j < n; j += 32) sum += exp(ld<A>(x, xt, base + j) - mx);
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (log_out) {
+    const A lse = log(sum);
+    for (int64_t j = lane; j < n; j += 32) st(y, yt, base + j, ld<A>(x, xt, base + j) - mx - lse);
+    return;
+  }
   for (int64_t j = lane; j < n; j += 32) st(y, yt, base + j, exp(ld<A>(x, xt, base + j) - mx) / sum);
 }
 
 template <typename A>
 __global__ void softmax_columns(const void* x, PwType xt, void* y, PwType yt, int64_t outer,
-                                int64_t n, int64_t inner) {
+                                int64_t n, int64_t inner, bool log_out) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= outer * inner) return;
   const int64_t base = (c / inner) * n * inner + c % inner;
   A mx = -INFINITY, sum = 0;
   for (int64_t i = 0; i < n; ++i) mx = max(mx, ld<A>(x, xt, base + i * inner));
   for (int64_t i = 0; i < n; ++i) sum += exp(ld<A>(x, xt, base + i * inner) - mx);
+  if (log_out) {
+    const A lse = log(sum);
+    for (int64_t i = 0; i < n; ++i)
+      st(y, yt, base + i * inner, ld<A>(x, xt, base + i * inner) - mx - lse);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i)
     st(y, yt, base + i * inner, exp(ld<A>(x, xt, base + i * inner) - mx) / sum);
 }
@@ -218,18 +229,19 @@ int launch_row_max(const void* x, PwType xt, void* y, PwType yt, int64_t rows, i
 }
 
 int launch_softmax(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t n,
-                   int64_t inner, void* stream) {
+                   int64_t inner, bool log_out, void* stream) {
   if (outer == 0 || n == 0 || inner == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   const bool wide = xt == PwType::f64;
   if (inner == 1) {
     const unsigned blocks = unsigned((outer + 7) / 8);
-    if (wide) softmax_rows<double><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n);
-    else softmax_rows<float><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n);
+    if (wide) softmax_rows<double><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, log_out);
+    else softmax_rows<float><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, log_out);
   } else {
     const unsigned blocks = unsigned((outer * inner + 255) / 256);
-    if (wide) softmax_columns<double><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, inner);
-    else softmax_columns<float><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, inner);
+    if (wide)
+      softmax_columns<double><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, inner, log_out);
+    else softmax_columns<float><<<blocks, 256, 0, s>>>(x, xt, y, yt, outer, n, inner, log_out);
   }
   return int(cudaGetLastError());
 }

@@ -26,8 +26,8 @@ int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, i
 // y[r] = max of x[r, :] (NaN if any element is NaN), for `rows` contiguous rows of n >= 1.
 int launch_row_max(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
                    void* stream);
-// Softmax along the middle dim of a contiguous [outer, n, inner] block.
+// Softmax along the middle dim of a contiguous [outer, n, inner] block; log_softmax when `log_out`.
 int launch_softmax(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t n,
-                   int64_t inner, void* stream);
+                   int64_t inner, bool log_out, void* stream);
 
 }  // namespace symmflow::cuda

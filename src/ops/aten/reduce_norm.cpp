@@ -1,6 +1,6 @@
 // aten reductions and normalizations: sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm
-// (three results: out, mean, rstd), _softmax (with out variants, amax without). Integral sums give i64 unless dtype= is given; mean and the norms need
-// floats.
+// (three results: out, mean, rstd), _softmax and _log_softmax (with out variants, amax without).
+// Integral sums give i64 unless dtype= is given; mean, the norms and the softmaxes need floats.
 #include "ops/aten/meta.hpp"
 #include "ops/aten/meta_multi.hpp"
 
@@ -69,6 +69,12 @@ SYMMFLOW_LIBRARY(aten, m) {
                  [](const Args& a) { return std::vector<TensorSpec>{softmax(a)}; });
   aten_meta::def(m,
                  "_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> ()",
+                 [](const Args& a) { return written(a, softmax(a)); });
+  aten_meta::def(m, "_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+                 [](const Args& a) { return std::vector<TensorSpec>{softmax(a)}; });
+  aten_meta::def(m,
+                 "_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> "
+                 "()",
                  [](const Args& a) { return written(a, softmax(a)); });
 }
 

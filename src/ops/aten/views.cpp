@@ -1,11 +1,12 @@
 // aten views and shape ops: view, _unsafe_view, reshape, slice.Tensor, t, transpose.int, permute,
-// expand, unsqueeze (return alias self in eager mode; reshape copies when no view exists), cat
-// (+ cat.out) and the splits split_with_sizes and split.Tensor, whose list return has one view of
-// self per piece (Note [list returns] in symmflow/schema/schema.hpp). _unsafe_view is declared
-// aliasing, Tensor(a) -> Tensor(a), unlike PyTorch's schema,
-// so that the planner treats it exactly as view (its kernel returns a view).
+// expand, unsqueeze, squeeze.dims (return alias self in eager mode; reshape copies when no view
+// exists), cat (+ cat.out) and the splits split_with_sizes and split.Tensor, whose list return has
+// one view of self per piece (Note [list returns] in symmflow/schema/schema.hpp). _unsafe_view is
+// declared aliasing, Tensor(a) -> Tensor(a), unlike PyTorch's schema, so that the planner treats it
+// exactly as view (its kernel returns a view).
 #include "ops/aten/meta.hpp"
 #include "ops/aten/meta_multi.hpp"
+#include "ops/aten/meta_scatter.hpp"
 
 namespace symmflow {
 namespace {
@@ -42,6 +43,9 @@ SYMMFLOW_LIBRARY(aten, m) {
                  });
   aten_meta::def(m, "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", [](const Args& a) {
     return spec_of(a, aten_meta::unsqueeze_geometry(a.op(), a.tensor("self"), a["dim"]).shape);
+  });
+  aten_meta::def(m, "squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", [](const Args& a) {
+    return spec_of(a, aten_meta::squeeze_dims_geometry(a.op(), a.tensor("self"), a["dim"]).shape);
   });
   aten_meta::def(m, "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", [](const Args& a) {
     return spec_of(a, aten_meta::reshape_geometry(a.op(), a.tensor("self"), a["shape"]).shape);
