@@ -13,8 +13,8 @@ Every allocation and rendezvous happens when a partition is compiled, which dyna
 first call with a new shape (its guards decide recompiles); nothing is cached across worlds: a
 report and its sessions belong to the world of symmflow.torch.init().
 
-Refuses: graphs that need gradients (symmflow compiles inference; use torch.no_grad() or
-torch.inference_mode()), with an error saying so.
+Training (issue 26, Note [training]): a graph that needs gradients is split by AOT autograd into
+a forward and a backward graph, and both are compiled the same way.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import time
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 import symmflow
 
@@ -84,6 +85,8 @@ class CompileReport:
     # 0-dim CPU constants of a GPU graph copied to the GPU once (Note [CPU scalars on a GPU]): not
     # a per-call copy, so not in copies_added().
     constant_uploads: int = 0
+    # Outputs copied into the layout PyTorch traced for them (Note [output strides]) in one call.
+    output_copies: int = 0
 
     @property
     def partition_count(self) -> int:
@@ -100,7 +103,7 @@ class CompileReport:
     def copies_added(self) -> int:
         """Every copy symmflow adds per call: the plans' copies and the partition inputs it made
         contiguous (input_copies)."""
-        return self.plan_copies() + self.input_copies
+        return self.plan_copies() + self.input_copies + self.output_copies
 
     def all_reduce_inputs_in_place(self) -> bool:
         """Whether every collective's input was produced straight into symmetric memory: no copy
@@ -119,7 +122,8 @@ class CompileReport:
     def text(self) -> str:
         lines = [f"symmflow: {len(self.partitions)} partition(s), "
                  f"{len(self.boundaries)} boundary(ies), {self.plan_copies()} copies in plans, "
-                 f"{self.input_copies} input copies, {self.constant_uploads} constants uploaded "
+                 f"{self.input_copies} input copies, {self.output_copies} output copies, "
+                 f"{self.constant_uploads} constants uploaded "
                  f"once, compiled in {self.compile_seconds:.2f} s"]
         lines.append("  partitions in call order: " + " -> ".join(self.kinds))
         lines += [f"  {b}" for b in self.boundaries]
@@ -174,6 +178,24 @@ class _PartitionRunner:
         self.outputs = [(tuple(o.shape), _library.TORCH_DTYPES[o.dtype]) for o in session.outputs]
         self.counted = False
         self.device_copies: dict[int, tuple] = {}  # input index -> (cpu tensor, version, copy)
+        self.verify = None  # the partition's FX module under SYMMFLOW_TORCH_VERIFY=1
+        self.strides: dict[int, tuple] = {}  # output index -> the strides PyTorch traced
+        self.restrided = False
+
+    def _restride(self, outs: tuple) -> tuple:
+        """Note [output strides]: outputs laid out as PyTorch traced them."""
+        outs = list(outs)
+        copies = 0
+        for i, stride in self.strides.items():
+            t = outs[i]
+            if isinstance(t, torch.Tensor) and t.stride() != stride:
+                laid = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+                outs[i] = laid.copy_(t)
+                copies += 1
+        if not self.restrided:
+            self.report.output_copies += copies
+            self.restrided = True
+        return tuple(outs)
 
     def _on_device(self, index: int, t: torch.Tensor) -> torch.Tensor:
         """The GPU copy of a 0-dim CPU input, made once while the same unchanged tensor (a
@@ -199,6 +221,7 @@ class _PartitionRunner:
             self.report.input_copies += copies
             self.report.constant_uploads += uploads
             self.counted = True
+        before = [a.clone() for a in args] if self.verify is not None else None
         try:
             if self.cuda:  # Note [streams]
                 device = tensors[0].device if tensors else torch.device("cuda")
@@ -214,11 +237,19 @@ class _PartitionRunner:
             self.rank.abort(f"{type(e).__name__}: {e}")
             raise
         outs = self.imported.assemble_outputs(args, results)
+        if self.strides:
+            outs = self._restride(outs)
+        if self.verify is not None:
+            for i, (b, a) in enumerate(zip(before, args)):
+                if not torch.equal(b, a):
+                    raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: input {i} of "
+                                         f"{self.verify.meta['symmflow_name']} was changed")
+            _verify(self, args, outs)
         return outs[0] if self.single_output else outs
 
 
 def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: CompileReport,
-                       index: int, own_graphs: bool = True):
+                       index: int, own_graphs: bool = True, keep_layout: bool = False):
     rank = _runtime.current_rank()
     device = _runtime.device_of(example_inputs)
     imported = _fx_import.import_graph(
@@ -238,8 +269,50 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
         name=f"partition_{index}", ir_text=imported.text, explain=compiled.explain(),
         explain_text=compiled.explain_text(), device=device))
     output = next(n for n in sub_gm.graph.nodes if n.op == "output")
+    sub_gm.meta["symmflow_name"] = f"partition_{index}"
     single = not isinstance(output.args[0], (tuple, list))
-    return _PartitionRunner(imported, session, rank, report, single, device)
+    runner = _PartitionRunner(imported, session, rank, report, single, device)
+    if keep_layout:
+        runner.strides = _traced_strides(output)
+    if os.environ.get("SYMMFLOW_TORCH_VERIFY", "0") != "0":
+        runner.verify = sub_gm
+    return runner
+
+
+# Note [output strides]: in a training graph's forward, a partition's output reaches PyTorch with
+# the strides PyTorch traced for it (the `val` of the node it returns), not only with its values:
+# the backward graph was traced against those strides. Training needs it: the forward's saved attention output is laid out
+# [B, S, H, D] behind a [B, H, S, D] shape, and the backward graph AOT autograd traced (its views
+# and the CPU flash attention's backward) reads it through that layout; handed a contiguous copy
+# of the same values it computed wrong gradients with no error. symmflow's plans write dense
+# row-major buffers, so such an output is copied once into the traced layout (counted in the
+# report as output_copies); an output that is dense already, the common case, is not touched.
+# An inference graph's outputs stay dense (a user's elementwise op on a transposed input gets a
+# dense result of the same values; no copy is spent on a layout nothing traced against).
+
+
+def _traced_strides(output: torch.fx.Node) -> dict[int, tuple]:
+    values = output.args[0]
+    values = values if isinstance(values, (tuple, list)) else [values]
+    strides = {}
+    for i, v in enumerate(values):
+        val = _fx_import.node_val(v) if isinstance(v, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and not val.is_contiguous():
+            strides[i] = tuple(val.stride())
+    return strides
+
+
+def _verify(runner, args, outs) -> None:
+    want = runner.verify(*args)
+    want = [want] if not isinstance(want, (tuple, list)) else list(want)
+    for i, (w, g) in enumerate(zip(want, outs)):
+        if isinstance(w, torch.Tensor):
+            err = (w.double() - g.double()).abs().max().item() if w.numel() else 0.0
+            scale = max(w.double().abs().max().item() if w.numel() else 0.0, 1.0)
+            if not err <= 1e-4 * scale or w.shape != g.shape:
+                raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: output {i} of {runner.verify.meta['symmflow_name']} "
+                                     f"differs from PyTorch's: max error {err}, shapes "
+                                     f"{tuple(w.shape)} {tuple(g.shape)}")
 
 
 def user_input_names(dynamo_gm: torch.fx.GraphModule) -> list[str] | None:
@@ -276,7 +349,8 @@ def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
 
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph: bool = False,
-                     own_graphs: bool = True, input_names: list[str] | None = None):
+                     own_graphs: bool = True, input_names: list[str] | None = None,
+                     keep_layout: bool = False):
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
     started = time.perf_counter()
     _rename_inputs(gm, input_names)
@@ -286,7 +360,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     split = _partition.partition(
         gm, _catalogue(device.split(":")[0]),
         compile_partition=lambda sub, ex: _compile_partition(sub, ex, report, next(counter),
-                                                             own_graphs),
+                                                             own_graphs, keep_layout),
         example_inputs=example_inputs, device=device,
     )
     report.boundaries = list(split.boundaries)
@@ -330,23 +404,44 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
         raise symmflow.Error(f"the symmflow backend has no option {sorted(unknown)} (it takes "
                              f"'cuda_graph': False to run each partition without its own graph)")
     own_graphs = bool((options or {}).get("cuda_graph", True))
-    # Decided here, on dynamo's graph: AOT autograd runs the forward compiler under no_grad.
-    if torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad
-        for t in [*example_inputs, *gm.parameters()]
-    ):
-        raise symmflow.Error(
-            "the symmflow backend compiles inference graphs; this graph needs gradients (call the "
-            "model under torch.no_grad() or torch.inference_mode())")
     _library_ready()
-    _sdpa.keep_attention_whole(gm)
+    training = torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad
+        for t in [*example_inputs, *gm.parameters()])
+    _sdpa.keep_attention_whole(gm)  # with its backward in training (Note [attention backward])
     _library.make_inplace_symm_mem_functionalizable(gm)
+    forward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
+                                own_graphs=own_graphs, input_names=user_input_names(gm),
+                                keep_layout=training)
+    backward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
+                                 own_graphs=own_graphs)
     compiler = aot_autograd(
-        fw_compiler=functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
-                                      own_graphs=own_graphs, input_names=user_input_names(gm)),
-        decompositions=core_aten_decompositions(),
+        fw_compiler=forward, bw_compiler=backward,
+        partition_fn=min_cut_rematerialization_partition,
+        decompositions=_decompositions(training),
     )
     return compiler(gm, example_inputs)
+
+
+# Note [training]: a graph that needs gradients goes through AOT autograd's joint tracing and
+# min-cut partitioner (the one inductor uses: cheap ops are recomputed in the backward instead of
+# saved), and the forward and the backward graph are each compiled like an inference graph:
+# split by capability, every partition imported, placed, planned and bound. The saved
+# activations are the forward's outputs and the backward's inputs (explain shows them as such);
+# the backward's collectives (DTensor's all-reduce of the input gradient after a column-parallel
+# layer, the reduce-scatter / all-gather pairs of sequence parallelism) are placed in symmetric
+# memory like the forward's. Parameter gradients are the backward's outputs: PyTorch's autograd
+# accumulates them into `.grad`, and the optimizer step stays PyTorch's. The outputs keep the
+# layout PyTorch traced (Note [output strides]). Attention keeps its own backward op (Note
+# [attention backward] in _sdpa.py). The core decomposition of the CPU flash attention is left
+# out in training: decomposed, its forward feeds the undecomposed backward kernel a logsumexp and
+# a layout that kernel does not expect, and every gradient came out wrong with no error (an
+# attention symmflow does not keep whole, with dropout, then stays PyTorch's, whole).
+def _decompositions(training: bool) -> dict:
+    table = dict(core_aten_decompositions())
+    if training:
+        table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    return table
 
 
 @functools.cache

@@ -10,6 +10,10 @@
 //    An attn_mask (Note [attention masks] in ops/aten/meta_attention.cpp) is read in place through
 //    its broadcast strides: a bool one drops the scores where it is false, a floating one is
 //    added to them; a row whose keys are all masked comes out as zeros, as PyTorch's does.
+//  - scaled_dot_product_attention_backward (Note [attention backward] in
+//    ops/aten/meta_attention.cpp): each query row's probabilities recomputed as above, then its
+//    dq row, and its terms of dk and dv accumulated over the rows (and the query heads of a key/value
+//    head) in float (double for f64), rounded to the dtype once; a fully masked row adds nothing.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -80,6 +84,36 @@ MaskView<A> mask_view(const Tensor& mask_acc, const aten_meta::SdpaInfo& in) {
   return m;
 }
 
+// One query row's scores over its `keys` allowed keys into p (scale, mask and causal limit as
+// above), softmax-normalised in place; false when every key is masked (p is then all zeros).
+template <typename A>
+bool row_probabilities(const A* qi, const A* kh, int64_t keys, int64_t E, A scale, const A* mrow,
+                       const MaskView<A>& mask, A* p) {
+  const A inf = std::numeric_limits<A>::infinity();
+  A mx = -inf;
+  for (int64_t j = 0; j < keys; ++j) {
+    A dot = 0;
+    for (int64_t e = 0; e < E; ++e) dot += qi[e] * kh[j * E + e];
+    p[j] = dot * scale;
+    if (mrow) {
+      const A mj = mrow[j * mask.col];
+      p[j] = mask.is_bool ? (mj != 0 ? p[j] : -inf) : p[j] + mj;
+    }
+    mx = std::max(mx, p[j]);
+  }
+  if (mx == -inf) {
+    for (int64_t j = 0; j < keys; ++j) p[j] = 0;
+    return false;
+  }
+  A sum = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    p[j] = std::exp(p[j] - mx);
+    sum += p[j];
+  }
+  for (int64_t j = 0; j < keys; ++j) p[j] /= sum;
+  return true;
+}
+
 // q [B, H, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev], o [B, H, L, Ev], contiguous, in A.
 template <typename A>
 void attention(const A* q, const A* k, const A* v, A* o, const aten_meta::SdpaInfo& in,
@@ -97,33 +131,99 @@ void attention(const A* q, const A* k, const A* v, A* o, const aten_meta::SdpaIn
         const A* qi = q + ((b * in.heads + h) * L + i) * E;
         A* oi = o + ((b * in.heads + h) * L + i) * Ev;
         const int64_t keys = in.causal ? std::min(S, i + 1) : S;
-        const A inf = std::numeric_limits<A>::infinity();
         const A* mrow = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] + i * mask.row
                                   : nullptr;
-        A mx = -inf;
-        for (int64_t j = 0; j < keys; ++j) {
-          A dot = 0;
-          for (int64_t e = 0; e < E; ++e) dot += qi[e] * kh[j * E + e];
-          p[size_t(j)] = dot * scale;
-          if (mrow) {
-            const A mj = mrow[j * mask.col];
-            p[size_t(j)] = mask.is_bool ? (mj != 0 ? p[size_t(j)] : -inf) : p[size_t(j)] + mj;
-          }
-          mx = std::max(mx, p[size_t(j)]);
-        }
         for (int64_t e = 0; e < Ev; ++e) oi[e] = 0;
-        if (mx == -inf) continue;  // every key masked: zeros, as PyTorch gives
-        A sum = 0;
+        // every key masked: zeros, as PyTorch gives
+        if (!row_probabilities(qi, kh, keys, E, scale, mrow, mask, p.data())) continue;
         for (int64_t j = 0; j < keys; ++j) {
-          p[size_t(j)] = std::exp(p[size_t(j)] - mx);
-          sum += p[size_t(j)];
-        }
-        for (int64_t j = 0; j < keys; ++j) {
-          const A w = p[size_t(j)] / sum;
-          for (int64_t e = 0; e < Ev; ++e) oi[e] += w * vh[j * Ev + e];
+          for (int64_t e = 0; e < Ev; ++e) oi[e] += p[size_t(j)] * vh[j * Ev + e];
         }
       }
     }
+  }
+}
+
+// q, dq [B, H, L, E], k, dk [B, Hkv, S, E], v, dv [B, Hkv, S, Ev], dout [B, H, L, Ev],
+// contiguous, in A; dk and dv zeroed by the caller.
+template <typename A>
+void attention_backward(const A* dout, const A* q, const A* k, const A* v, A* dq, A* dk, A* dv,
+                        const aten_meta::SdpaInfo& in, const MaskView<A>& mask) {
+  const int64_t group = in.heads / in.kv_heads;
+  const int64_t L = in.q_len, S = in.kv_len, E = in.head_dim, Ev = in.v_dim;
+  const A scale = A(in.scale);
+  std::vector<A> p(static_cast<size_t>(S)), dp(static_cast<size_t>(S));
+  for (int64_t b = 0; b < in.batch; ++b) {
+    for (int64_t h = 0; h < in.heads; ++h) {
+      const int64_t kv = b * in.kv_heads + h / group;
+      const A* kh = k + kv * S * E;
+      const A* vh = v + kv * S * Ev;
+      A* dkh = dk + kv * S * E;
+      A* dvh = dv + kv * S * Ev;
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t row = (b * in.heads + h) * L + i;
+        const A* qi = q + row * E;
+        const A* doi = dout + row * Ev;
+        A* dqi = dq + row * E;
+        for (int64_t e = 0; e < E; ++e) dqi[e] = 0;
+        const int64_t keys = in.causal ? std::min(S, i + 1) : S;
+        const A* mrow = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] + i * mask.row
+                                  : nullptr;
+        if (!row_probabilities(qi, kh, keys, E, scale, mrow, mask, p.data())) continue;
+        A d = 0;  // D_i = sum_j P_ij (dO_i . v_j)
+        for (int64_t j = 0; j < keys; ++j) {
+          A dot = 0;
+          for (int64_t e = 0; e < Ev; ++e) dot += doi[e] * vh[j * Ev + e];
+          dp[size_t(j)] = dot;
+          d += p[size_t(j)] * dot;
+        }
+        for (int64_t j = 0; j < keys; ++j) {
+          const A pj = p[size_t(j)];
+          const A ds = pj * (dp[size_t(j)] - d) * scale;
+          for (int64_t e = 0; e < E; ++e) {
+            dqi[e] += ds * kh[j * E + e];
+            dkh[j * E + e] += ds * qi[e];
+          }
+          for (int64_t e = 0; e < Ev; ++e) dvh[j * Ev + e] += pj * doi[e];
+        }
+      }
+    }
+  }
+}
+
+template <typename A>
+void sdpa_backward_typed(KernelCall& call, const aten_meta::SdpaInfo& info, DType acc) {
+  Tensor dout = as_dtype(call.arg("grad_out").to_tensor(), acc, /*contiguous=*/true);
+  Tensor q = as_dtype(call.arg("query").to_tensor(), acc, /*contiguous=*/true);
+  Tensor k = as_dtype(call.arg("key").to_tensor(), acc, /*contiguous=*/true);
+  Tensor v = as_dtype(call.arg("value").to_tensor(), acc, /*contiguous=*/true);
+  Tensor mask;
+  if (info.has_mask) mask = as_dtype(call.arg("attn_mask").to_tensor(), acc);
+  Destination dq(call.out(0), acc, /*need_contiguous=*/true);
+  Destination dk(call.out(1), acc, /*need_contiguous=*/true);
+  Destination dv(call.out(2), acc, /*need_contiguous=*/true);
+  for (Destination* d : {&dk, &dv}) {
+    std::memset(d->tensor().raw_data(), 0, size_t(d->tensor().numel()) * sizeof(A));
+  }
+  auto data = [](const Tensor& t) { return static_cast<const A*>(t.raw_data()); };
+  auto out = [](Destination& d) { return static_cast<A*>(d.tensor().raw_data()); };
+  attention_backward<A>(data(dout), data(q), data(k), data(v), out(dq), out(dk), out(dv), info,
+                        info.has_mask ? mask_view<A>(mask, info) : MaskView<A>{});
+  dq.finish();
+  dk.finish();
+  dv.finish();
+}
+
+void sdpa_backward_kernel(KernelCall& call) {
+  const Tensor& query = call.arg("query").to_tensor();
+  aten_meta::SdpaInfo info = aten_meta::sdpa_backward_info(
+      call.op.name(), call.arg("grad_out").to_tensor(), query, call.arg("key").to_tensor(),
+      call.arg("value").to_tensor(), call.arg("attn_mask"), call.arg("dropout_p"),
+      call.arg("is_causal"), call.arg("scale"), call.arg("enable_gqa"));
+  if (query.dtype() == DType::f64) {
+    sdpa_backward_typed<double>(call, info, DType::f64);
+  } else {
+    sdpa_backward_typed<float>(call, info, DType::f32);
   }
 }
 
@@ -162,6 +262,7 @@ void sdpa_kernel(KernelCall& call) {
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   m.impl("embedding", embedding_kernel);
   m.impl("scaled_dot_product_attention", sdpa_kernel);
+  m.impl("scaled_dot_product_attention_backward", sdpa_backward_kernel);
 }
 
 }  // namespace symmflow::cpu

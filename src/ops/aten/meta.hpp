@@ -156,6 +156,12 @@ struct SdpaInfo {
 SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
                    const Tensor& value, const Value& attn_mask, const Value& dropout_p,
                    const Value& is_causal, const Value& scale, const Value& enable_gqa);
+// scaled_dot_product_attention_backward (Note [attention backward] in meta_attention.cpp): the
+// forward's checks, and grad_out with the forward result's shape and query's dtype.
+SdpaInfo sdpa_backward_info(std::string_view op, const Tensor& grad_out, const Tensor& query,
+                            const Tensor& key, const Tensor& value, const Value& attn_mask,
+                            const Value& dropout_p, const Value& is_causal, const Value& scale,
+                            const Value& enable_gqa);
 
 // ---- Mask ops (meta_mask.cpp): what a decomposed causal attention mask uses -------------------
 // arange.start_step: i64 when start, end and step are all ints (else f32) unless dtype= is given;

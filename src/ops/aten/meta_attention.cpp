@@ -120,4 +120,31 @@ SdpaInfo sdpa_info(std::string_view op, const Tensor& query, const Tensor& key,
   return info;
 }
 
+// Note [attention backward]: PyTorch has no single backward op for attention (its flash,
+// efficient and math kernels each have their own, with their own saved state), so symmflow
+// declares one, `aten::scaled_dot_product_attention_backward`, with the forward's arguments after
+// grad_out and the gradients of query, key and value as its results. It saves nothing from the
+// forward: it recomputes the probabilities P = softmax(scale * q k^T + mask) row by row (flash
+// attention's trade of compute for memory), then with D_i = sum_j P_ij (dO_i . v_j):
+//   dv_j = sum_i P_ij dO_i,  dS_ij = P_ij (dO_i . v_j - D_i),
+//   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
+// summed over the query heads that share a key/value head (enable_gqa). The mask gets no
+// gradient (transformers' masks are bool or built from constants). The torch bridge gives its
+// attention op this formula (python/symmflow/torch/_sdpa.py), so a training graph keeps attention
+// whole in the forward and in the backward.
+SdpaInfo sdpa_backward_info(std::string_view op, const Tensor& grad_out, const Tensor& query,
+                            const Tensor& key, const Tensor& value, const Value& attn_mask,
+                            const Value& dropout_p, const Value& is_causal, const Value& scale,
+                            const Value& enable_gqa) {
+  SdpaInfo info = sdpa_info(op, query, key, value, attn_mask, dropout_p, is_causal, scale,
+                            enable_gqa);
+  SF_CHECK(grad_out.shape() == info.spec.shape,
+           "{}: grad_out has shape {} but the attention's result has shape {}", op,
+           shape_str(grad_out.shape()), shape_str(info.spec.shape));
+  SF_CHECK(grad_out.dtype() == query.dtype(),
+           "{}: grad_out has dtype {} and query has dtype {}; expected the same dtype", op,
+           dtype_name(grad_out.dtype()), dtype_name(query.dtype()));
+  return info;
+}
+
 }  // namespace symmflow::aten_meta
