@@ -5,10 +5,10 @@
 // on data the others do not expect and get wrong results without a word. So the ranks compare:
 //   - at construction of an Executable whose plan communicates, before its groups and symmetric
 //     heaps are made: a summary of the plan (program name, world size it was built for, groups,
-//     declared inputs, step count, pools, and a 64-bit hash of the plan's structure: plan_hash,
-//     which leaves int literals out, since an SPMD program may name a peer by a literal that
-//     differs per rank), so that different programs are named before an allocation fails with
-//     sizes only;
+//     declared inputs, step count, pools, and a 64-bit hash of the plan's structure as the peers
+//     see it: plan_hash, which leaves out int literals and what local steps read, since an SPMD
+//     program may name a peer by a literal or compute on its own shard differently per rank), so
+//     that different programs are named before an allocation fails with sizes only;
 //   - at each run, before anything communicates: each bound input's dtype, shape and strides.
 // Who: every rank of the world, in one all-gather through the bootstrap (not per group: a rank
 // in several groups would pay several; SPMD plans are run by every rank of the world; a plan
@@ -79,16 +79,25 @@ bool all_equal(const std::vector<std::string>& v) {
   return std::all_of(v.begin(), v.end(), [&](const std::string& s) { return s == v[0]; });
 }
 
-// The plan's structure: every step (kind, called op, group, operands, results, written operands,
-// copy kind, algorithms), every value's type and buffer, every buffer's place. Int literals are
-// left out: SPMD programs may name a peer by a literal that differs per rank (the e2e generator's
-// programs do), which is the same program.
+// The plan's structure as its peers see it: every step's kind and op in order, and of the steps
+// that communicate (those with a group) the group, operands (values, literals), results,
+// written operands and algorithms; every value's name and type; every buffer of a symmetric pool
+// with its place (peers read and write at those offsets). Int literals are left out: SPMD
+// programs may name a peer by a literal that differs per rank (the e2e generator's programs do),
+// which is the same program. So is what the local steps read and the regular pools' layout:
+// DTensor's sequence-parallel backward takes this rank's piece of a split (a different value per
+// rank) and compares token ids with this rank's vocabulary range (int literals), a per-rank
+// computation between the same collectives on the same symmetric buffers.
 uint64_t plan_hash(const passes::Plan& plan) {
   std::string text;
   for (const passes::PlanStep& s : plan.steps) {
     const OpDef* op = s.op.called();
     text += fmt::format("{} {} {} {} {} |", int(s.kind), op ? op->name() : "", s.group,
                         s.group_size, int(s.copy));
+    if (s.group.empty()) {
+      text += "\n";
+      continue;
+    }
     using Kind = passes::Operand::Kind;
     for (const passes::Operand& o : s.args) {
       if (o.kind == Kind::value) text += fmt::format(" v{}", o.value);
@@ -101,13 +110,11 @@ uint64_t plan_hash(const passes::Plan& plan) {
                         fmt::join(s.written, " "), fmt::join(s.result_aliases, " "),
                         s.algorithm.cpu, s.algorithm.cuda);
   }
-  for (const passes::PlanValue& v : plan.values)
-    text += fmt::format("{} {} {} {}\n", v.name, v.type.str(), v.buffer, v.graph_input);
-  for (const passes::BufferPlan& b : plan.buffers)
-    text += fmt::format("{} {} {} {} {}\n", b.pool, b.alias_of, b.offset, b.bytes, b.intermediate);
-  for (int o : plan.outputs) text += fmt::format("out {}\n", o);
-  for (const passes::Writeback& w : plan.writebacks)
-    text += fmt::format("wb {} {}\n", w.input, w.value);
+  for (const passes::PlanValue& v : plan.values) text += fmt::format("{} {}\n", v.name, v.type.str());
+  for (const passes::BufferPlan& b : plan.buffers) {
+    if (b.pool < 0 || plan.pools[size_t(b.pool)].layout.pool != ir::Pool::symm) continue;
+    text += fmt::format("{} {} {} {} {}\n", b.name, b.pool, b.offset, b.bytes, b.intermediate);
+  }
   return fnv1a(text);
 }
 
@@ -133,8 +140,9 @@ std::vector<std::string> plan_summary(const passes::Plan& plan) {
   f[kInputs] = fmt::format("{}", fmt::join(inputs, "; "));
   f[kSteps] = fmt::format("{}", plan.steps.size());
   std::vector<std::string> pools;
-  for (const passes::PoolPlan& p : plan.pools)
-    pools.push_back(fmt::format("{} {} B", p.name, p.bytes));
+  for (const passes::PoolPlan& p : plan.pools) {  // the symmetric ones: regular pools are local
+    if (p.layout.pool == ir::Pool::symm) pools.push_back(fmt::format("{} {} B", p.name, p.bytes));
+  }
   f[kPools] = fmt::format("{}", fmt::join(pools, " "));
   f[kHash] = fmt::format("{:016x}", plan_hash(plan));
   return f;

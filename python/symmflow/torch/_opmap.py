@@ -82,6 +82,16 @@ RULES: tuple[Rule, ...] = (
                "rank, each dim 0 / group size: funcol.all_to_all_single with no splits, "
                "Ulysses-style sequence parallelism); unequal or symbolic splits stay in PyTorch, "
                "named"),
+    # Note [views as reshapes]: PyTorch traced each view against the layout its input had in the
+    # trace; symmflow hands a partition contiguous inputs (Note [binding torch tensors]) and its
+    # kernels write dense results, so a view that was valid there (of a transposed tangent in a
+    # backward graph) may have no view here. Imported as reshape, it is the same view wherever
+    # one exists and a copy where none does, with the same values.
+    Rule("aten.view.default", "op", "aten::reshape", args=(0, 1),
+         notes="a view where the input's layout allows one, else a copy (Note [views as "
+               "reshapes])"),
+    Rule("aten._unsafe_view.default", "op", "aten::reshape", args=(0, 1),
+         notes="as aten.view (Note [views as reshapes])"),
     Rule("_c10d_functional.wait_tensor.default", "alias", None,
          notes="no statement: symmflow's collectives complete in order; supported only after "
                "a collective that symmflow runs"),
@@ -117,6 +127,10 @@ NAMESPACE_FALLBACKS: tuple[str, ...] = ("symm_mem", "aten")
 # A torch overload taking a Tensor whose graph passes a Python number there maps to this overload
 # of the same op (aten.add.Tensor(x, 1e-05) -> aten::add.Scalar), when the catalogue has it.
 SCALAR_OVERLOADS: dict[str, str] = {"Tensor": "Scalar", "Tensor_mode": "Scalar_mode"}
+# A torch op whose graph passes a Python number as `self` and a tensor as `other` maps to this op
+# with the two swapped: aten.sub.Tensor(1, x) (1 - x, as the decomposed silu backward writes it)
+# -> aten::rsub.Scalar(x, 1), which is other - alpha * self.
+REVERSED_SCALAR_OPS: dict[str, str] = {"aten.sub.Tensor": "aten::rsub.Scalar"}
 
 RULES_BY_OP: dict[str, Rule] = {r.torch_op: r for r in RULES}
 
@@ -243,6 +257,9 @@ def op_mapping_table() -> list[tuple[str, str, str]]:
         ("aten.<op>.Tensor with a Python number", "aten::<op>.Scalar",
          "e.g. aten.add.Tensor(x, 1e-05) -> aten::add.Scalar(x, 1e-05)"),
     ]
+    for op, target in sorted(REVERSED_SCALAR_OPS.items()):
+        rows.append((f"{op} with a Python number for self", f"{target} (self and other swapped)",
+                     "e.g. aten.sub.Tensor(1, x) -> aten::rsub.Scalar(x, 1)"))
     for r in RULES:
         target = r.symmflow_op or "(no statement: alias)"
         if r.kind == "inplace":

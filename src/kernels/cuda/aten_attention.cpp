@@ -6,7 +6,9 @@
 // contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's
 // (aten_meta), except that an out-of-range embedding index cannot be raised from the GPU: its row
 // comes out as NaN. Attention refuses a key length whose scores do not fit in 48 KiB of shared
-// memory less 256 bytes (12224 keys in float, 6112 in f64), naming it.
+// memory less 256 bytes (12224 keys in float, 6112 in f64; half that for the backward, which also
+// keeps each score's gradient), naming it. scaled_dot_product_attention_backward: Note [attention
+// backward].
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/program.hpp"
 #include "ops/aten/meta.hpp"
@@ -121,13 +123,56 @@ void sdpa_kernel(KernelCall& call) {
   finish_into(dst, y);
 }
 
+// Note [attention backward] (ops/aten/meta_attention.cpp): dq written by the row blocks, dk and dv
+// summed in float (double for f64) scratch, a graph allocation inside a capture (Note [scratch
+// inside a capture]).
+void sdpa_backward_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& grad_out = call.arg("grad_out").to_tensor();
+  const Tensor& query = call.arg("query").to_tensor();
+  const Tensor& key = call.arg("key").to_tensor();
+  const Tensor& value = call.arg("value").to_tensor();
+  aten_meta::SdpaInfo info = aten_meta::sdpa_backward_info(
+      op, grad_out, query, key, value, call.arg("attn_mask"), call.arg("dropout_p"),
+      call.arg("is_causal"), call.arg("scale"), call.arg("enable_gqa"));
+  check_float(op, query.dtype());
+  const bool wide = query.dtype() == DType::f64;
+  const int64_t shared = 2 * attention_shared_bytes(info.kv_len, wide);
+  SF_CHECK(shared <= kMaxSharedBytes,
+           "{}: key length {} is too long for the cuda kernel (its scores and their gradients "
+           "need {} bytes of shared memory, at most {})",
+           op, info.kv_len, shared, kMaxSharedBytes);
+  Tensor o_keep, q_keep, k_keep, v_keep, m_keep;
+  AttentionOperand dout = operand_of(grad_out, info.batch, o_keep);
+  AttentionOperand q = operand_of(query, info.batch, q_keep);
+  AttentionOperand k = operand_of(key, info.batch, k_keep);
+  AttentionOperand v = operand_of(value, info.batch, v_keep);
+  AttentionMask mask;
+  if (info.has_mask) mask = mask_of(call.arg("attn_mask").to_tensor(), info, m_keep);
+  const DType acc = wide ? DType::f64 : DType::f32;
+  Tensor dk_acc = Tensor::uninitialized(key.shape(), acc, key.device());
+  Tensor dv_acc = Tensor::uninitialized(value.shape(), acc, value.device());
+  Tensor dq = contiguous_destination(call.out(0));
+  Tensor dk = contiguous_destination(call.out(1));
+  Tensor dv = contiguous_destination(call.out(2));
+  SF_CUDA_CHECK(cudaError_t(launch_attention_backward(
+      dout, q, k, v, mask, dq.raw_data(), dk.raw_data(), dv.raw_data(), dk_acc.raw_data(),
+      dv_acc.raw_data(), pw_type(query.dtype()), info.batch, info.heads, info.kv_heads, info.q_len,
+      info.kv_len, info.head_dim, info.v_dim, info.causal, info.scale, current_stream())));
+  finish_into(call.out(0), dq);
+  finish_into(call.out(1), dk);
+  finish_into(call.out(2), dv);
+}
+
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("embedding", embedding_kernel);
   m.impl("scaled_dot_product_attention", sdpa_kernel);
   m.kernel_check("embedding", float_only);  // its result has the weight's dtype
+  m.impl("scaled_dot_product_attention_backward", sdpa_backward_kernel);
   m.kernel_check("scaled_dot_product_attention", float_only);
+  m.kernel_check("scaled_dot_product_attention_backward", float_only);
 }
 
 }  // namespace symmflow::cuda

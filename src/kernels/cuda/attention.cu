@@ -7,10 +7,13 @@
 // p_j * v[j, col] over the keys. The arithmetic is the CPU kernel's (kernels/cpu/attention.cpp),
 // in float (double for f64), so results agree up to summation order; written for clarity, not
 // speed (no tiling, no tensor cores). A mask (AttentionMask) is read through its broadcast
-// strides in the scores' loop.
+// strides in the scores' loop. The backward (attention_backward_kernel) recomputes a row's
+// probabilities the same way and accumulates dk and dv with atomic adds.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <tuple>
 
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/typed_access.cuh"
@@ -38,23 +41,12 @@ __device__ A block_reduce(A v, bool is_max) {
   return total;
 }
 
+// The scores of query row (b, h, i) over its `keys` allowed keys into p (scale, mask), and this
+// thread's maximum of them (the caller reduces it over the block).
 template <typename A>
-__global__ void attention_kernel(const AttentionOperand q, const AttentionOperand k,
-                                 const AttentionOperand v, const AttentionMask m, void* o,
-                                 PwType t, int64_t heads,
-                                 int64_t kv_heads, int64_t L, int64_t S, int64_t E, int64_t Ev,
-                                 bool causal, A scale) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  A* p = reinterpret_cast<A*>(smem);
-  const int64_t row = blockIdx.x;  // (b * heads + h) * L + i
-  const int64_t i = row % L;
-  const int64_t bh = row / L;
-  const int64_t b = bh / heads, h = bh % heads;
-  const int64_t hk = h / (heads / kv_heads);
-  const int64_t q_row = b * q.strides[0] + h * q.strides[1] + i * q.strides[2];
-  const int64_t k_head = b * k.strides[0] + hk * k.strides[1];
-  const int64_t v_head = b * v.strides[0] + hk * v.strides[1];
-  const int64_t keys = causal ? (S < i + 1 ? S : i + 1) : S;
+__device__ A row_scores(const AttentionOperand& q, const AttentionOperand& k,
+                        const AttentionMask& m, PwType t, int64_t b, int64_t h, int64_t i,
+                        int64_t q_row, int64_t k_head, int64_t keys, int64_t E, A scale, A* p) {
   const int64_t m_row = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
   A mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
@@ -75,6 +67,27 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
     p[j] = s;
     mx = max(mx, s);
   }
+  return mx;
+}
+
+template <typename A>
+__global__ void attention_kernel(const AttentionOperand q, const AttentionOperand k,
+                                 const AttentionOperand v, const AttentionMask m, void* o,
+                                 PwType t, int64_t heads,
+                                 int64_t kv_heads, int64_t L, int64_t S, int64_t E, int64_t Ev,
+                                 bool causal, A scale) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  A* p = reinterpret_cast<A*>(smem);
+  const int64_t row = blockIdx.x;  // (b * heads + h) * L + i
+  const int64_t i = row % L;
+  const int64_t bh = row / L;
+  const int64_t b = bh / heads, h = bh % heads;
+  const int64_t hk = h / (heads / kv_heads);
+  const int64_t q_row = b * q.strides[0] + h * q.strides[1] + i * q.strides[2];
+  const int64_t k_head = b * k.strides[0] + hk * k.strides[1];
+  const int64_t v_head = b * v.strides[0] + hk * v.strides[1];
+  const int64_t keys = causal ? (S < i + 1 ? S : i + 1) : S;
+  A mx = row_scores<A>(q, k, m, t, b, h, i, q_row, k_head, keys, E, scale, p);
   mx = block_reduce(mx, true);
   if (mx == A(-INFINITY)) {  // every key masked: zeros (PyTorch's result); uniform per block
     for (int64_t c = threadIdx.x; c < Ev; c += blockDim.x) st(o, t, row * Ev + c, A(0));
@@ -92,6 +105,82 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
       acc += (p[j] / sum) * ld<A>(v.data, t, v_head + j * v.strides[2] + c * v.strides[3]);
     }
     st(o, t, row * Ev + c, acc);
+  }
+}
+
+// One block per (b, h, i): the row's probabilities (p), dp_j = dO_i . v_j, D = sum_j p_j dp_j,
+// ds_j = scale p_j (dp_j - D); dq_i = sum_j ds_j k_j written, ds_j q_i and p_j dO_i added to the
+// key/value head's accumulators (Note [attention backward] in ops/aten/meta_attention.cpp).
+template <typename A>
+__global__ void attention_backward_kernel(const AttentionOperand dout, const AttentionOperand q,
+                                          const AttentionOperand k, const AttentionOperand v,
+                                          const AttentionMask m, void* dq, A* dk_acc, A* dv_acc,
+                                          PwType t, int64_t heads, int64_t kv_heads, int64_t L,
+                                          int64_t S, int64_t E, int64_t Ev, bool causal,
+                                          A scale) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  A* p = reinterpret_cast<A*>(smem);
+  A* ds = p + S;
+  const int64_t row = blockIdx.x;  // (b * heads + h) * L + i
+  const int64_t i = row % L;
+  const int64_t bh = row / L;
+  const int64_t b = bh / heads, h = bh % heads;
+  const int64_t hk = h / (heads / kv_heads);
+  const int64_t q_row = b * q.strides[0] + h * q.strides[1] + i * q.strides[2];
+  const int64_t o_row = b * dout.strides[0] + h * dout.strides[1] + i * dout.strides[2];
+  const int64_t k_head = b * k.strides[0] + hk * k.strides[1];
+  const int64_t v_head = b * v.strides[0] + hk * v.strides[1];
+  const int64_t keys = causal ? (S < i + 1 ? S : i + 1) : S;
+  A mx = row_scores<A>(q, k, m, t, b, h, i, q_row, k_head, keys, E, scale, p);
+  mx = block_reduce(mx, true);
+  if (mx == A(-INFINITY)) {  // every key masked: no gradient from this row; uniform per block
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) st(dq, t, row * E + e, A(0));
+    return;
+  }
+  A sum = 0;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
+    p[j] = exp(p[j] - mx);
+    sum += p[j];
+  }
+  sum = block_reduce(sum, false);
+  A d = 0;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
+    p[j] /= sum;
+    A dot = 0;
+    for (int64_t e = 0; e < Ev; ++e) {
+      dot += ld<A>(dout.data, t, o_row + e * dout.strides[3]) *
+             ld<A>(v.data, t, v_head + j * v.strides[2] + e * v.strides[3]);
+    }
+    ds[j] = dot;
+    d += p[j] * dot;
+  }
+  d = block_reduce(d, false);
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) ds[j] = scale * p[j] * (ds[j] - d);
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    A acc = 0;
+    for (int64_t j = 0; j < keys; ++j) {
+      acc += ds[j] * ld<A>(k.data, t, k_head + j * k.strides[2] + e * k.strides[3]);
+    }
+    st(dq, t, row * E + e, acc);
+  }
+  A* dkh = dk_acc + (b * kv_heads + hk) * S * E;
+  A* dvh = dv_acc + (b * kv_heads + hk) * S * Ev;
+  for (int64_t n = threadIdx.x; n < keys * E; n += blockDim.x) {
+    const int64_t j = n / E, e = n % E;
+    atomicAdd(dkh + n, ds[j] * ld<A>(q.data, t, q_row + e * q.strides[3]));
+  }
+  for (int64_t n = threadIdx.x; n < keys * Ev; n += blockDim.x) {
+    const int64_t j = n / Ev, e = n % Ev;
+    atomicAdd(dvh + n, p[j] * ld<A>(dout.data, t, o_row + e * dout.strides[3]));
+  }
+}
+
+template <typename A>
+__global__ void store_kernel(const A* acc, void* out, PwType t, int64_t n) {
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
+       x += int64_t(gridDim.x) * blockDim.x) {
+    st(out, t, x, acc[x]);
   }
 }
 
@@ -130,6 +219,42 @@ int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
     attention_kernel<float><<<unsigned(rows), kThreads, shared, s>>>(
         q, k, v, mask, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal,
         float(scale));
+  }
+  return int(cudaGetLastError());
+}
+
+int launch_attention_backward(const AttentionOperand& dout, const AttentionOperand& q,
+                              const AttentionOperand& k, const AttentionOperand& v,
+                              const AttentionMask& mask, void* dq, void* dk, void* dv,
+                              void* dk_acc, void* dv_acc, PwType t, int64_t batch, int64_t heads,
+                              int64_t kv_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                              int64_t v_dim, bool causal, double scale, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  const bool wide = t == PwType::f64;
+  const size_t unit = wide ? sizeof(double) : sizeof(float);
+  const int64_t nk = batch * kv_heads * kv_len * head_dim, nv = batch * kv_heads * kv_len * v_dim;
+  cudaMemsetAsync(dk_acc, 0, size_t(nk) * unit, s);
+  cudaMemsetAsync(dv_acc, 0, size_t(nv) * unit, s);
+  const int64_t rows = batch * heads * q_len;
+  const size_t shared = 2 * size_t(attention_shared_bytes(kv_len, wide));
+  auto run = [&](auto tag) {
+    using A = decltype(tag);
+    if (rows > 0) {
+      attention_backward_kernel<A><<<unsigned(rows), kThreads, shared, s>>>(
+          dout, q, k, v, mask, dq, static_cast<A*>(dk_acc), static_cast<A*>(dv_acc), t, heads,
+          kv_heads, q_len, kv_len, head_dim, v_dim, causal, A(scale));
+    }
+    for (auto [acc, out, n] : {std::tuple{dk_acc, dk, nk}, std::tuple{dv_acc, dv, nv}}) {
+      if (n == 0) continue;
+      const int64_t want = (n + 255) / 256;
+      store_kernel<A><<<unsigned(want < 4096 ? want : 4096), 256, 0, s>>>(
+          static_cast<const A*>(acc), out, t, n);
+    }
+  };
+  if (wide) {
+    run(double());
+  } else {
+    run(float());
   }
   return int(cudaGetLastError());
 }

@@ -39,6 +39,19 @@ int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
                      int64_t kv_len, int64_t head_dim, int64_t v_dim, bool causal, double scale,
                      void* stream);
 
+// The gradients of attention (Note [attention backward] in ops/aten/meta_attention.cpp): one
+// block per (b, h, i) recomputes the row's probabilities as launch_attention does, writes dq's
+// row (contiguous [B, H, L, E], type t) and adds the row's terms of dk and dv into dk_acc
+// [B, Hkv, S, E] and dv_acc [B, Hkv, S, Ev] (float, double for f64; atomic adds, so their
+// summation order varies), which it zeroes first on the stream; then dk and dv (contiguous, type
+// t) are written from them. dout [B, H, L, Ev] is read through its strides like q.
+int launch_attention_backward(const AttentionOperand& dout, const AttentionOperand& q,
+                              const AttentionOperand& k, const AttentionOperand& v,
+                              const AttentionMask& mask, void* dq, void* dk, void* dv,
+                              void* dk_acc, void* dv_acc, PwType t, int64_t batch, int64_t heads,
+                              int64_t kv_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                              int64_t v_dim, bool causal, double scale, void* stream);
+
 // out[n, :] = weight[idx[n], :] for n < count; weight [rows, dim] of type t with element strides
 // (row_stride, col_stride), idx contiguous i64 (i32 when `idx_i32`), out contiguous; an index
 // outside [0, rows) gives a row of NaN (the GPU cannot raise mid-stream).

@@ -1,0 +1,151 @@
+"""One rank of the training tests (tests/python/torch/test_training_models.py, issue 26).
+
+    torchrun --nproc-per-node N train_worker.py MODEL:STYLE[:mask][,...] DTYPE[,DTYPE...]
+
+For every model (examples/pytorch/hf_models.py), parallel style and dtype: two copies of the
+same sharded model, one trained eagerly and one compiled with torch.compile(backend="symmflow"),
+for STEPS steps of AdamW on the same batch (labels = the inputs: the model's own cross-entropy
+loss). Compared: the loss at every step (within the dtype's tolerance), and at step 1 every
+parameter's gradient, on every element (full tensors of the sharded gradients). Recorded from the
+reports: the forward's and the backward's partitions and boundaries, copies, whether every
+collective's input was produced in symmetric memory, and each pass's planned peak next to
+PyTorch's own (the plan's pools on the CPU). One `RESULT {json}` line per case, also appended to
+$SYMMFLOW_TEST_RESULTS/rank<r>.jsonl. SYMMFLOW_TEST_DEVICE=cuda trains on the rank's GPU.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
+
+import hf_models  # noqa: E402
+from worker import emit  # noqa: E402
+
+import symmflow.torch as sft  # noqa: E402
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+# Losses and gradients, relative to the largest magnitude: f32 agrees to rounding; bf16 steps of
+# two correct runs drift apart by a few of the dtype's units (2^-8) over ten steps.
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 6e-2}
+STEPS = int(os.environ.get("SYMMFLOW_TRAIN_STEPS", "10"))
+DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
+
+
+def device() -> torch.device:
+    if DEVICE == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+
+
+def _full(t):
+    t = t.full_tensor() if hasattr(t, "full_tensor") else t
+    return t.detach().float().cpu()
+
+
+def _train(model, ids, mask, steps, on_first_backward=None):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses, times = [], []
+    kwargs = {"attention_mask": mask} if mask is not None else {}
+    for step in range(steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(ids, labels=ids, **kwargs).loss
+        loss.backward()
+        if step == 0 and on_first_backward is not None:
+            on_first_backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    return losses, times
+
+
+def _report_facts(reports) -> dict:
+    """The forward's and the backward's reports: AOT compiles the forward first."""
+    facts = {}
+    for name, r in zip(("forward", "backward"), reports[-2:]):
+        facts[name] = {
+            "partitions": r.partition_count, "boundaries": list(r.boundaries),
+            "copies_added": r.copies_added(), "input_copies": r.input_copies,
+            "output_copies": r.output_copies,
+            "symm_inputs_produced": r.all_reduce_inputs_in_place(),
+            "collectives": sum(len(p.explain.get("collectives", [])) for p in r.partitions),
+            "planned_peak_bytes": sum(pool["peak_bytes"] for p in r.partitions
+                                      for pool in p.explain.get("pools", [])),
+        }
+    return facts
+
+
+def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    full = hf_models.make_model(name, dtype).train()
+    ids = hf_models.make_input_ids().to(device())
+    mask = hf_models.make_attention_mask(ids.cpu()).to(device()) if masked else None
+    eager = hf_models.sharded_copy(full.to(device()), name, style)
+    mine = hf_models.sharded_copy(full.to(device()), name, style)
+    grads = {}
+
+    def keep(model, key):
+        return lambda: grads.__setitem__(key, {n: _full(p.grad) for n, p in
+                                               model.named_parameters() if p.grad is not None})
+
+    want, eager_s = _train(eager, ids, mask, STEPS, keep(eager, "eager"))
+    torch._dynamo.reset()
+    before = len(sft.reports())
+    compiled = torch.compile(mine, backend="symmflow")
+    got, mine_s = _train(compiled, ids, mask, STEPS, keep(mine, "symmflow"))
+    reports = sft.reports()[before:]
+    tol = TOLERANCE[dtype]
+    scale = max(max(abs(x) for x in want), 1.0)
+    loss_err = max(abs(a - b) for a, b in zip(want, got))
+    grad_err, worst = 0.0, None
+    for n, g in grads["eager"].items():
+        h = grads["symmflow"].get(n)
+        if h is None:
+            grad_err, worst = float("inf"), f"{n}: no gradient"
+            break
+        err = (g - h).abs().max().item() / max(g.abs().max().item(), 1e-3)
+        if err > grad_err:
+            grad_err, worst = err, n
+    ok = (loss_err <= tol * scale and grad_err <= tol * (20 if dtype == torch.bfloat16 else 10)
+          and len(grads["eager"]) == len(grads["symmflow"]))
+    return {"case": f"{name}:{style}" + (":mask" if masked else ""),
+            "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
+            "device": str(device()), "ok": ok, "steps": STEPS, "losses_eager": want,
+            "losses_symmflow": got, "loss_err": loss_err, "grad_err": grad_err,
+            "worst_grad": worst, "graphs": len(reports),
+            "eager_step_s": sorted(eager_s)[len(eager_s) // 2],
+            "symmflow_step_s": sorted(mine_s[1:] or mine_s)[len(mine_s[1:] or mine_s) // 2],
+            **_report_facts(reports)}
+
+
+def main() -> int:
+    cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
+    sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "30")))
+    failed = False
+    for case in cases:
+        name, style, *rest = case.split(":")
+        for dtype_name in dtypes:
+            torch.manual_seed(0)
+            try:
+                result = run_case(name, style, rest == ["mask"], DTYPES[dtype_name])
+            except Exception:  # noqa: BLE001 - reported as a failed case
+                result = {"case": case, "dtype": dtype_name, "rank": dist.get_rank(),
+                          "ok": False, "error": traceback.format_exc()[-3000:]}
+            failed |= not result["ok"]
+            emit(result)
+    dist.destroy_process_group()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
