@@ -10,7 +10,9 @@ parameter's gradient, on every element (full tensors of the sharded gradients). 
 reports: the forward's and the backward's partitions and boundaries, copies, whether every
 collective's input was produced in symmetric memory, and each pass's planned peak next to
 PyTorch's own (the plan's pools on the CPU). One `RESULT {json}` line per case, also appended to
-$SYMMFLOW_TEST_RESULTS/rank<r>.jsonl. SYMMFLOW_TEST_DEVICE=cuda trains on the rank's GPU.
+$SYMMFLOW_TEST_RESULTS/rank<r>.jsonl. SYMMFLOW_TEST_DEVICE=cuda trains on the rank's GPU (and
+records torch.cuda.max_memory_allocated of each run); SYMMFLOW_TRAIN_INDUCTOR=1 also trains a
+copy compiled by torch.compile's default backend, timed the same way (tools/device/training.sh).
 """
 from __future__ import annotations
 
@@ -49,7 +51,15 @@ def _full(t):
     return t.detach().float().cpu()
 
 
+def _peak() -> int | None:
+    """PyTorch's own peak since the last reset (GPU only; the CPU has no allocator statistics)."""
+    return torch.cuda.max_memory_allocated() if DEVICE == "cuda" else None
+
+
 def _train(model, ids, mask, steps, on_first_backward=None):
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses, times = [], []
     kwargs = {"attention_mask": mask} if mask is not None else {}
@@ -96,11 +106,20 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
                                                model.named_parameters() if p.grad is not None})
 
     want, eager_s = _train(eager, ids, mask, STEPS, keep(eager, "eager"))
+    eager_peak = _peak()
     torch._dynamo.reset()
     before = len(sft.reports())
     compiled = torch.compile(mine, backend="symmflow")
     got, mine_s = _train(compiled, ids, mask, STEPS, keep(mine, "symmflow"))
+    mine_peak = _peak()
     reports = sft.reports()[before:]
+    peer = {}
+    if os.environ.get("SYMMFLOW_TRAIN_INDUCTOR") == "1":  # torch.compile's default backend
+        torch._dynamo.reset()
+        theirs = torch.compile(hf_models.sharded_copy(full.to(device()), name, style))
+        losses, s = _train(theirs, ids, mask, STEPS)
+        peer = {"inductor_step_s": sorted(s[1:])[len(s[1:]) // 2], "inductor_peak": _peak(),
+                "inductor_loss_err": max(abs(a - b) for a, b in zip(want, losses))}
     tol = TOLERANCE[dtype]
     scale = max(max(abs(x) for x in want), 1.0)
     loss_err = max(abs(a - b) for a, b in zip(want, got))
@@ -122,6 +141,7 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
             "worst_grad": worst, "graphs": len(reports),
             "eager_step_s": sorted(eager_s)[len(eager_s) // 2],
             "symmflow_step_s": sorted(mine_s[1:] or mine_s)[len(mine_s[1:] or mine_s) // 2],
+            "eager_peak": eager_peak, "symmflow_peak": mine_peak, **peer,
             **_report_facts(reports)}
 
 
