@@ -2,8 +2,8 @@
 // against the cpu kernels on the same inputs, element for element: squeeze.dims (a view of the GPU
 // tensor), constant_pad_nd and slice_scatter (composed of full.out and copy_), scatter.value (the
 // gather/scatter launch; i32 and i64 index, repeated indices, empty index) exactly, and
-// _log_softmax (rows and columns, half_to_float) within float tolerance; every dtype they take,
-// strided views, awkward sizes (0, 1, 7, 1023). Skipped without a GPU.
+// _log_softmax (rows and columns, half_to_float) within float tolerance, clamp and rsub.Scalar;
+// every dtype they take, strided views, awkward sizes (0, 1, 7, 1023). Skipped without a GPU.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -183,6 +183,37 @@ TEST_F(CudaTrainOps, LogSoftmaxMatchesCpu) {
       }
     }
   }
+}
+
+TEST_F(CudaTrainOps, ClampAndRsubMatchCpu) {
+  int seed = 1;
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32,
+                  DType::i8}) {
+    Tensor x = strided({5, 1023}, d, seed++);
+    if (is_floating(d)) store_double(x.view(), 0, NAN);
+    const std::vector<std::pair<Value, Value>> bounds = {
+        {int64_t(-1), int64_t(1)}, {Value(), int64_t(0)}, {int64_t(-3), Value()},
+        {int64_t(2), int64_t(-2)}};
+    for (const auto& [lo, hi] : bounds) {
+      expect_close(call("aten::clamp", {gpu_like(x), lo, hi}).to_tensor(),
+                   call("aten::clamp", {x, lo, hi}).to_tensor(), 0,
+                   fmt::format("clamp {}", dtype_name(d)));
+    }
+    for (int64_t alpha : {1, 3}) {
+      Value other = is_floating(d) ? Value(0.75) : Value(int64_t(7));
+      // alpha 1 exact; alpha 3 a multiply then an add on both, in float for 16-bit floats.
+      const double tol = alpha == 1 || !is_floating(d) ? 0
+                         : d == DType::f64                ? 1e-15
+                         : d == DType::f32                ? 1e-6
+                                                          : 1e-2;
+      expect_close(call("aten::rsub.Scalar", {gpu_like(x), other, alpha}).to_tensor(),
+                   call("aten::rsub.Scalar", {x, other, alpha}).to_tensor(), tol,
+                   fmt::format("rsub {} alpha {}", dtype_name(d), alpha));
+    }
+  }
+  Tensor ids = input({4, 9}, DType::i64, 3);  // small multiples of 1/4, as integers
+  expect_close(call("aten::clamp", {to_device(ids), int64_t(-1), 2.5}).to_tensor(),
+               call("aten::clamp", {ids, int64_t(-1), 2.5}).to_tensor(), 0, "clamp promotes");
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // constant_pad_nd (positive, negative and zero pads, the label-shift pad of transformers' loss,
 // empty results), scatter.value (every dim, i32 and i64 indices, repeated indices, empty and 0-dim
 // index), slice_scatter (steps, open ends, negative starts, a converting src) and _log_softmax
-// (inner and outer dims, half_to_float, out variant); every dtype the ops take, strided and
+// (inner and outer dims, half_to_float, out variant), clamp (NaN, one bound, crossed bounds,
+// promotion) and rsub.Scalar (alpha, promotion); every dtype the ops take, strided and
 // transposed inputs, self never written; the error texts of bad input, as PyTorch words them.
 #include <cmath>
 #include <limits>
@@ -385,6 +386,72 @@ TEST(AtenTrainOps, LogSoftmaxErrors) {
               call("aten::_log_softmax", {random_tensor({2}, DType::f32, 1), int64_t(0), true});
             }),
             "aten::_log_softmax: half_to_float is only supported for f16 and bf16 inputs, not f32");
+}
+
+// ---- clamp and rsub.Scalar ----------------------------------------------------------------------
+
+TEST(AtenTrainOps, ClampMatchesReference) {
+  uint32_t seed = 1;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32,
+                   DType::i8}) {
+    for (Layout layout : kLayouts) {
+      Tensor x = random_tensor({3, 7}, dt, seed++, layout);
+      if (is_floating(dt)) store_double(x.view(), 0, NAN);  // NaN stays NaN
+      std::vector<double> v = x.to_doubles();
+      struct Bounds {
+        Value lo, hi;
+      };
+      const Bounds bounds[] = {{int64_t(-1), int64_t(1)}, {Value(), int64_t(0)},
+                               {int64_t(-5), Value()}, {int64_t(2), int64_t(-2)}};  // lo > hi: hi
+      for (const Bounds& b : bounds) {
+        std::vector<double> want = v;
+        for (double& e : want) {
+          if (std::isnan(e)) continue;
+          if (!b.lo.is_none()) e = std::max(e, double(b.lo.to_int()));
+          if (!b.hi.is_none()) e = std::min(e, double(b.hi.to_int()));
+        }
+        expect_close(call_t("aten::clamp", {x, b.lo, b.hi}), want, dt,
+                     fmt::format("clamp {} {}", dtype_name(dt), layout_name(layout)));
+      }
+    }
+  }
+  // The embedding backward's clamp of i64 ids to [-128, 127]; a float bound promotes an integer
+  // self to f32 (PyTorch's result type); a NaN bound gives NaN.
+  Tensor ids = longs({4}, {-300, -128, 5, 300});
+  expect_close(call_t("aten::clamp", {ids, int64_t(-128), int64_t(127)}), {-128, -128, 5, 127},
+               DType::i64, "clamp ids");
+  expect_close(call_t("aten::clamp", {ids, Value(), 2.5}), {-300, -128, 2.5, 2.5}, DType::f32,
+               "clamp promotes");
+  expect_close(call_t("aten::clamp", {random_tensor({2}, DType::f32, 1), double(NAN), Value()}),
+               {NAN, NAN}, DType::f32, "NaN bound");
+  EXPECT_EQ(usage_error_of([&] { call("aten::clamp", {ids, Value(), Value()}); }),
+            "aten::clamp: torch.clamp: At least one of 'min' or 'max' must not be None");
+}
+
+TEST(AtenTrainOps, RsubScalarMatchesReference) {
+  uint32_t seed = 1;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32}) {
+    for (Layout layout : kLayouts) {
+      Tensor x = random_tensor({3, 5}, dt, seed++, layout);
+      std::vector<double> v = x.to_doubles();
+      for (int64_t alpha : {1, 3}) {
+        Value other = is_floating(dt) ? Value(0.75) : Value(int64_t(7));
+        const double o = is_floating(dt) ? as_stored(0.75, dt) : 7;
+        std::vector<double> want(v.size());
+        for (size_t i = 0; i < v.size(); ++i) want[i] = o - double(alpha) * v[i];
+        expect_close(call_t("aten::rsub.Scalar", {x, other, alpha}), want, dt,
+                     fmt::format("rsub {} {} alpha {}", dtype_name(dt), layout_name(layout), alpha));
+      }
+    }
+  }
+  // An int self and a float other give f32 (PyTorch's promotion); bool is refused as sub's.
+  expect_close(call_t("aten::rsub.Scalar", {longs({2}, {1, 2}), 0.5}), {-0.5, -1.5}, DType::f32,
+               "rsub promotes");
+  EXPECT_EQ(usage_error_of([&] {
+              call("aten::rsub.Scalar", {Tensor::zeros({2}, DType::boolean), int64_t(1)});
+            }),
+            "aten::rsub.Scalar: subtraction with a bool tensor or scalar is not supported; use "
+            "logical_xor or logical_not instead");
 }
 
 }  // namespace

@@ -226,6 +226,13 @@ class NodeTranslator:
             raise UnsupportedGraph(f"{where} is not in symmflow's catalogue", node.name, op)
         scalar_overload = _opmap.SCALAR_OVERLOADS.get(overload)
         schema_args = node.target._schema.arguments
+        reversed_op = _opmap.REVERSED_SCALAR_OPS.get(op)
+        if reversed_op and len(args) >= 2 and isinstance(args[1], torch.fx.Node) and \
+                isinstance(args[0], (int, float)) and not isinstance(args[0], bool):
+            if not self.catalogue.has(reversed_op):
+                raise UnsupportedGraph(f"{where}: a number for self needs {reversed_op}, which is "
+                                       "not in symmflow's catalogue", node.name, op)
+            target, args, scalar_overload = reversed_op, [args[1], args[0], *args[2:]], None
         if scalar_overload and any(
                 isinstance(a, (int, float)) and not isinstance(a, bool) and
                 isinstance(schema_args[i].type, torch.TensorType)

@@ -1,5 +1,5 @@
 // CPU kernels of the aten pointwise ops (add/sub/mul/div in every overload, sin ... neg, rsqrt with
-// their out and in-place variants, pow.Tensor_Scalar). One implementation per family: inputs are
+// their out and in-place variants, pow.Tensor_Scalar, rsub.Scalar, clamp). One implementation per family: inputs are
 // converted to the result dtype (PyTorch's promotion, from aten_meta), the typed loop writes the
 // destination (the fresh output, `out`, or `self`), and a destination of another dtype gets the
 // result through a copy. Loops: contiguous rows run a plain `__restrict` loop the compiler
@@ -277,11 +277,57 @@ void pow_scalar_kernel(KernelCall& call) {
   });
 }
 
+// other - alpha * self: sub's loop with the operands swapped (the Scalar first, stride 0).
+void rsub_kernel(KernelCall& call) {
+  const Tensor& self = call.arg("self").to_tensor();
+  const Value& other = call.arg("other");
+  const Value& alpha = call.arg("alpha");
+  TensorSpec spec = aten_meta::binary_spec(call.op.name(), BinaryOp::sub, self, other, alpha);
+  const Tensor& out = call.out(0);
+  Tensor a = as_dtype(self, spec.dtype);
+  visit_dtype(spec.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T scalar = scalar_as<T>(other);
+    const A alpha_v = wrap_mul(alpha.is_none() ? A(1) : scalar_as<A>(alpha), A(-1));
+    binary_loop<T>(out, &scalar, Strides(out.shape().size(), 0), static_cast<const T*>(a.raw_data()),
+                   broadcast_strides(a.shape(), a.strides(), out.shape()), AddOp<A>{alpha_v});
+  });
+}
+
+// min(max(x, min), max) in the result dtype, NaN kept (a NaN bound gives NaN, as PyTorch's).
+void clamp_kernel(KernelCall& call) {
+  const Tensor& out = call.out(0);
+  const Value& lo = call.arg("min");
+  const Value& hi = call.arg("max");
+  Tensor in = as_dtype(call.arg("self").to_tensor(), out.dtype());
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const bool has_lo = !lo.is_none(), has_hi = !hi.is_none();
+    // The bounds in the result dtype first, as PyTorch converts them.
+    const A l = has_lo ? A(scalar_as<T>(lo)) : A(0), h = has_hi ? A(scalar_as<T>(hi)) : A(0);
+    unary_loop<T>(out, in, [=](A x) {
+      if constexpr (kIsFloat<T>) {
+        if (x != x) return x;
+        if (has_lo && (l != l || x < l)) x = l;
+        if (has_hi && (h != h || x > h)) x = h;
+      } else {
+        if (has_lo && x < l) x = l;
+        if (has_hi && x > h) x = h;
+      }
+      return x;
+    });
+  });
+}
+
 }  // namespace
 
 SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
   kernels::register_pointwise_kernels(m, binary_kernel, unary_kernel);
   m.impl("pow.Tensor_Scalar", pow_scalar_kernel);
+  m.impl("rsub.Scalar", rsub_kernel);
+  m.impl("clamp", clamp_kernel);
 }
 
 }  // namespace symmflow::cpu

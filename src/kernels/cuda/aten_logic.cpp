@@ -1,6 +1,6 @@
 // cuda kernels of the aten mask, comparison, bitwise, indexing and scan ops, on the generic
 // kernels of elementwise.cu: eq/ne/lt/le/gt/ge (.Tensor, .Scalar), bitwise_and/or/xor/not,
-// logical_and/or/not, where.self, any.dim, arange.start_step, full_like, scalar_tensor,
+// logical_and/or/not, where.self, any.dim, arange.start_step, full_like, scalar_tensor, clamp,
 // index.Tensor, index_select, gather, scatter.value and cumsum. Types and checks come from
 // aten_meta, as on the CPU, and every dtype is taken. Results equal the CPU kernels' (comparisons, bitwise and logical
 // ops, where, fills and gathers exactly; arange and cumsum compute in double as the CPU does). One
@@ -204,6 +204,21 @@ namespace {
 
 // out = self, then the value at each indexed element: the value goes to a 0-dim scratch tensor of
 // self's dtype (one fill launch; Note [scratch inside a capture]) that scatter_into broadcasts.
+// Bounds travel in the launch (i0/c0, i1/c1); computed in the result dtype.
+void clamp_kernel(KernelCall& call) {
+  const Tensor& out = call.out(0);
+  const Tensor& self = call.arg("self").to_tensor();
+  ElemArgs a = elem_args(call.op.name(), out, {&self}, out.dtype());
+  const Value& lo = call.arg("min");
+  const Value& hi = call.arg("max");
+  auto as_int = [](const Value& v) { return v.is_int() ? v.to_int() : int64_t(v.to_double()); };
+  a.has_min = !lo.is_none();
+  a.has_max = !hi.is_none();
+  if (a.has_min) a.c0 = lo.to_double(), a.i0 = as_int(lo);
+  if (a.has_max) a.c1 = hi.to_double(), a.i1 = as_int(hi);
+  launch(ElemOp::clamp, a);
+}
+
 void scatter_value_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& self = call.arg("self").to_tensor();
@@ -250,6 +265,13 @@ void integer_binary(std::string_view op, aten_meta::BinaryOp kind, const Tensor&
          a);
 }
 
+void integer_rsub(std::string_view op, const Tensor& dst, DType dtype, const Tensor& self,
+                  const Value& other, const Value& alpha) {
+  ElemArgs a = elem_args(op, dst, {nullptr, &self}, dtype, other);  // in[0]: the constant i0
+  a.i1 = alpha.is_none() ? 1 : alpha.to_int();
+  launch(ElemOp::int_sub, a);
+}
+
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   const std::pair<const char*, ElemOp> compares[] = {{"eq", ElemOp::eq}, {"ne", ElemOp::ne},
                                                      {"lt", ElemOp::lt}, {"le", ElemOp::le},
@@ -288,6 +310,7 @@ SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
                                            call.arg("dim"), call.arg("index").to_tensor()));
   });
   m.impl("scatter.value", scatter_value_kernel);
+  m.impl("clamp", clamp_kernel);
   m.impl("cumsum", cumsum_kernel);
 }
 

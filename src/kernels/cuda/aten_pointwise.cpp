@@ -1,7 +1,8 @@
 // cuda kernels of the aten pointwise, copy and factory ops, as pointwise programs (program.hpp):
 // add/sub/mul/div in every overload, sin ... neg, rsqrt with out and in-place variants,
-// pow.Tensor_Scalar, copy_ (also between host and GPU), clone (and lift_fresh_copy), _to_copy,
-// empty/zeros/full (+ out), and the view ops (kernels/views.hpp). Arithmetic takes f32, bf16,
+// pow.Tensor_Scalar, rsub.Scalar (integers through integer_rsub), copy_ (also between host and
+// GPU), clone (and lift_fresh_copy), _to_copy, empty/zeros/full (+ out), and the view ops
+// (kernels/views.hpp). Arithmetic takes f32, bf16,
 // f16 and f64, like PyTorch's promotion on these (aten_meta); copies and fills take every dtype.
 // Results equal the CPU kernels' bits for add, sub, mul and div (Note [pointwise programs]).
 #include <cuda_runtime_api.h>
@@ -144,6 +145,23 @@ void pow_scalar_kernel(KernelCall& call) {
   b.launch();
 }
 
+// other - alpha * self: sub's program with the operands swapped (integers: integer_rsub).
+void rsub_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Value& other = call.arg("other");
+  const Value& alpha = call.arg("alpha");
+  TensorSpec spec = aten_meta::binary_spec(op, BinaryOp::sub, self, other, alpha);
+  const Tensor& dst = call.out(0);
+  if (!is_floating(spec.dtype)) return integer_rsub(op, dst, spec.dtype, self, other, alpha);
+  if (dst.numel() == 0) return;
+  ProgramBuilder b(dst.shape());
+  int x = b.load(self, spec.dtype);
+  int y = b.konst(other.to_double(), spec.dtype);
+  b.store(dst, emit_binary(b, BinaryOp::sub, y, x, alpha, spec.dtype));
+  b.launch();
+}
+
 }  // namespace
 
 // The kernel check of the pointwise family: floats, and integers for add, sub and mul (Note
@@ -159,6 +177,7 @@ static std::string pointwise_check(const OpDef& op, std::span<const Value> args)
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("pow.Tensor_Scalar", pow_scalar_kernel);
   m.kernel_check("pow.Tensor_Scalar", float_only);
+  m.impl("rsub.Scalar", rsub_kernel);
   kernels::register_view_kernels(m);
   m.impl("copy_", copy_kernel);
   m.impl("clone", clone_kernel);

@@ -52,7 +52,8 @@ __device__ __forceinline__ void store(void* p, PwType t, int64_t off, C v) {
 constexpr int inputs_of(ElemOp k) {
   switch (k) {
     case ElemOp::bit_not:
-    case ElemOp::logical_not: return 1;
+    case ElemOp::logical_not:
+    case ElemOp::clamp: return 1;
     case ElemOp::where: return 3;
     case ElemOp::fill:
     case ElemOp::arange: return 0;
@@ -105,6 +106,19 @@ __device__ __forceinline__ C apply(const C* x, int64_t i, const ElemArgs& a) {
   if constexpr (K == ElemOp::logical_or) return C(x[0] != C(0) || x[1] != C(0));
   if constexpr (K == ElemOp::logical_not) return C(x[0] == C(0));
   if constexpr (K == ElemOp::where) return x[0] != C(0) ? x[1] : x[2];
+  if constexpr (K == ElemOp::clamp) {
+    C v = x[0];
+    if constexpr (std::is_same_v<C, int64_t>) {
+      if (a.has_min && v < wrap_to(a.i0, a.compute)) v = wrap_to(a.i0, a.compute);
+      if (a.has_max && v > wrap_to(a.i1, a.compute)) v = wrap_to(a.i1, a.compute);
+    } else {
+      if (v != v) return v;
+      const C lo = round_to(a.c0, a.compute), hi = round_to(a.c1, a.compute);
+      if (a.has_min && (lo != lo || v < lo)) v = lo;
+      if (a.has_max && (hi != hi || v > hi)) v = hi;
+    }
+    return v;
+  }
   if constexpr (std::is_same_v<C, int64_t>) {
     if constexpr (K == ElemOp::bit_and) return x[0] & x[1];
     if constexpr (K == ElemOp::bit_or) return x[0] | x[1];
@@ -288,6 +302,7 @@ int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream) {
     case ElemOp::int_add: launch_op<ElemOp::int_add>(a, s); break;
     case ElemOp::int_sub: launch_op<ElemOp::int_sub>(a, s); break;
     case ElemOp::int_mul: launch_op<ElemOp::int_mul>(a, s); break;
+    case ElemOp::clamp: launch_op<ElemOp::clamp>(a, s); break;
   }
   return int(cudaGetLastError());
 }

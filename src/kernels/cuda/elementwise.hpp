@@ -27,6 +27,7 @@ enum class ElemOp : uint8_t {
   arange,                                 // c0 + i * c1, in double, i the element's linear index
   div_true, div_trunc, div_floor,         // in[0] / in[1] (Note [div rounding modes])
   int_add, int_sub, int_mul,              // integer compute: in[0] + i1 * in[1], -, in[0] * in[1]
+  clamp,                                  // in[0] within [i0 or c0, i1 or c1] (has_min, has_max)
 };
 
 // Note [div rounding modes]: div.Tensor_mode / div.Scalar_mode as PyTorch computes them: floats in
@@ -55,6 +56,9 @@ struct ElemArgs {
   bool scalar_in_float = false;  // Note [div rounding modes]
   int64_t i0 = 0;
   int64_t i1 = 1;  // int_add / int_sub: alpha
+  // clamp: which bounds apply (min in i0 / c0, max in i1 / c1, rounded to `compute`); a NaN input
+  // or bound gives NaN, as PyTorch's clamp.
+  bool has_min = false, has_max = false;
 };
 int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream);
 

@@ -29,6 +29,9 @@ std::string float_only(const OpDef& op, std::span<const Value> args);
 // the pointwise programs (pointwise_codegen) take floats only. `dtype` is the result's.
 void integer_binary(std::string_view op, aten_meta::BinaryOp kind, const Tensor& dst, DType dtype,
                     const Tensor& self, const Value& other, const Value& alpha);
+// rsub.Scalar of bool and integer results: other - alpha * self, wrapping (aten_logic.cpp).
+void integer_rsub(std::string_view op, const Tensor& dst, DType dtype, const Tensor& self,
+                  const Value& other, const Value& alpha);
 // out = cond ? values : self, each broadcast to out's shape and read in its own dtype, in one
 // launch of the elementwise `where` (aten_logic.cpp): no allocation.
 void masked_select_into(std::string_view op, const Tensor& out, const Tensor& cond,

@@ -1,7 +1,7 @@
-// aten pointwise ops (add ... div, sin ... neg, rsqrt, pow.Tensor_Scalar): schemas (PyTorch's
-// native_functions, mutating ops returning `()`) and shape functions. Binary ops broadcast and
-// promote like PyTorch; out/in-place variants validate their written argument and return nothing.
-// Every variant is tagged pointwise (Note [op tags]).
+// aten pointwise ops (add ... div, sin ... neg, rsqrt, pow.Tensor_Scalar, rsub.Scalar, clamp):
+// schemas (PyTorch's native_functions, mutating ops returning `()`) and shape functions. Binary ops
+// broadcast and promote like PyTorch; out/in-place variants validate their written argument and
+// return nothing. Every variant of the families is tagged pointwise (Note [op tags]).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -96,6 +96,27 @@ SYMMFLOW_LIBRARY(aten, m) {
     return std::vector<TensorSpec>{
         aten_meta::pow_scalar_spec(a.op(), a.tensor("self"), a["exponent"])};
   });
+  // other - alpha * self: a graph's `number - tensor` (sub.Tensor with a number for self, as the
+  // decomposed silu backward has it) imports as this. Not tagged pointwise, as pow.
+  aten_meta::def(m, "rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+                 [](const Args& a) {
+                   return std::vector<TensorSpec>{aten_meta::binary_spec(
+                       a.op(), BinaryOp::sub, a.tensor("self"), a["other"], a["alpha"])};
+                 });
+  // PyTorch's result type of self and the bounds given; not tagged pointwise, as pow.
+  aten_meta::def(m, "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+                 [](const Args& a) {
+                   const Tensor& self = a.tensor("self");
+                   SF_CHECK(!a["min"].is_none() || !a["max"].is_none(),
+                            "{}: torch.clamp: At least one of 'min' or 'max' must not be None",
+                            a.op());
+                   std::vector<aten_meta::Operand> operands{aten_meta::operand_of(self)};
+                   for (const char* bound : {"min", "max"}) {
+                     if (!a[bound].is_none()) operands.push_back(aten_meta::operand_of(a[bound]));
+                   }
+                   return std::vector<TensorSpec>{
+                       TensorSpec{aten_meta::result_type(operands), self.shape()}};
+                 });
 }
 
 }  // namespace symmflow
