@@ -33,9 +33,9 @@ from worker import emit  # noqa: E402
 import symmflow.torch as sft  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-# Losses and gradients, relative to the largest magnitude: f32 agrees to rounding; bf16 steps of
-# two correct runs drift apart by a few of the dtype's units (2^-8) over ten steps.
-TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 6e-2}
+# Losses, relative to the largest: f32 agrees to rounding; bf16 steps of two correct runs drift
+# apart by a few of the dtype's units (2^-8) over ten steps (seen: 2e-4 on the CPU, 3e-3 on GPUs).
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1e-2}
 STEPS = int(os.environ.get("SYMMFLOW_TRAIN_STEPS", "10"))
 DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
 
@@ -60,7 +60,9 @@ def _train(model, ids, mask, steps, on_first_backward=None):
     if DEVICE == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    # foreach=False: the multi-tensor path refuses a parameter list mixing DTensors (the sharded
+    # weights) and plain tensors (norms, embedding), which DTensor's tensor parallelism leaves.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     losses, times = [], []
     kwargs = {"attention_mask": mask} if mask is not None else {}
     for step in range(steps):
@@ -132,7 +134,9 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
         err = (g - h).abs().max().item() / max(g.abs().max().item(), 1e-3)
         if err > grad_err:
             grad_err, worst = err, n
-    ok = (loss_err <= tol * scale and grad_err <= tol * (20 if dtype == torch.bfloat16 else 10)
+    # Gradients relative to each one's largest element: f32 1e-3; bf16 0.1 (two correct bf16
+    # runs were seen 0.015 apart on the CPU).
+    ok = (loss_err <= tol * scale and grad_err <= (0.1 if dtype == torch.bfloat16 else 1e-3)
           and len(grads["eager"]) == len(grads["symmflow"]))
     return {"case": f"{name}:{style}" + (":mask" if masked else ""),
             "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
