@@ -130,12 +130,10 @@ def test_shard0_to_shard1_compiles_into_one_partition_and_equals_eager(nproc):
 # Note [DTensor shard to shard on a CPU mesh]: torch 2.13's DTensor moves Shard(i) -> Shard(j) on
 # a CPU mesh by all_gather_single and a chunk indexed by the mesh rank (shard_dim_alltoall in
 # torch/distributed/tensor/_collective_utils.py: "Gloo does not support alltoall"), so every rank's
-# graph slices at its own offset and the ranks compile different plans, which the rank agreement
-# refuses (BackendCompilerFailed: "the ranks compiled different plans"). On a CUDA mesh it calls
-# torch.ops._dtensor.shard_dim_alltoall, one op that symmflow does not map yet. Both are open; the
-# Shard(0) -> Shard(1) move written with all_to_all_single (what shard_dim_alltoall does inside)
-# is the test above. This test turns green (strict xfail: then it fails) when that changes.
-@pytest.mark.xfail(strict=True, reason="Note [DTensor shard to shard on a CPU mesh]")
+# graph slices at its own offset. The rank agreement compares what peers see (Note [rank
+# agreement] in src/exec/agreement.cpp: collectives and symmetric buffers, not what local steps
+# read), so those per-rank plans run: one partition, equal to eager. On a CUDA mesh it calls
+# torch.ops._dtensor.shard_dim_alltoall, one op that symmflow does not map yet.
 def test_dtensor_redistribute_shard0_to_shard1_on_a_cpu_mesh():
     rc, results, out = launch(2, "dtensor", "f32", worker=A2A_WORKER)
     check_all_ok(2, results, out, 1)
