@@ -31,9 +31,11 @@ test: build
 test-asan:
 	@$(MAKE) --no-print-directory test PRESET=asan
 
-# ThreadSanitizer on the concurrent parts (runtime and collectives; the matrix shrinks itself).
-test-tsan:
-	@$(MAKE) --no-print-directory build PRESET=tsan
+# ThreadSanitizer on the concurrent parts (runtime and collectives; the matrix shrinks itself):
+# only the two test binaries that hold them are built.
+test-tsan: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS) --target test_runtime test_collectives
 	@cd build/tsan && ctest $(CTEST_ARGS) -j $(JOBS) -R '^(Runtime|Collective|Reduce|Collectives)'
 
 fuzz:
