@@ -12,7 +12,7 @@ namespace symmflow::kernels {
 using BinaryKernelFactory = Kernel (*)(aten_meta::BinaryOp kind, bool has_alpha,
                                        const char* written);
 using UnaryKernelFactory = Kernel (*)(aten_meta::UnaryOp kind, const char* written);
-// add, sub, mul, div (.Tensor, .Scalar, .out, _.Tensor) and sin ... neg, rsqrt (with _ and .out;
+// add, sub, mul, div (.Tensor, .Scalar, .out, _.Tensor) and sin ... neg, rsqrt, reciprocal (with _ and .out;
 // relu has no .out).
 // Each register_* function declares `check` (when given) for every kernel it registers (Note
 // [kernel checks] in ops/registry.hpp).

@@ -1,8 +1,8 @@
 // The cuda kernels of the ops a Llama-style decoder block adds (rsqrt, pow.Tensor_Scalar, amax,
 // embedding, scaled_dot_product_attention, the views permute / expand / unsqueeze / _unsafe_view,
 // _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern, split_with_sizes / split.Tensor,
-// native_layer_norm and index_put with a bool mask) against the cpu kernels on the same
-// inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
+// native_layer_norm, index_put with a bool mask, index_put accumulate=True with integer indices,
+// reciprocal and integer sums) against the cpu kernels on the same inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
 // permuted (strided) q/k/v read in place, f32/bf16/f16/f64; and the refusals that are the GPU's
 // own (a key length past shared memory). Skipped without a GPU.
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "support/tensors.hpp"
@@ -52,6 +53,7 @@ void expect_close(const Tensor& got_gpu, const Tensor& want, double tolerance,
   std::vector<double> a = got.to_doubles(), b = want.to_doubles();
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] == b[i]) continue;  // infinities too
     ASSERT_LE(std::abs(a[i] - b[i]), tolerance * std::max(1.0, std::abs(b[i])))
         << what << " element " << i << ": " << a[i] << " vs " << b[i];
   }
@@ -306,7 +308,7 @@ TEST_F(CudaLlamaOps, IndexPutMaskMatchesCpu) {
 
 // index_put's integer form on the GPU equals the CPU's for distinct indices (transformers' MoE:
 // inv_perm[perm] = arange), negative ones, two index tensors, broadcast values and a 0-dim value
-// of another dtype; accumulate=True is refused on the GPU, naming the op.
+// of another dtype; accumulate=True of a bool self is refused on the GPU, naming the op.
 TEST_F(CudaLlamaOps, IndexPutIntegerIndicesMatchCpu) {
   for (DType d : {DType::f32, DType::bf16, DType::i64}) {
     for (DType it : {DType::i64, DType::i32}) {
@@ -336,14 +338,103 @@ TEST_F(CudaLlamaOps, IndexPutIntegerIndicesMatchCpu) {
   Tensor idx = Tensor::empty({1}, DType::i64);
   store_double(idx.view(), 0, 1);
   try {
-    call("aten::index_put", {to_device(random({3, 4}, DType::f32, 52)),
+    call("aten::index_put", {to_device(random({3, 4}, DType::boolean, 52)),
                              std::vector<Tensor>{to_device(idx)},
-                             to_device(Tensor::full({}, DType::f32, 1)), true});
-    ADD_FAILURE() << "accumulate with integer indices on the GPU was not refused";
+                             to_device(Tensor::full({}, DType::boolean, 1)), true});
+    ADD_FAILURE() << "accumulate of bool with integer indices on the GPU was not refused";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "aten::index_put: accumulate=True with integer index tensors has no cuda kernel");
   }
+}
+
+// index_put accumulate=True with integer indices (the embedding backward: repeated token ids)
+// on the GPU against the CPU: duplicates sum, negative indices, two index tensors, broadcast
+// values, i32 indices; integers exactly (values small enough for any summation order), floats
+// within the order-dependent rounding of a few adds.
+TEST_F(CudaLlamaOps, IndexPutAccumulateMatchesCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32}) {
+    for (DType it : {DType::i64, DType::i32}) {
+      Tensor x = random({6, 7}, d, 70);
+      Tensor ids = Tensor::empty({9}, it), rows = Tensor::empty({4}, it), cols = Tensor::empty({4}, it);
+      const int v[9] = {1, 3, 1, 1, -1, 5, 0, 3, 2};  // 1 three times, 3 and 5 (as -1) twice
+      for (int64_t i = 0; i < 9; ++i) store_double(ids.view(), i, v[i]);
+      for (int64_t i = 0; i < 4; ++i) store_double(rows.view(), i, i % 2);
+      for (int64_t i = 0; i < 4; ++i) store_double(cols.view(), i, 6 - (i % 2));
+      const std::vector<std::pair<std::vector<Tensor>, Tensor>> cases = {
+          {{ids}, random({9, 7}, d, 71)},    // embedding backward: rows of gradients
+          {{ids}, random({7}, d, 72)},       // broadcast over the indexed rows
+          {{rows, cols}, random({4}, d, 73)},  // two index tensors, pairs repeated
+      };
+      for (size_t c = 0; c < cases.size(); ++c) {
+        std::vector<Tensor> gidx;
+        for (const Tensor& t : cases[c].first) gidx.push_back(to_device(t));
+        std::vector<Value> cpu{x, cases[c].first, cases[c].second, true};
+        std::vector<Value> gpu{to_device(x), gidx, to_device(cases[c].second), true};
+        const bool exact = d == DType::i64 || d == DType::i32;
+        expect_close(cpu_t("aten::index_put", gpu), cpu_t("aten::index_put", cpu),
+                     exact ? 0 : 4 * tol(d),
+                     fmt::format("index_put accumulate {} indices {} case {}", dtype_name(d),
+                                 dtype_name(it), c));
+      }
+    }
+  }
+}
+
+// reciprocal on the GPU against the CPU: every float dtype (zeros give inf on both), and integer
+// and bool inputs promoted to f32 as PyTorch does; the .out and in-place variants.
+TEST_F(CudaLlamaOps, ReciprocalMatchesCpu) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i64, DType::i32,
+                  DType::boolean}) {
+    for (int64_t n : {1, 7, 1031}) {
+      Tensor x = random({n}, d, 80);
+      Tensor got = cpu_t("aten::reciprocal", {to_device(x)});
+      expect_close(got, cpu_t("aten::reciprocal", {x}), is_floating(d) ? tol(d) : tol(DType::f32),
+                   fmt::format("reciprocal {} n={}", dtype_name(d), n));
+    }
+  }
+  Tensor x = random({5, 3}, DType::bf16, 81);
+  Tensor out = to_device(Tensor::empty({5, 3}, DType::bf16));
+  call("aten::reciprocal.out", {to_device(x)}, {{"out", out}});
+  expect_close(out, cpu_t("aten::reciprocal", {x}), tol(DType::bf16), "reciprocal.out");
+  Tensor self = to_device(x);
+  call("aten::reciprocal_", {self});
+  expect_close(self, cpu_t("aten::reciprocal", {x}), tol(DType::bf16), "reciprocal_");
+}
+
+// sum.dim_IntList of i64, i32, i8 and bool tensors on the GPU equals the CPU's exactly (i64
+// results), over every dim set, with keepdim, a transposed input, the out variant; an i64 sum past
+// 2^53 stays exact (int64 accumulation).
+TEST_F(CudaLlamaOps, IntegerSumsMatchCpu) {
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {-1}, {0, 2}, {2, 1}, {1}};
+  for (DType d : {DType::i64, DType::i32, DType::i8, DType::boolean}) {
+    for (Shape shape : {Shape{5, 3, 67}, Shape{2, 1, 300}, Shape{1, 0, 3}}) {
+      Tensor x = random(shape, d, 90, -100, 100);
+      Tensor gx = to_device(x);
+      Tensor gt = call("aten::transpose.int", {gx, int64_t(0), int64_t(2)}).to_tensor();
+      Tensor xt = call("aten::transpose.int", {x, int64_t(0), int64_t(2)}).to_tensor();
+      for (const auto& dims : dim_sets) {
+        for (bool keepdim : {false, true}) {
+          const std::string what = fmt::format("sum {} {} dims [{}] keepdim {}", dtype_name(d),
+                                               shape_str(shape), fmt::join(dims, ","), keepdim);
+          Tensor got = cpu_t("aten::sum.dim_IntList", {gx, dims, keepdim});
+          EXPECT_EQ(got.dtype(), DType::i64) << what;
+          expect_close(got, cpu_t("aten::sum.dim_IntList", {x, dims, keepdim}), 0, what);
+          expect_close(cpu_t("aten::sum.dim_IntList", {gt, dims, keepdim}),
+                       cpu_t("aten::sum.dim_IntList", {xt, dims, keepdim}), 0,
+                       "transposed " + what);
+        }
+      }
+    }
+  }
+  const int64_t big = (int64_t(1) << 53) + 1;
+  Tensor x = Tensor::from_vector<int64_t>({big, 1, 1, -big, 2, 3}, {2, 3});
+  Tensor rows = to_host(cpu_t("aten::sum.dim_IntList", {to_device(x), std::vector<int64_t>{1}}));
+  EXPECT_EQ(rows.data<int64_t>()[0], big + 2);
+  EXPECT_EQ(rows.data<int64_t>()[1], -big + 5);
+  Tensor out = to_device(Tensor::empty({3}, DType::i64));
+  call("aten::sum.IntList_out", {to_device(x), std::vector<int64_t>{0}}, {{"out", out}});
+  EXPECT_EQ(to_host(out).to_doubles(), (std::vector<double>{0, 3, 4}));
 }
 
 }  // namespace

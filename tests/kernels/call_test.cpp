@@ -82,7 +82,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 134u);
+  EXPECT_EQ(r.ops("aten").size(), 137u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {

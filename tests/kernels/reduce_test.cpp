@@ -93,6 +93,25 @@ TEST(AtenSum, ZeroDimNoneDimAndDtype) {
   EXPECT_TRUE(std::isnan(call_t("aten::mean.dim", {empty, None{}}).to_doubles()[0]));
 }
 
+// Integer sums accumulate in int64, exactly: past 2^53, where a double would round, and i32 / bool
+// inputs promote to i64 (PyTorch's sum dtype).
+TEST(AtenSum, IntegerSumsAreExact) {
+  const int64_t big = (int64_t(1) << 53) + 1;
+  Tensor x = Tensor::from_vector<int64_t>({big, 1, 1, -big, 2, 3}, {2, 3});
+  Tensor rows = call_t("aten::sum.dim_IntList", {x, std::vector<int64_t>{1}});
+  EXPECT_EQ(rows.data<int64_t>()[0], big + 2);
+  EXPECT_EQ(rows.data<int64_t>()[1], -big + 5);
+  Tensor i32 = Tensor::from_vector<int32_t>({2147483647, 2147483647, 1}, {3});
+  Tensor s = call_t("aten::sum.dim_IntList", {i32, std::vector<int64_t>{0}});
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.data<int64_t>()[0], int64_t(2147483647) * 2 + 1);  // no i32 overflow
+  Tensor b = Tensor::from_vector<bool>({true, false, true, true}, {2, 2});
+  Tensor cols = call_t("aten::sum.dim_IntList", {b, std::vector<int64_t>{0}, true});
+  EXPECT_EQ(cols.dtype(), DType::i64);
+  EXPECT_EQ(cols.shape(), (Shape{1, 2}));
+  EXPECT_EQ(cols.to_doubles(), (std::vector<double>{2, 1}));
+}
+
 TEST(AtenSum, OutVariants) {
   Tensor x = random_tensor({3, 8}, DType::bf16, 4, Layout::transposed);
   Tensor out = strided_out({3}, DType::bf16);

@@ -1,5 +1,5 @@
 // aten unary pointwise ops (sin, cos, exp, tanh, relu, gelu both approximations, silu, sigmoid,
-// neg; functional, out and in-place) against f64 references over every supported dtype, empty /
+// neg, reciprocal; functional, out and in-place) against f64 references over every supported dtype, empty /
 // one-element / odd / non-contiguous inputs; ints promote to f32 where PyTorch does.
 #include <numbers>
 
@@ -20,6 +20,7 @@ double ref_unary(const std::string& op, double x) {
   }
   if (op == "silu") return x / (1 + std::exp(-x));
   if (op == "sigmoid") return 1 / (1 + std::exp(-x));
+  if (op == "reciprocal") return 1 / x;
   return -x;  // neg
 }
 
@@ -29,9 +30,10 @@ std::vector<double> ref_all(const std::string& op, const Tensor& t) {
   return v;
 }
 
-const char* kOps[] = {"sin", "cos", "exp", "tanh", "relu", "gelu", "silu", "sigmoid", "neg"};
+const char* kOps[] = {"sin",  "cos",     "exp", "tanh",      "relu",
+                      "gelu", "silu",    "sigmoid", "neg", "reciprocal"};
 const char* kFloatOnly[] = {"gelu", "silu"};
-const char* kIntToFloat[] = {"sin", "cos", "exp", "tanh", "sigmoid"};
+const char* kIntToFloat[] = {"sin", "cos", "exp", "tanh", "sigmoid", "reciprocal"};
 
 bool contains(const auto& list, const std::string& s) {
   for (const char* x : list) {
@@ -120,6 +122,26 @@ TEST(AtenUnary, IntegerOpsStayIntegral) {
   // Computed in the result type f32, then stored as f64 (as PyTorch does).
   std::vector<double> got = out.to_doubles(), want = ref_all("sin", x);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+}
+
+// reciprocal of integers and bool is f32, as torch.reciprocal(torch.tensor([2])) is 0.5; 1 / 0 is
+// inf (also for False), -1 / 0 of -0.0 is -inf; an f64 result of an i64 input through .out.
+TEST(AtenUnary, ReciprocalPromotesIntegers) {
+  Tensor i = Tensor::from_vector<int64_t>({2, -4, 0, 1}, {4});
+  Tensor r = call_t("aten::reciprocal", {i});
+  EXPECT_EQ(r.dtype(), DType::f32);
+  EXPECT_EQ(r.to_doubles(), (std::vector<double>{0.5, -0.25, INFINITY, 1}));
+  Tensor b = Tensor::from_vector<bool>({true, false}, {2});
+  EXPECT_EQ(call_t("aten::reciprocal", {b}).to_doubles(), (std::vector<double>{1, INFINITY}));
+  Tensor z = Tensor::from_vector<float>({-0.0f, NAN}, {2});
+  std::vector<double> rz = call_t("aten::reciprocal", {z}).to_doubles();
+  EXPECT_EQ(rz[0], -INFINITY);
+  EXPECT_TRUE(std::isnan(rz[1]));
+  Tensor out = Tensor::empty({4}, DType::f64);
+  EXPECT_TRUE(call("aten::reciprocal.out", {i}, {{"out", out}}).is_none());
+  EXPECT_EQ(out.to_doubles(), (std::vector<double>{0.5, -0.25, INFINITY, 1}));
+  expect_error([&] { call("aten::reciprocal_", {i}); },
+               "aten::reciprocal_: result type f32 can't be cast to the dtype i64 of self");
 }
 
 TEST(AtenUnary, Errors) {

@@ -80,7 +80,8 @@ TEST(Tags, FusiblePointwiseOpsAreTheFunctionalPointwiseOnes) {
   EXPECT_EQ(fusible, (std::vector<std::string>{
                          "aten::add.Scalar", "aten::add.Tensor", "aten::cos", "aten::div.Scalar",
                          "aten::div.Tensor", "aten::exp", "aten::gelu", "aten::mul.Scalar",
-                         "aten::mul.Tensor", "aten::neg", "aten::relu", "aten::rsqrt",
+                         "aten::mul.Tensor", "aten::neg", "aten::reciprocal", "aten::relu",
+                         "aten::rsqrt",
                          "aten::sigmoid", "aten::silu", "aten::sin", "aten::sub.Scalar",
                          "aten::sub.Tensor", "aten::tanh"}));
 }

@@ -1,5 +1,6 @@
-// CPU kernels of the aten pointwise ops (add/sub/mul/div in every overload, sin ... neg, rsqrt with
-// their out and in-place variants, pow.Tensor_Scalar, rsub.Scalar, clamp). One implementation per family: inputs are
+// CPU kernels of the aten pointwise ops (add/sub/mul/div in every overload, sin ... neg, rsqrt,
+// reciprocal with their out and in-place variants, pow.Tensor_Scalar, rsub.Scalar, clamp). One
+// implementation per family: inputs are
 // converted to the result dtype (PyTorch's promotion, from aten_meta), the typed loop writes the
 // destination (the fresh output, `out`, or `self`), and a destination of another dtype gets the
 // result through a copy. Loops: contiguous rows run a plain `__restrict` loop the compiler
@@ -166,6 +167,7 @@ struct UnaryFns {
   static A exp(A x) { return std::exp(x); }
   static A tanh(A x) { return std::tanh(x); }
   static A rsqrt(A x) { return A(1) / std::sqrt(x); }
+  static A reciprocal(A x) { return A(1) / x; }
   static A sigmoid(A x) { return A(1) / (A(1) + std::exp(-x)); }
   static A silu(A x) { return x / (A(1) + std::exp(-x)); }
   static A gelu(A x) { return A(0.5) * x * (A(1) + std::erf(x * A(1 / std::numbers::sqrt2))); }
@@ -213,6 +215,8 @@ void unary_compute(UnaryOp kind, bool tanh_gelu, const Tensor& out, const Tensor
           return unary_loop<T>(out, in, [](A x) { return x < A(0) ? A(0) : x; });
         case UnaryOp::neg: return unary_loop<T>(out, in, [](A x) { return -x; });
         case UnaryOp::rsqrt: return unary_loop<T>(out, in, [](A x) { return Fn::rsqrt(x); });
+        case UnaryOp::reciprocal:
+          return unary_loop<T>(out, in, [](A x) { return Fn::reciprocal(x); });
       }
     } else if constexpr (kIsInt<T>) {
       using U = std::make_unsigned_t<T>;

@@ -6,9 +6,10 @@
 // scatter launch (scatter_into: an index out of range is skipped, not raised; of repeated indices
 // one value lands, unspecified which, as on PyTorch's GPUs). Values of another dtype are converted
 // first, a scratch copy (Note [scratch inside a capture]); nothing else is allocated, so both run
-// inside a plan's CUDA graph capture. accumulate=True runs composed for a mask (kernels/
-// index_put.cpp: eager calls only) and not at all for integer indices; the kernel check keeps it
-// out of compiled graphs, naming the op.
+// inside a plan's CUDA graph capture. accumulate=True with integer indices is the same scatter
+// launch adding by atomics (Note [index_put accumulate on GPUs]); for a mask it runs composed
+// (kernels/index_put.cpp: eager calls only), and the kernel check keeps that form, and dtypes
+// without an atomic add, out of compiled graphs, naming the op.
 #include "kernels/cuda/program.hpp"
 #include "kernels/index_put.hpp"
 #include "ops/aten/meta_index_put.hpp"
@@ -26,14 +27,15 @@ void index_put_kernel(KernelCall& call) {
   aten_meta::IndexPutGeometry g =
       aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
   if (!g.mask) {
-    SF_CHECK(!call.arg("accumulate").to_bool(),
+    const bool accumulate = call.arg("accumulate").to_bool();
+    SF_CHECK(!accumulate || scatter_accumulates(self.dtype()),
              "{}: accumulate=True with integer index tensors has no cuda kernel", op);
     const Tensor& out = call.out(0);
     aten::copy_(out, self);
     aten_meta::GatherGeometry gg = aten_meta::index_geometry(op, out, call.arg("indices"));
     if (values.dtype() != self.dtype())
       values = symmflow::call("aten::_to_copy", {values}, {{"dtype", self.dtype()}}).to_tensor();
-    scatter_into(op, gg, values);
+    scatter_into(op, gg, values, accumulate);
     return;
   }
   if (call.arg("accumulate").to_bool()) {  // eager calls: composed, allocating (refused in plans)
@@ -51,9 +53,20 @@ void index_put_kernel(KernelCall& call) {
   masked_select_into(op, call.out(0), cond, values, self);
 }
 
-// Note [kernel checks] (ops/registry.hpp): the forms without accumulate.
+// Note [index_put accumulate on GPUs]: accumulate=True with integer index tensors (the embedding
+// backward, gradients of indexing: out = self, out[idx[i]] += values[i]) is scatter_into's
+// accumulate: each indexed element adds its value by atomicAdd in self's dtype, so repeated
+// indices sum (float sums in an unspecified order, as PyTorch's GPUs; integers exact), with no
+// allocation, so it runs inside a plan's capture. bool and i8 have no atomic add, and the mask form
+// stays composed (eager only): the kernel check refuses both in plans.
+//
+// Note [kernel checks] (ops/registry.hpp): the forms above.
 std::string index_put_check(const OpDef& op, std::span<const Value> args) {
-  if (args[3].is_bool() && args[3].to_bool())
+  if (!(args[3].is_bool() && args[3].to_bool())) return "";
+  const Tensor& self = args[0].to_tensor();
+  aten_meta::IndexPutGeometry g =
+      aten_meta::index_put_geometry(op.name(), self, args[1], args[2].to_tensor());
+  if (g.mask || !scatter_accumulates(self.dtype()))
     return fmt::format("{}: accumulate=True has no cuda kernel that runs in a plan", op.name());
   return "";
 }

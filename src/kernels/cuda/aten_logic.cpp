@@ -186,13 +186,24 @@ void gather_into(std::string_view op, const Tensor& out, const aten_meta::Gather
 
 }  // namespace
 
-void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const Tensor& values) {
+bool scatter_accumulates(DType d) {
+  return d != DType::boolean && d != DType::i8;
+}
+
+void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const Tensor& values,
+                  bool accumulate) {
   const Shape& shape = g.spec.shape;
   SF_CHECK(values.dtype() == g.self.dtype() && values.dim() <= int64_t(shape.size()),
            "{}: internal: values must have self's dtype and at most the indexing result's rank", op);
   check_on_gpu(op, values);
   GatherArgs a = gather_args(op, shape, g);
   a.values = values.raw_data();
+  if (accumulate) {
+    SF_CHECK(scatter_accumulates(values.dtype()),
+             "{}: accumulate=True of dtype {} has no cuda kernel", op, dtype_name(values.dtype()));
+    a.accumulate = true;
+    a.type = pw_type(values.dtype());
+  }
   for (size_t k = 0; k < values.shape().size(); ++k) {
     const size_t d = shape.size() - values.shape().size() + k;
     if (values.shape()[k] != 1) a.values_strides[d] = values.strides()[k];

@@ -1,7 +1,8 @@
 // cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm, _softmax and
 // _log_softmax (+ out), on the row kernels of norm.cu. Inputs that are not contiguous are first
 // copied contiguous (sum/mean/amax: with the kept dims first and the reduced dims last, so each
-// output is one row); 16-bit floats accumulate in float. Floating dtypes only, like the other GPU arithmetic.
+// output is one row); 16-bit floats accumulate in float. Floating dtypes only, like the other GPU
+// arithmetic, except sum's integer results (Note [integer sums on GPUs]).
 #include "kernels/cuda/norm.hpp"
 #include "kernels/cuda/program.hpp"
 #include "kernels/families.hpp"
@@ -75,6 +76,24 @@ void native_layer_norm_kernel(KernelCall& call) {
       call.out(2).raw_data(), info.rows, info.inner, info.eps, current_stream())));
 }
 
+// Note [integer sums on GPUs]: sum.dim_IntList (+ .IntList_out) of bool and integer tensors, as
+// transformers' masks and position ids take it (attention_mask.sum(-1)), runs on the row-sum kernel
+// with int64 accumulation when the result dtype is an integer one (i64 by default, as PyTorch
+// promotes bool, i8, i32 and i64): exact, wrapping like the CPU kernel. A float result of an
+// integer input accumulates in float, as for float inputs. A bool result, and mean (PyTorch
+// refuses integer means), stay refused.
+std::string sum_dtypes(const OpDef& op, std::span<const Value> args) {
+  // The result's dtype, or the written `out`'s for .IntList_out (which returns nothing).
+  const DType d = op.schema().returns.empty()
+                      ? args[size_t(op.aliases().written_args.at(0))].to_tensor().dtype()
+                      : op.shape_fn()(args).at(0).dtype;
+  if (is_floating(d) || d == DType::i64 || d == DType::i32 || d == DType::i8 || d == DType::u32)
+    return "";
+  return fmt::format("{}: dtype {} has no cuda kernel (f32, bf16, f16, f64; sums also i64, i32, "
+                     "i8, u32)",
+                     op.name(), dtype_name(d));
+}
+
 Kernel reduce_kernel(bool is_mean, bool out_variant) {
   return [=](KernelCall& call) {
     const std::string& op = call.op.name();
@@ -82,8 +101,8 @@ Kernel reduce_kernel(bool is_mean, bool out_variant) {
     aten_meta::ReduceInfo info = aten_meta::reduce_info(op, self, call.arg("dim"),
                                                         call.arg("keepdim"), call.arg("dtype"),
                                                         is_mean);
-    check_float(op, self.dtype());
-    check_float(op, info.spec.dtype);
+    if (is_mean) check_float(op, self.dtype());
+    if (is_mean || info.spec.dtype == DType::boolean) check_float(op, info.spec.dtype);
     const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
     if (out_variant) aten_meta::check_out(op, "out", dst, info.spec, /*exact_dtype=*/true);
     Tensor x = kept_then_reduced(self, info);
@@ -138,6 +157,7 @@ Kernel softmax_kernel(bool log, bool out_variant) {
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   kernels::register_reduction_kernels(m, reduce_kernel, rms_norm_kernel, softmax_kernel,
                                       float_only);
+  for (const char* sum : {"sum.dim_IntList", "sum.IntList_out"}) m.kernel_check(sum, sum_dtypes);
   m.impl("amax", amax_kernel);
   m.impl("native_layer_norm", native_layer_norm_kernel);
   m.kernel_check("amax", float_only);

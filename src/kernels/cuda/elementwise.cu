@@ -206,6 +206,37 @@ __global__ void any_kernel(const __grid_constant__ AnyArgs a) {
   }
 }
 
+// *to += *from, atomically, in type t (GatherArgs' accumulate). bf16 needs sm_80 and f16 sm_70;
+// the build targets sm_90 (cmake/Cuda.cmake). Integers wrap (two's complement adds).
+__device__ __forceinline__ void atomic_add_to(char* to, const char* from, PwType t) {
+  switch (t) {
+    case PwType::f32:
+      atomicAdd(reinterpret_cast<float*>(to), *reinterpret_cast<const float*>(from));
+      return;
+    case PwType::f64:
+      atomicAdd(reinterpret_cast<double*>(to), *reinterpret_cast<const double*>(from));
+      return;
+    case PwType::bf16:
+      atomicAdd(reinterpret_cast<__nv_bfloat16*>(to),
+                *reinterpret_cast<const __nv_bfloat16*>(from));
+      return;
+    case PwType::f16:
+      atomicAdd(reinterpret_cast<__half*>(to), *reinterpret_cast<const __half*>(from));
+      return;
+    case PwType::i32:
+      atomicAdd(reinterpret_cast<int*>(to), *reinterpret_cast<const int*>(from));
+      return;
+    case PwType::u32:
+      atomicAdd(reinterpret_cast<unsigned*>(to), *reinterpret_cast<const unsigned*>(from));
+      return;
+    case PwType::i64:
+      atomicAdd(reinterpret_cast<unsigned long long*>(to),
+                *reinterpret_cast<const unsigned long long*>(from));
+      return;
+    default: return;  // refused on the host
+  }
+}
+
 __global__ void gather_kernel(const __grid_constant__ GatherArgs a) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {
@@ -234,6 +265,10 @@ __global__ void gather_kernel(const __grid_constant__ GatherArgs a) {
       for (int d = 0; d < a.ndim; ++d) voff += idx[d] * a.values_strides[d];
       to = const_cast<char*>(from);
       from = static_cast<const char*>(a.values) + voff * a.elem_size;
+      if (a.accumulate) {
+        atomic_add_to(to, from, a.type);
+        continue;
+      }
     }
     switch (a.elem_size) {
       case 1: *to = ok ? *from : 0; break;

@@ -81,7 +81,10 @@ int launch_any(const AnyArgs& a, void* stream);
 // [-dim_size, dim_size) is not checked on the GPU: its element is written as zero bytes.
 // With `values` set it scatters instead (index_put): self[self_off(i) + ...] = values[values_off(i)]
 // (values_strides 0 where broadcast), an element at an index out of range is not written, and of
-// repeated indices one value lands, which one unspecified (as PyTorch's GPUs do).
+// repeated indices one value lands, which one unspecified (as PyTorch's GPUs do). With
+// `accumulate` too (index_put accumulate=True), self[...] += values[...] by atomicAdd in `type`
+// (f32, f64, bf16, f16, i32, i64, u32; the caller refuses others), so repeated indices sum (floats
+// in an unspecified order, as on PyTorch's GPUs; integers exactly, wrapping).
 struct GatherArgs {
   void* out = nullptr;
   const void* self = nullptr;
@@ -97,6 +100,8 @@ struct GatherArgs {
   int64_t dim_size[kGatherMaxIndices] = {}, dim_stride[kGatherMaxIndices] = {};
   const void* values = nullptr;  // set: scatter into self (out unused)
   int64_t values_strides[kPwMaxDims] = {};
+  bool accumulate = false;
+  PwType type = PwType::f32;  // self's and values' element type, for `accumulate`
 };
 int launch_gather(const GatherArgs& a, void* stream);
 

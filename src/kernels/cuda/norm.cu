@@ -5,7 +5,8 @@
 // per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
 // arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
 // x * scale * w; max, sum of exp(x - max), exp(x - max) / sum (log_softmax: x - max - log(sum));
-// float accumulation (double for f64), so results agree up to summation order.
+// float accumulation (double for f64), so results agree up to summation order; sums with an integer
+// result accumulate in int64, exactly.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -207,7 +208,11 @@ int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, i
   auto s = static_cast<cudaStream_t>(stream);
   const int threads = n >= 256 ? 256 : 32;
   const unsigned blocks = unsigned(rows < 65535 ? rows : 65535);
-  if (xt == PwType::f64) {
+  const bool integer_sum = yt == PwType::i64 || yt == PwType::i32 || yt == PwType::i8 ||
+                           yt == PwType::u32;
+  if (integer_sum) {  // Note [integer sums on GPUs] (aten_norm.cpp): exact, wrapping
+    row_sum_kernel<int64_t><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, false);
+  } else if (xt == PwType::f64) {
     row_sum_kernel<double><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, mean);
   } else {
     row_sum_kernel<float><<<blocks, threads, 0, s>>>(x, xt, y, yt, rows, n, mean);

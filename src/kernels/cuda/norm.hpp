@@ -20,7 +20,8 @@ int launch_layer_norm(const void* x, PwType xt, const void* w, PwType wt, const 
                       void* y, void* mean, void* rstd, int64_t rows, int64_t n, double eps,
                       void* stream);
 // y[r] = sum (or mean) of x[r, :] for `rows` contiguous rows of n; f32 accumulation (f64 for f64
-// inputs); a mean of no element is NaN.
+// inputs); a mean of no element is NaN. An integer y (i64, i32, i8, u32; x of any type, bool
+// included) takes an exact sum in int64 (wrapping), never a mean.
 int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
                    bool mean, void* stream);
 // y[r] = max of x[r, :] (NaN if any element is NaN), for `rows` contiguous rows of n >= 1.

@@ -36,6 +36,7 @@ enum class PwOp : uint8_t {
   gelu_tanh,  // tanh approximation
   relu,
   rsqrt,  // 1 / sqrt(a), both correctly rounded
+  reciprocal,  // 1 / a, correctly rounded
   pow,    // a ** c, with the CPU's special exponents (Note [pow special exponents])
 };
 

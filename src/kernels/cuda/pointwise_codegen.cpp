@@ -141,6 +141,7 @@ std::string op_expr(const Spelling& s, const PwInstr& in) {
           s.mul, k("0.5"), a, s.add, k("1"), s.tanh, k("0.79788456080286535588"), k("0.044715"));
     case PwOp::relu: return fmt::format("({0} < {1}(0) ? {1}(0) : {0})", a, s.F);
     case PwOp::rsqrt: return fmt::format("{}({}, {}({}))", s.div, k("1"), s.sqrt, a);
+    case PwOp::reciprocal: return fmt::format("{}({}, {})", s.div, k("1"), a);
     default: break;  // pow is not fused (aten::pow.Tensor_Scalar is not tagged pointwise)
   }
   invalid_usage("pointwise codegen: instruction {} has no spelling", int(in.op));

@@ -172,6 +172,7 @@ PwOp unary_instr(aten_meta::UnaryOp kind, bool tanh_gelu) {
     case UnaryOp::sigmoid: return PwOp::sigmoid;
     case UnaryOp::neg: return PwOp::neg;
     case UnaryOp::rsqrt: return PwOp::rsqrt;
+    case UnaryOp::reciprocal: return PwOp::reciprocal;
   }
   return PwOp::neg;
 }

@@ -39,7 +39,12 @@ void masked_select_into(std::string_view op, const Tensor& out, const Tensor& co
 // index_put's integer form (aten_logic.cpp): g.self[indexed element i] = values[i], values (of
 // self's dtype) broadcast to the indexing result's shape g.spec.shape; one launch, no allocation
 // (GatherArgs' scatter: an index out of range is skipped, one of repeated indices' values lands).
-void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const Tensor& values);
+// With `accumulate`, g.self[indexed element i] += values[i] by atomic adds, so repeated indices
+// sum; self's dtype must be one of scatter_accumulates (InvalidUsage otherwise).
+void scatter_into(std::string_view op, const aten_meta::GatherGeometry& g, const Tensor& values,
+                  bool accumulate = false);
+// Whether scatter_into's accumulate takes dtype d: f32, f64, bf16, f16, i32, i64, u32 (atomicAdd).
+bool scatter_accumulates(DType d);
 
 class ProgramBuilder {
  public:

@@ -112,6 +112,7 @@ const char* unary_name(UnaryOp op) {
     case UnaryOp::sigmoid: return "sigmoid";
     case UnaryOp::neg: return "neg";
     case UnaryOp::rsqrt: return "rsqrt";
+    case UnaryOp::reciprocal: return "reciprocal";
   }
   return "?";
 }
@@ -168,6 +169,7 @@ TensorSpec unary_spec(std::string_view op, UnaryOp kind, const Tensor& self) {
     case UnaryOp::tanh:
     case UnaryOp::sigmoid:
     case UnaryOp::rsqrt:
+    case UnaryOp::reciprocal:
       return {is_floating(t) ? t : DType::f32, self.shape()};  // ints and bool compute in f32
     case UnaryOp::gelu:
     case UnaryOp::silu:

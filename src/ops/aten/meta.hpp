@@ -48,12 +48,12 @@ void check_dtype(bool ok, std::string_view op, std::string_view arg, DType dtype
 
 // ---- Pointwise ----------------------------------------------------------------------------------
 enum class BinaryOp { add, sub, mul, div };
-enum class UnaryOp { sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg, rsqrt };
+enum class UnaryOp { sin, cos, exp, tanh, relu, gelu, silu, sigmoid, neg, rsqrt, reciprocal };
 // Every UnaryOp, for the lists that register or recognize them all.
 inline constexpr UnaryOp kAllUnaryOps[] = {UnaryOp::sin,  UnaryOp::cos,  UnaryOp::exp,
                                            UnaryOp::tanh, UnaryOp::relu, UnaryOp::gelu,
                                            UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::neg,
-                                           UnaryOp::rsqrt};
+                                           UnaryOp::rsqrt, UnaryOp::reciprocal};
 const char* unary_name(UnaryOp op);
 // Result of `self op other` (other a tensor or a Scalar), with alpha for add/sub (None otherwise).
 TensorSpec binary_spec(std::string_view op, BinaryOp kind, const Tensor& self, const Value& other,

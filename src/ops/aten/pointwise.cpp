@@ -1,7 +1,7 @@
-// aten pointwise ops (add ... div, sin ... neg, rsqrt, pow.Tensor_Scalar, rsub.Scalar, clamp):
-// schemas (PyTorch's native_functions, mutating ops returning `()`) and shape functions. Binary ops
-// broadcast and promote like PyTorch; out/in-place variants validate their written argument and
-// return nothing. Every variant of the families is tagged pointwise (Note [op tags]).
+// aten pointwise ops (add ... div, sin ... neg, rsqrt, reciprocal, pow.Tensor_Scalar, rsub.Scalar,
+// clamp): schemas (PyTorch's native_functions, mutating ops returning `()`) and shape functions.
+// Binary ops broadcast and promote like PyTorch; out/in-place variants validate their written
+// argument and return nothing. Every variant of the families is tagged pointwise (Note [op tags]).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -91,6 +91,7 @@ SYMMFLOW_LIBRARY(aten, m) {
   def_unary(m, UnaryOp::sigmoid, true);
   def_unary(m, UnaryOp::neg, true);
   def_unary(m, UnaryOp::rsqrt, true);
+  def_unary(m, UnaryOp::reciprocal, true);  // 1 / x; ints and bool in f32, as PyTorch
   // Not tagged pointwise: the GPU's fused regions have no instruction for it (it runs alone).
   aten_meta::def(m, "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", [](const Args& a) {
     return std::vector<TensorSpec>{
