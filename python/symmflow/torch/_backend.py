@@ -107,14 +107,16 @@ class CompileReport:
 
     def all_reduce_inputs_in_place(self) -> bool:
         """Whether every collective's input was produced straight into symmetric memory: no copy
-        was added, and each partition with a collective has a symmetric pool holding intermediates
-        only."""
+        into a symmetric pool was added (a copy a fused region makes of a broadcast view, into
+        regular memory, is not one), and each partition with a collective has a symmetric pool
+        holding intermediates only."""
         for p in self.partitions:
             if not p.explain.get("collectives"):
                 continue
-            if p.copies():
-                return False
             symm = [b for b in p.explain["buffers"] if b["pool"].startswith("symm")]
+            copied_into = {b["first_step"] for b in symm}
+            if any(c["step"] in copied_into for c in p.copies()):
+                return False
             if not symm or not all(b["intermediate"] for b in symm):
                 return False
         return True
