@@ -23,10 +23,11 @@ cmake --build build/device -j "$(nproc)" --target test_cuda_symm_ops >"$FINAL_OU
 timeout 120 build/device/tests/cuda/test_cuda_symm_ops --gtest_filter='*AllToAll*' \
   >"$FINAL_OUT/a2a.log" 2>&1
 echo "all_to_all gtest: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$FINAL_OUT/a2a.log" | tr '\n' ' ')"
-(cd tests/python/torch && SYMMFLOW_CLI=$PWD/../../../build/device/bin/symmflow timeout 240 \
-  python3 -m pytest -q -x test_training.py test_all_to_all.py -k "gpu or cuda or attention" \
-  >"$FINAL_OUT/pytest.log" 2>&1; echo "pytest (attention backward, all_to_all on GPUs): exit $?"; \
-  tail -3 "$FINAL_OUT/pytest.log")
+(cd tests/python/torch && export SYMMFLOW_CLI=$PWD/../../../build/device/bin/symmflow && \
+  timeout 150 python3 -m pytest -q test_training.py -k gpu >"$FINAL_OUT/pytest_attention.log" 2>&1; \
+  echo "pytest attention backward on the GPU: exit $? $(tail -1 "$FINAL_OUT/pytest_attention.log")"; \
+  timeout 120 python3 -m pytest -q test_all_to_all.py -k gpus >"$FINAL_OUT/pytest_a2a.log" 2>&1; \
+  echo "pytest all_to_all on GPUs: exit $? $(tail -1 "$FINAL_OUT/pytest_a2a.log")")
 results=$(mktemp -d)
 n=$(nvidia-smi -L | wc -l); [[ $n -ge 2 ]] && n=2 || n=2
 SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TRAIN_INDUCTOR=1 SYMMFLOW_TEST_RESULTS=$results OMP_NUM_THREADS=4 \
