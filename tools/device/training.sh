@@ -30,7 +30,7 @@ echo "all_to_all gtest: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$FINAL_OUT/a2
   echo "pytest all_to_all on GPUs: exit $? $(tail -1 "$FINAL_OUT/pytest_a2a.log")")
 results=$(mktemp -d)
 n=$(nvidia-smi -L | wc -l); [[ $n -ge 2 ]] && n=2 || n=2
-SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TRAIN_INDUCTOR=1 SYMMFLOW_TEST_RESULTS=$results OMP_NUM_THREADS=4 \
+SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TRAIN_INDUCTOR=1 SYMMFLOW_TRAIN_VS_F32=1 SYMMFLOW_TEST_RESULTS=$results OMP_NUM_THREADS=4 \
   timeout 420 torchrun --nproc-per-node "$n" --master-port $((29600 + RANDOM % 200)) \
   tests/python/torch/train_worker.py "${CASES:-llama:dtensor:mask,llama:sp:mask,qwen3:dtensor:mask}" \
   "${DTYPES:-f32,bf16}" >"$FINAL_OUT/train.log" 2>&1
@@ -51,4 +51,7 @@ for r in rows:
           f"{r['forward']['partitions']}/{r['backward']['partitions']}  "
           f"{r['eager_step_s']*1e3:8.2f}  {r['symmflow_step_s']*1e3:11.2f}  "
           f"{r.get('inductor_step_s', 0)*1e3:11.2f}  {mb(r['eager_peak'])}/{mb(r['symmflow_peak'])}/{mb(r.get('inductor_peak'))}")
+    if "grad_err_vs_f32" in r:
+        print(f"    vs the f32 model: symmflow loss {r['loss_err_vs_f32']:.2e} grad {r['grad_err_vs_f32']:.2e}; "
+              f"eager loss {r['eager_loss_err_vs_f32']:.2e} grad {r['eager_grad_err_vs_f32']:.2e}")
 PY

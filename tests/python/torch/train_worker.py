@@ -13,9 +13,12 @@ PyTorch's own (the plan's pools on the CPU). One `RESULT {json}` line per case, 
 $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl. SYMMFLOW_TEST_DEVICE=cuda trains on the rank's GPU (and
 records torch.cuda.max_memory_allocated of each run); SYMMFLOW_TRAIN_INDUCTOR=1 also trains a
 copy compiled by torch.compile's default backend, timed the same way (tools/device/training.sh).
+A bf16 run not within tolerance of eager is measured against the same weights trained in f32
+(Note [bf16 against the f32 model]); SYMMFLOW_TRAIN_VS_F32=1 measures it so always.
 """
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import time
@@ -36,6 +39,8 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 # Losses, relative to the largest: f32 agrees to rounding; bf16 steps of two correct runs drift
 # apart by a few of the dtype's units (2^-8) over ten steps (seen: 2e-4 on the CPU, 3e-3 on GPUs).
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1e-2}
+# Gradients, relative to each one's largest element (two correct bf16 runs: 0.015 on the CPU).
+GRAD_TOL = {torch.float32: 1e-3, torch.bfloat16: 0.1}
 STEPS = int(os.environ.get("SYMMFLOW_TRAIN_STEPS", "10"))
 DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
 
@@ -94,6 +99,21 @@ def _report_facts(reports) -> dict:
     return facts
 
 
+def _compare(want_losses, got_losses, want_grads, got_grads):
+    """The largest loss difference, and the largest gradient difference relative to that
+    gradient's largest element, with the parameter it is in."""
+    loss_err = max(abs(a - b) for a, b in zip(want_losses, got_losses))
+    grad_err, worst = 0.0, None
+    for n, g in want_grads.items():
+        h = got_grads.get(n)
+        if h is None:
+            return loss_err, float("inf"), f"{n}: no gradient"
+        err = (g - h).abs().max().item() / max(g.abs().max().item(), 1e-3)
+        if err > grad_err:
+            grad_err, worst = err, n
+    return loss_err, grad_err, worst
+
+
 def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     full = hf_models.make_model(name, dtype).train()
@@ -123,26 +143,30 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
         peer = {"inductor_step_s": sorted(s[1:])[len(s[1:]) // 2], "inductor_peak": _peak(),
                 "inductor_loss_err": max(abs(a - b) for a, b in zip(want, losses))}
     tol = TOLERANCE[dtype]
-    scale = max(max(abs(x) for x in want), 1.0)
-    loss_err = max(abs(a - b) for a, b in zip(want, got))
-    grad_err, worst = 0.0, None
-    for n, g in grads["eager"].items():
-        h = grads["symmflow"].get(n)
-        if h is None:
-            grad_err, worst = float("inf"), f"{n}: no gradient"
-            break
-        err = (g - h).abs().max().item() / max(g.abs().max().item(), 1e-3)
-        if err > grad_err:
-            grad_err, worst = err, n
-    # Gradients relative to each one's largest element: f32 1e-3; bf16 0.1 (two correct bf16
-    # runs were seen 0.015 apart on the CPU).
-    ok = (loss_err <= tol * scale and grad_err <= (0.1 if dtype == torch.bfloat16 else 1e-3)
-          and len(grads["eager"]) == len(grads["symmflow"]))
+    loss_err, grad_err, worst = _compare(want, got, grads["eager"], grads["symmflow"])
+    ok = loss_err <= tol * max(max(abs(x) for x in want), 1.0) and grad_err <= GRAD_TOL[dtype]
+    truth = {}
+    if dtype != torch.float32 and (not ok or os.environ.get("SYMMFLOW_TRAIN_VS_F32") == "1"):
+        # Note [bf16 against the f32 model]: two correct bf16 runs on different kernels can
+        # differ by more than the dtype's step (PyTorch's bf16 GPU kernels round each matmul and
+        # softmax; symmflow's accumulate in float): on 2xH200 eager's first loss was 0.012 from
+        # the f32 model's and symmflow's 3e-5. So each is also measured against the same model
+        # trained in f32, and the compiled run passes when it is within tolerance of that.
+        # The same weights (the bf16 ones, widened) trained in f32.
+        reference = hf_models.sharded_copy(copy.deepcopy(full).float().to(device()), name, style)
+        f32_losses, _ = _train(reference, ids, mask, STEPS, keep(reference, "f32"))
+        t_loss, t_grad, t_worst = _compare(f32_losses, got, grads["f32"], grads["symmflow"])
+        e_loss, e_grad, _ = _compare(f32_losses, want, grads["f32"], grads["eager"])
+        truth = {"loss_err_vs_f32": t_loss, "grad_err_vs_f32": t_grad, "worst_vs_f32": t_worst,
+                 "eager_loss_err_vs_f32": e_loss, "eager_grad_err_vs_f32": e_grad}
+        ok = ok or (t_loss <= tol * max(max(abs(x) for x in f32_losses), 1.0)
+                    and t_grad <= GRAD_TOL[dtype])
+    ok = ok and len(grads["eager"]) == len(grads["symmflow"])
     return {"case": f"{name}:{style}" + (":mask" if masked else ""),
             "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
             "device": str(device()), "ok": ok, "steps": STEPS, "losses_eager": want,
             "losses_symmflow": got, "loss_err": loss_err, "grad_err": grad_err,
-            "worst_grad": worst, "graphs": len(reports),
+            "worst_grad": worst, "graphs": len(reports), **truth,
             "eager_step_s": sorted(eager_s)[len(eager_s) // 2],
             "symmflow_step_s": sorted(mine_s[1:] or mine_s)[len(mine_s[1:] or mine_s) // 2],
             "eager_peak": eager_peak, "symmflow_peak": mine_peak, **peer,
