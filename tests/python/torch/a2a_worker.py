@@ -154,7 +154,11 @@ def run_case(case: str, dtype: torch.dtype) -> dict:
 
 def main() -> int:
     cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
-    dist.init_process_group("gloo")
+    # On GPUs each rank drives its own GPU and eager collectives on cuda tensors go through NCCL
+    # (as hf_worker.py does); gloo alone took cuda tensors only on some ranks.
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
     sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "20")))
     failed = False
     for case in cases:
