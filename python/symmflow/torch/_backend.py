@@ -87,6 +87,11 @@ class CompileReport:
     constant_uploads: int = 0
     # Outputs copied into the layout PyTorch traced for them (Note [output strides]) in one call.
     output_copies: int = 0
+    # "inference", or the "forward" / "backward" of a training graph (Note [training]); a
+    # forward's outputs include the activations saved for the backward, counted here.
+    role: str = "inference"
+    saved_tensors: int = 0
+    saved_bytes: int = 0
 
     @property
     def partition_count(self) -> int:
@@ -127,6 +132,10 @@ class CompileReport:
                  f"{self.input_copies} input copies, {self.output_copies} output copies, "
                  f"{self.constant_uploads} constants uploaded "
                  f"once, compiled in {self.compile_seconds:.2f} s"]
+        if self.role != "inference":
+            saved = (f": {self.saved_tensors} tensors ({self.saved_bytes} B) saved for the "
+                     f"backward, outputs of its plans" if self.role == "forward" else "")
+            lines.append(f"  the {self.role} of a training graph{saved}")
         lines.append("  partitions in call order: " + " -> ".join(self.kinds))
         lines += [f"  {b}" for b in self.boundaries]
         lines += [f"  left to PyTorch: {why}" for why in self.fallback_ops]
@@ -293,6 +302,17 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
 # dense result of the same values; no copy is spent on a layout nothing traced against).
 
 
+def _count_saved(gm: torch.fx.GraphModule, report: CompileReport) -> None:
+    """The forward's outputs AOT autograd marks as saved for the backward (its output descs)."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    for desc, v in zip(output.meta.get("desc") or [], values):
+        val = _fx_import.node_val(v) if isinstance(v, torch.fx.Node) else None
+        if type(desc).__name__ == "SavedForBackwardsAOTOutput" and isinstance(val, torch.Tensor):
+            report.saved_tensors += 1
+            report.saved_bytes += val.numel() * val.element_size()
+
+
 def _traced_strides(output: torch.fx.Node) -> dict[int, tuple]:
     values = output.args[0]
     values = values if isinstance(values, (tuple, list)) else [values]
@@ -352,11 +372,12 @@ def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph: bool = False,
                      own_graphs: bool = True, input_names: list[str] | None = None,
-                     keep_layout: bool = False):
+                     keep_layout: bool = False, role: str = "inference"):
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
     started = time.perf_counter()
     _rename_inputs(gm, input_names)
-    report = CompileReport()
+    report = CompileReport(role=role)
+    _count_saved(gm, report)
     counter = iter(range(1 << 30))
     device = _runtime.device_of(example_inputs)
     split = _partition.partition(
@@ -414,9 +435,10 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
     _library.make_inplace_symm_mem_functionalizable(gm)
     forward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
                                 own_graphs=own_graphs, input_names=user_input_names(gm),
-                                keep_layout=training)
+                                keep_layout=training,
+                                role="forward" if training else "inference")
     backward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
-                                 own_graphs=own_graphs)
+                                 own_graphs=own_graphs, role="backward")
     compiler = aot_autograd(
         fw_compiler=forward, bw_compiler=backward,
         partition_fn=min_cut_rematerialization_partition,

@@ -106,3 +106,44 @@ def test_attention_backward_on_gpu(world, dtype):
         for w, g, what in zip(want_in, got_in, "qkv"):
             err = (w.grad - g.grad.float().cpu()).abs().max().item()
             assert err <= tol * max(1.0, w.grad.abs().max().item()), (name, what, err)
+
+
+def test_reports_name_the_passes_and_the_saved_activations(world):
+    w = torch.randn(8, 8, requires_grad=True)
+    torch._dynamo.reset()
+    before = len(sft.reports())
+    torch.compile(lambda x: torch.sin(x @ w).sum(), backend="symmflow")(torch.randn(4, 8)).backward()
+    forward, backward = sft.reports()[before:]
+    assert (forward.role, backward.role) == ("forward", "backward")
+    # x @ w is recomputed or saved as the min-cut partitioner decides; sin's input is saved
+    assert forward.saved_tensors >= 1 and forward.saved_bytes >= 4 * 8 * 4, forward.text()
+    assert "the forward of a training graph: " in forward.text()
+    assert "saved for the backward, outputs of its plans" in forward.text()
+    assert "the backward of a training graph\n" in backward.text()
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.compile(lambda x: torch.sin(x @ w), backend="symmflow")(torch.randn(4, 8))
+    assert sft.last_report().role == "inference"
+    assert "training graph" not in sft.last_report().text()
+
+
+def test_an_op_symmflow_lacks_stays_in_pytorch_named_and_gradients_stay_right(world):
+    """A training graph with an op outside the catalogue (i0, and its backward i1): PyTorch runs
+    it, the boundary names it, and the gradients equal autograd's."""
+    w = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(4, 8, dtype=torch.float64)
+
+    def f(x):
+        return (torch.special.i0(x @ w) * 0.5).sum()
+
+    torch._dynamo.reset()
+    before = len(sft.reports())
+    torch.compile(f, backend="symmflow")(x).backward()
+    got = w.grad.clone()
+    w.grad = None
+    f(x).backward()
+    torch.testing.assert_close(got, w.grad, rtol=1e-12, atol=1e-12)
+    forward, backward = sft.reports()[before:]
+    assert any("aten.i0.default at node" in b and "is not in symmflow's catalogue" in b
+               for b in forward.boundaries), forward.text()
+    assert backward.boundaries, backward.text()  # i1 of the backward stays PyTorch's too
