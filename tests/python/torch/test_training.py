@@ -147,3 +147,23 @@ def test_an_op_symmflow_lacks_stays_in_pytorch_named_and_gradients_stay_right(wo
     assert any("aten.i0.default at node" in b and "is not in symmflow's catalogue" in b
                for b in forward.boundaries), forward.text()
     assert backward.boundaries, backward.text()  # i1 of the backward stays PyTorch's too
+
+
+def test_verify_mode_names_a_partition_that_differs_from_pytorch(world, monkeypatch):
+    """SYMMFLOW_TORCH_VERIFY=1 runs each partition's FX graph in PyTorch beside it: equal results
+    pass, a wrong one (simulated here by corrupting the assembled outputs) raises naming it."""
+    from symmflow.torch import _fx_import
+
+    monkeypatch.setenv("SYMMFLOW_TORCH_VERIFY", "1")
+    x = torch.randn(4, 8)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(torch.sin, backend="symmflow")(x), torch.sin(x))
+    assemble = _fx_import.ImportedGraph.assemble_outputs
+    monkeypatch.setattr(_fx_import.ImportedGraph, "assemble_outputs",
+                        lambda self, i, r: tuple(t + 1 for t in assemble(self, i, r)))
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception) as e:
+        torch.compile(torch.cos, backend="symmflow")(x)
+    assert "SYMMFLOW_TORCH_VERIFY: output 0 of partition_0 differs from PyTorch's: max error " \
+        in str(e.value)
