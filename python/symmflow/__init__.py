@@ -28,6 +28,7 @@ from ._types import TensorSpec
 from . import _core
 from ._core import (CompiledProgram, Program, Rank, Session, call_op, check_device, compile,
                     empty_symmetric, ops, run, symmetric_group, tunables)
+from . import _store
 from ._store import store_callbacks
 
 __version__: str = _core.__version__
@@ -63,6 +64,7 @@ def init_store(set: Callable[[str, bytes], None],
     if first:
         _store_rank = r
         atexit.register(_core._shutdown_store)
+        atexit.register(_store.exiting)  # runs first (atexit is LIFO)
         previous_hook = sys.excepthook
 
         def abort_on_uncaught(kind: Any, value: Any, tb: Any) -> None:

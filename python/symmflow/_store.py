@@ -4,8 +4,33 @@ and ``add`` as c10d stores have works.
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
+
+# Note [leaving through a dead store]: symmflow leaves its world at interpreter exit, which
+# writes to the store. By then the store may be gone: a test fixture (or a script) destroyed the
+# process group and deleted a FileStore's directory, and c10d's FileStore then retries the write
+# for its whole timeout (300 s: every pytest file of ours lingered 5 minutes after passing, in
+# CTest). At exit each write is best effort: it runs on a daemon thread given EXIT_WAIT_S.
+EXIT_WAIT_S = 2.0
+_exiting = False
+
+
+def exiting() -> None:
+    """Called at interpreter exit, before symmflow leaves its world."""
+    global _exiting
+    _exiting = True
+
+
+def _bounded(call: Callable[[], Any]) -> Any:
+    if not _exiting:
+        return call()
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    worker.start()
+    worker.join(EXIT_WAIT_S)
+    return result[0] if result else None
 
 
 def store_callbacks(store: Any) -> dict[str, Callable[..., Any]]:
@@ -34,9 +59,10 @@ def store_callbacks(store: Any) -> dict[str, Callable[..., Any]]:
         return bytes(store.get(key))
 
     def set_(key: str, value: bytes) -> None:
-        store.set(key, value)
+        _bounded(lambda: store.set(key, value))  # Note [leaving through a dead store]
 
     def add(key: str, delta: int) -> int:
-        return int(store.add(key, delta))
+        got = _bounded(lambda: store.add(key, delta))
+        return int(got) if got is not None else 0
 
     return {"set": set_, "get": get, "wait": wait, "add": add}

@@ -43,3 +43,31 @@ def test_check_device_refuses_unknown_devices():
     with pytest.raises(symmflow.Error) as e:
         symmflow.check_device("tpu")
     assert str(e.value) == "--device: 'cpu' or 'cuda' (got 'tpu')"
+
+
+def test_exit_after_the_store_is_gone_is_prompt(tmp_path):
+    """Note [leaving through a dead store]: a process whose FileStore directory was deleted after
+    destroy_process_group leaves symmflow's world at exit within seconds (it lingered for c10d's
+    300 s store timeout before)."""
+    import subprocess
+    import sys
+    import time
+
+    script = f"""
+import os, shutil, torch, torch.distributed as dist
+import symmflow.torch as sft
+folder = {str(tmp_path / "store")!r}
+os.makedirs(folder)
+dist.init_process_group("gloo", store=dist.FileStore(os.path.join(folder, "s"), 1), rank=0,
+                        world_size=1)
+sft.init()
+dist.destroy_process_group()
+shutil.rmtree(folder)
+print("done", flush=True)
+"""
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    took = time.monotonic() - start
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-3000:]
+    assert took < 30, f"exit took {took:.1f} s"
