@@ -34,7 +34,7 @@ def _one_partition_each(results):
 
 
 @pytest.mark.parametrize("nproc,cases,dtypes", [
-    (2, ["llama:dtensor:mask", "llama:sp:mask", "qwen2:tp_plan"], "f32"),
+    (2, ["llama:dtensor:mask", "llama:sp:mask", "qwen2:tp_plan", "qwen3:sp:mask"], "f32"),
     (2, ["qwen3:dtensor:mask"], "f32,bf16"),
     (4, ["llama:dtensor:mask", "llama:sp:mask"], "f32,bf16"),
 ])
