@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import traceback
 
 import torch
 import torch.distributed as dist
@@ -33,7 +32,7 @@ import torch.distributed._functional_collectives as funcol
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from worker import emit  # noqa: E402  (the RESULT lines and files of the torchrun tests)
+from worker import run_cases  # noqa: E402  (the case loop and its RESULT lines)
 
 import symmflow.torch as sft  # noqa: E402
 
@@ -153,26 +152,7 @@ def run_case(case: str, dtype: torch.dtype) -> dict:
 
 
 def main() -> int:
-    cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
-    # On GPUs each rank drives its own GPU and eager collectives on cuda tensors go through NCCL
-    # (as hf_worker.py does); gloo alone took cuda tensors only on some ranks.
-    if DEVICE == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
-    dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
-    sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "20")))
-    failed = False
-    for case in cases:
-        for dtype_name in dtypes:
-            try:
-                result = run_case(case, DTYPES[dtype_name])
-            except Exception:  # noqa: BLE001 - reported as a failed case
-                result = {"case": case, "dtype": dtype_name, "rank": dist.get_rank(), "ok": False,
-                          "error": traceback.format_exc()[-3000:]}
-            failed |= not result["ok"]
-            emit(result)
-    dist.destroy_process_group()
-    return 1 if failed else 0
-
+    return run_cases(lambda case, dtype_name: run_case(case, DTYPES[dtype_name]), DEVICE, "20")
 
 if __name__ == "__main__":
     sys.exit(main())

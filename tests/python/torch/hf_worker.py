@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 
 import torch
 import torch.distributed as dist
@@ -29,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
 
 import hf_models  # noqa: E402
-from worker import emit  # noqa: E402  (the RESULT lines and files of the torchrun tests)
+from worker import run_cases  # noqa: E402  (the case loop and its RESULT lines)
 
 import symmflow.torch as sft  # noqa: E402
 
@@ -97,27 +96,10 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
 
 
 def main() -> int:
-    cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
-    # On GPUs each rank drives its GPU (as torchrun users set it), the models' own collectives
-    # (eager DTensor) go through NCCL, the rest through gloo.
-    if DEVICE == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
-    dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
-    sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", "30")))
-    failed = False
-    for case in cases:
+    def one(case, dtype_name):
         name, style, *rest = case.split(":")
-        for dtype_name in dtypes:
-            try:
-                result = run_case(name, style, rest == ["mask"], DTYPES[dtype_name])
-            except Exception:  # noqa: BLE001 - reported as a failed case
-                result = {"case": case, "dtype": dtype_name, "rank": dist.get_rank(),
-                          "ok": False, "error": traceback.format_exc()[-3000:]}
-            failed |= not result["ok"]
-            emit(result)
-    dist.destroy_process_group()
-    return 1 if failed else 0
-
+        return run_case(name, style, rest == ["mask"], DTYPES[dtype_name])
+    return run_cases(one, DEVICE, "30")
 
 if __name__ == "__main__":
     sys.exit(main())

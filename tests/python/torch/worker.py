@@ -243,6 +243,31 @@ def emit(result: dict) -> None:
             f.write(line + "\n")
 
 
+def run_cases(run_one, device: str = "cpu", timeout_s: str = "30", seed: int | None = None) -> int:
+    """The main loop of the model workers (hf_worker, train_worker, a2a_worker): argv's cases x
+    dtypes, each `run_one(case, dtype_name)`'s result (or its traceback as a failed case) emitted;
+    on GPUs each rank drives its own GPU and eager collectives on cuda tensors go through NCCL."""
+    cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    dist.init_process_group("cpu:gloo,cuda:nccl" if device == "cuda" else "gloo")
+    sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", timeout_s)))
+    failed = False
+    for case in cases:
+        for dtype_name in dtypes:
+            if seed is not None:
+                torch.manual_seed(seed)
+            try:
+                result = run_one(case, dtype_name)
+            except Exception:  # noqa: BLE001 - reported as a failed case
+                result = {"case": case, "dtype": dtype_name, "rank": dist.get_rank(),
+                          "ok": False, "error": traceback.format_exc()[-3000:]}
+            failed |= not result["ok"]
+            emit(result)
+    dist.destroy_process_group()
+    return 1 if failed else 0
+
+
 def main() -> int:
     cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
     dist.init_process_group("gloo")
