@@ -455,4 +455,22 @@ TEST(AtenTrainOps, RsubScalarMatchesReference) {
 }
 
 }  // namespace
+
+// ---- scaled_dot_product_attention_backward (Note [attention backward]) -------------------------
+
+TEST(AtenTrainOps, AttentionBackwardRefusesAGradOfAnotherShapeOrDtype) {
+  Tensor q = random_tensor({1, 2, 3, 4}, DType::f32, 1);
+  Tensor k = random_tensor({1, 2, 5, 4}, DType::f32, 2);
+  Tensor v = random_tensor({1, 2, 5, 6}, DType::f32, 3);
+  const char* op = "aten::scaled_dot_product_attention_backward";
+  Tensor wrong_shape = random_tensor({1, 2, 3, 4}, DType::f32, 4);
+  Tensor wrong_dtype = random_tensor({1, 2, 3, 6}, DType::f64, 4);
+  EXPECT_EQ(usage_error_of([&] { call(op, {wrong_shape, q, k, v}); }),
+            "aten::scaled_dot_product_attention_backward: grad_out has shape [1, 2, 3, 4] but the "
+            "attention's result has shape [1, 2, 3, 6]");
+  EXPECT_EQ(usage_error_of([&] { call(op, {wrong_dtype, q, k, v}); }),
+            "aten::scaled_dot_product_attention_backward: grad_out has dtype f64 and query has "
+            "dtype f32; expected the same dtype");
+}
+
 }  // namespace symmflow::test
