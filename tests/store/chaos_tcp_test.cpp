@@ -182,7 +182,9 @@ TEST(ChaosTcp, RunningOutOfDescriptorsDoesNotSpin) {
     double cpu = process_cpu_seconds();
     std::this_thread::sleep_for(Millis(500));
     double spent = process_cpu_seconds() - cpu;
-    EXPECT_LT(spent, 0.1) << "the server busy-looped on accept for " << spent << " s of 0.5 s";
+    // A busy loop spends the whole 0.5 s. A loaded CI machine charged 0.103 s to a server that
+    // was not spinning (tick-based accounting bills whole ticks), so the bound is half of it.
+    EXPECT_LT(spent, 0.25) << "the server busy-looped on accept for " << spent << " s of 0.5 s";
   }
   for (int s : sockets) ::close(s);
   client.set("k", "v");
