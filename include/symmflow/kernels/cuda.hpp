@@ -100,7 +100,10 @@ class Communicator {
 
   // Waits for `stream` and raises if a collective of this communicator failed on the GPU.
   void synchronize(void* stream);
-  // Raises if a collective failed (reads the device status; the caller synchronized).
+  // Raises if a collective failed (reads the host-mapped report; the caller synchronized). Every
+  // call of the communicator also raises a failure an earlier call's kernel recorded: a timeout,
+  // bad splits, or ranks that called different collectives (Note [gpu collective agreement] in
+  // src/kernels/cuda/call_signature.hpp).
   void check();
   const std::shared_ptr<Group>& group() const { return group_; }
 

@@ -30,7 +30,10 @@
 //   one_shot_ll_kernel): the reader polls the lines themselves, so there is no flag store, no
 //   fence and no wait for acknowledgements: one link latency per call. Lines live in their own
 //   staging (ll), where only tagged lines are ever written, so a stale line never carries the
-//   tag of a later call.
+//   tag of a later call. The second tag word is the tag's low byte under the call's signature
+//   (Note [gpu collective agreement] in call_signature.hpp): the low byte tells a fresh half
+//   from a stale one (the line at a parity was last written two calls ago), the rest is compared.
+// Every flag-based kernel's first barrier also carries the signature (device_sync.cuh).
 // The call count lives on the GPU (read by every block, advanced by the last block to finish), so
 // a captured CUDA graph replays with fresh tags. A wait gives up after timeout_ns (globaltimer)
 // and records the peer in status; the host raises (communicator.cpp).
@@ -115,9 +118,11 @@ __global__ void __launch_bounds__(1024)
   auto line_slot = [&](int rank, int src) {
     return reinterpret_cast<uint4*>(v.ll[rank] + (int64_t(parity) * v.world + src) * v.ll_bytes);
   };
+  // Note [gpu collective agreement]: the second tag word carries the signature above its low byte
+  const uint32_t mark = (tag & 0xffu) | (v.sig << 8);
   for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
     const uint2 d = in[i];
-    const uint4 line = make_uint4(d.x, tag, d.y, tag);
+    const uint4 line = make_uint4(d.x, tag, d.y, mark);
     for (int q = 0; q < v.world; ++q) {
       if (q != v.rank) store_line(line_slot(q, v.rank) + i, line);
     }
@@ -132,13 +137,24 @@ __global__ void __launch_bounds__(1024)
       } else {
         const uint4* src = line_slot(v.rank, s) + i;
         uint4 line = load_line(src);
-        for (int spins = 1; line.y != tag || line.w != tag; ++spins) {
+        for (int spins = 1; line.y != tag || (line.w & 0xffu) != (tag & 0xffu); ++spins) {
           if ((spins & 63) == 0 && (now_ns() > deadline || *static_cast<volatile int*>(v.status))) {
             if (now_ns() > deadline) fail(v, kTimedOut, s);
             ok = false;
             break;
           }
           line = load_line(src);
+        }
+        if (ok && line.w != mark) {
+          // A torn line (this call's first half landed, its second not yet, and the stale second
+          // half is from a multiple of 256 calls ago) looks alike for a moment: a disagreement is
+          // a mismatch that lasts (Note [gpu collective agreement]).
+          const uint64_t until = now_ns() + 20000;
+          while (line.w != mark && now_ns() < until) line = load_line(src);
+          if (line.w != mark) {
+            fail(v, kDisagree, s, line.w >> 8);
+            ok = false;
+          }
         }
         d = make_uint2(line.x, line.z);
       }

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "kernels/cuda/call_signature.hpp"
 #include "kernels/cuda/workspace_access.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/kernels/algorithm.hpp"
@@ -89,6 +90,7 @@ Algo parse_algo(std::string_view name) {
 struct Communicator::State {
   std::shared_ptr<DeviceHeap> staging, flags, ll, signals;
   void* words = nullptr;  // calls, done, status, put_done (this rank only)
+  int* report = nullptr;  // pinned, mapped: {status, peer's signature, own signature}
   std::vector<std::string> ops;  // ops[code - 1]: the op names that status codes refer to
   int device = 0;
   int sms = 1;      // multiprocessors this rank's collectives may occupy
@@ -98,23 +100,28 @@ struct Communicator::State {
   bool failed = false;
   std::string failure;
   WorkspaceView view{};
-  // The view for a call of `op`: failures it records name the op.
-  WorkspaceView view_for(std::string_view op) {
+  // The view for a call of `op` with signature `sig` (Note [gpu collective agreement]):
+  // failures it records name the op.
+  WorkspaceView view_for(std::string_view op, uint32_t sig) {
     auto it = std::find(ops.begin(), ops.end(), op);
     if (it == ops.end()) it = ops.insert(ops.end(), std::string(op));
     WorkspaceView v = view;
     v.op = int(it - ops.begin()) + 1;
+    v.sig = sig;
     return v;
   }
-  void check_usable(std::string_view op, const Group& group) const {
+  // Raises a failure recorded by an earlier call's kernel (the host-mapped report, one load), or
+  // the one raised before.
+  void check_usable(std::string_view op, const Group& group) {
+    if (!failed && static_cast<volatile int*>(report)[0] != 0) raise_recorded(group);
     SF_CHECK(!failed, "{}: the cuda communicator of group '{}' failed earlier ({}); create a new one",
              op, group.name(), failure);
   }
+  [[noreturn]] void raise_recorded(const Group& group);
   ~State() {
-    if (words) {
-      cudaSetDevice(device);
-      cudaFree(words);
-    }
+    cudaSetDevice(device);
+    if (words) cudaFree(words);
+    if (report) cudaFreeHost(report);
   }
 };
 
@@ -129,7 +136,8 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   s->max_bytes = (std::max<size_t>(max_bytes, 16) + 255) / 256 * 256;
   s->timeout_s = group->bootstrap().timeout_s();
   s->staging = DeviceHeap::allocate(group, 2 * size_t(w) * s->max_bytes, "cuda::Communicator");
-  s->flags = DeviceHeap::allocate(group, size_t(kFlagWords) * 4, "cuda::Communicator");
+  s->flags =
+      DeviceHeap::allocate(group, size_t(kFlagWords + kSigWords) * 4, "cuda::Communicator");
   const size_t ll_bytes = 2 * size_t(std::min<int64_t>(kLLMaxBytes, int64_t(s->max_bytes)));
   s->ll = DeviceHeap::allocate(group, 2 * size_t(w) * ll_bytes, "cuda::Communicator");
   const int channels = int(tunables().signal_channels);
@@ -150,10 +158,17 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group,
   auto stream = static_cast<cudaStream_t>(current_stream());  // Note [ranks sharing a GPU]
   SF_CUDA_CHECK(cudaMemsetAsync(s->words, 0, 64 + pad_bytes, stream));
   SF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s->report), 4 * sizeof(int),
+                              cudaHostAllocMapped | cudaHostAllocPortable));
+  std::fill_n(s->report, 4, 0);
   WorkspaceView& v = s->view;
+  void* report_on_device = nullptr;
+  SF_CUDA_CHECK(cudaHostGetDevicePointer(&report_on_device, s->report, 0));
+  v.report = static_cast<int*>(report_on_device);
   for (int r = 0; r < w; ++r) {
     v.staging[r] = static_cast<char*>(s->staging->peer(r));
     v.flags[r] = static_cast<uint32_t*>(s->flags->peer(r));
+    v.sigs[r] = v.flags[r] + kFlagWords;
     v.ll[r] = static_cast<char*>(s->ll->peer(r));
     v.signals[r] = static_cast<uint32_t*>(s->signals->peer(r));
   }
@@ -204,10 +219,14 @@ void Communicator::all_reduce(const void* in, void* out, int64_t n, DType dtype,
                                     static_cast<cudaStream_t>(stream)));
     return;
   }
-  const WorkspaceView v = s.view_for("cuda all_reduce");
+  const bool ll = algorithm == AllReduceAlgorithm::one_shot_ll;
+  const WorkspaceView v = s.view_for(
+      "cuda all_reduce",
+      call_signature({ll ? "cuda all_reduce/ll" : "cuda all_reduce/one_shot", &dtype, reduce_op,
+                      uint64_t(n)}));
   Launch l;
   l.early = current_launch().early;  // Note [early launch]
-  if (algorithm == AllReduceAlgorithm::one_shot_ll) {
+  if (ll) {
     l.threads = 512;
     l.blocks = blocks_for(bytes / 8, l.threads, 1, s.sms);
     SF_CUDA_CHECK(cudaError_t(launch_one_shot_ll(v, in, out, n, type, op, l, stream)));
@@ -246,7 +265,8 @@ void Communicator::all_reduce_inplace(const DeviceHeap& heap, size_t offset_byte
            "cuda all_reduce: {} bytes exceed the communicator's max_bytes {} (group '{}')", bytes,
            s.max_bytes, group_->name());
   if (n == 0 || s.view.world == 1) return;
-  WorkspaceView v = s.view_for("cuda all_reduce");
+  WorkspaceView v = s.view_for(
+      "cuda all_reduce", call_signature({"cuda all_reduce/two_shot", &dtype, reduce_op, uint64_t(n)}));
   for (int r = 0; r < v.world; ++r) v.data[r] = static_cast<char*>(heap.peer(r)) + offset_bytes;
   Launch l;
   l.early = current_launch().early;  // Note [early launch]
@@ -266,31 +286,44 @@ void Communicator::synchronize(void* stream) {
 
 void Communicator::check() {
   State& s = *state_;
-  int status = 0;
-  SF_CUDA_CHECK(cudaMemcpy(&status, s.view.status, sizeof status, cudaMemcpyDeviceToHost));
-  if (status == 0) return;
+  if (!s.failed && static_cast<volatile int*>(s.report)[0] != 0) s.raise_recorded(*group_);
+}
+
+void Communicator::State::raise_recorded(const Group& group) {
+  const volatile int* r = report;
+  const int status = r[0];
+  const uint32_t theirs = uint32_t(r[1]), mine = uint32_t(r[2]);
   const int code = status >> 16, why = (status >> 8) & 255;
-  const std::string op = code >= 1 && size_t(code) <= s.ops.size() ? s.ops[size_t(code - 1)] : "cuda collective";
-  const int peer = group_->global_rank((status & 255) - 1);
-  s.failed = true;
+  const std::string op =
+      code >= 1 && size_t(code) <= ops.size() ? ops[size_t(code - 1)] : "cuda collective";
+  const int me = group.global_rank(group.rank());
+  const int peer = group.global_rank((status & 255) - 1);
+  failed = true;
   if (why == kBadSplits) {
-    s.failure = fmt::format("{}: bad splits of rank {}", op, peer);
+    failure = fmt::format("{}: bad splits of rank {}", op, peer);
     invalid_usage("{}: rank {} has invalid in_splits (a negative count, more rows sent than its "
                   "'input' has, or more rows for a receiver than its 'out' holds); nothing was "
                   "copied (group '{}')",
-                  op, peer, group_->name());
+                  op, peer, group.name());
   }
-  s.failure = fmt::format("{}: rank {} did not arrive", op, peer);
+  if (why == kDisagree) {  // Note [gpu collective agreement] in call_signature.hpp
+    failure = fmt::format("{}: rank {} called another collective", op, peer);
+    invalid_usage("{}: the ranks of group '{}' disagree (collective agreement on the GPU; no data "
+                  "was exchanged):\n{}",
+                  op, group.name(), describe_disagreement(mine, me, theirs, peer));
+  }
+  failure = fmt::format("{}: rank {} did not arrive", op, peer);
   throw_error(ErrorCode::Timeout,
               "{}: timed out after {} s in group '{}' on rank {} waiting for rank {} "
               "(a GPU kernel gave up waiting for the peer's signal)",
-              op, s.timeout_s, group_->name(), group_->global_rank(group_->rank()), peer);
+              op, timeout_s, group.name(), me, peer);
 }
 
-CallWorkspace WorkspaceAccess::call(Communicator& comm, std::string_view op) {
+CallWorkspace WorkspaceAccess::call(Communicator& comm, std::string_view op,
+                                    const CallFields& fields) {
   Communicator::State& s = *comm.state_;
   s.check_usable(op, *comm.group_);
-  return {s.view_for(op), s.sms, s.max_bytes};
+  return {s.view_for(op, call_signature(fields)), s.sms, s.max_bytes};
 }
 
 int Communicator::channels() const { return state_->view.channels; }
@@ -343,7 +376,8 @@ void Communicator::copy(std::span<const Copy> copies, size_t agreed_bytes, std::
   Launch l;
   l.threads = 512;
   l.blocks = blocks_for(int64_t(agreed_bytes) / 16, l.threads, 4, s.sms);
-  SF_CUDA_CHECK(cudaError_t(launch_exchange_copy(s.view_for(op), plan, int(unit), l, stream)));
+  const WorkspaceView v = s.view_for(op, call_signature({op, nullptr, {}, agreed_bytes}));
+  SF_CUDA_CHECK(cudaError_t(launch_exchange_copy(v, plan, int(unit), l, stream)));
 }
 
 void Communicator::reduce_scatter(std::span<const void* const> srcs, void* out, int64_t outer,
@@ -370,7 +404,9 @@ void Communicator::reduce_scatter(std::span<const void* const> srcs, void* out, 
   l.threads = 512;
   l.blocks = blocks_for(outer * chunk, l.threads, 4, s.sms);
   SF_CUDA_CHECK(
-      cudaError_t(launch_reduce_scatter(s.view_for(op), plan, type, kind, l, stream)));
+      cudaError_t(launch_reduce_scatter(
+          s.view_for(op, call_signature({op, &dtype, reduce_op, uint64_t(outer * chunk)})), plan,
+          type, kind, l, stream)));
 }
 
 void Communicator::all_to_all(std::span<const int64_t* const> splits,
@@ -394,7 +430,8 @@ void Communicator::all_to_all(std::span<const int64_t* const> splits,
   Launch l;
   l.threads = 512;  // at least world^2 threads (the splits are loaded one per thread)
   l.blocks = std::min(s.sms, 32);  // the same on every member, whatever its 'out' holds
-  SF_CUDA_CHECK(cudaError_t(launch_all_to_all(s.view_for(op), plan, int(unit), l, stream)));
+  const WorkspaceView v = s.view_for(op, call_signature({op, nullptr, {}, uint64_t(row_bytes)}));
+  SF_CUDA_CHECK(cudaError_t(launch_all_to_all(v, plan, int(unit), l, stream)));
 }
 
 void Communicator::put_signal(const void* src, void* peer_dst, size_t bytes, int peer,
@@ -407,7 +444,7 @@ void Communicator::put_signal(const void* src, void* peer_dst, size_t bytes, int
   l.threads = 512;
   const int unit = unit_of({reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(peer_dst), bytes});
   l.blocks = blocks_for(int64_t(bytes) / unit, l.threads, 4, s.sms);
-  SF_CUDA_CHECK(cudaError_t(launch_put_signal(s.view_for(op), src, peer_dst, int64_t(bytes), unit,
+  SF_CUDA_CHECK(cudaError_t(launch_put_signal(s.view_for(op, 0), src, peer_dst, int64_t(bytes), unit,
                                               peer, channel, l, stream)));
 }
 
@@ -416,7 +453,7 @@ void Communicator::wait_signal(int peer, int channel, void* stream) {
   State& s = *state_;
   s.check_usable(op, *group_);
   check_signal(op, peer, channel);
-  SF_CUDA_CHECK(cudaError_t(launch_wait_signal(s.view_for(op), peer, channel, stream)));
+  SF_CUDA_CHECK(cudaError_t(launch_wait_signal(s.view_for(op, 0), peer, channel, stream)));
 }
 
 namespace {

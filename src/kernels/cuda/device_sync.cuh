@@ -32,9 +32,16 @@ __device__ __forceinline__ uint64_t now_ns() {
 }
 
 // Records the first failure of the call in the workspace status (status_code); later ones are
-// dropped.
-__device__ __forceinline__ void fail(const WorkspaceView& v, int why, int peer) {
-  atomicCAS(v.status, 0, status_code(v.op, why, peer));
+// dropped. The block that records it copies it into the host-mapped report, the signatures first
+// (`theirs`: the peer's, for kDisagree), so the host reads it at its next call without a copy.
+__device__ __forceinline__ void fail(const WorkspaceView& v, int why, int peer,
+                                     uint32_t theirs = 0) {
+  const int code = status_code(v.op, why, peer);
+  if (atomicCAS(v.status, 0, code) != 0) return;
+  v.report[1] = int(theirs);
+  v.report[2] = int(v.sig);
+  __threadfence_system();
+  v.report[0] = code;
 }
 
 // Waits until *flag >= tag (wrap-safe); false when the deadline passed or another block failed.
@@ -47,27 +54,37 @@ __device__ bool wait_tag(const uint32_t* flag, uint32_t tag, uint64_t deadline,
 }
 
 // Threads 0..W-1 wait for src = thread's flag of `phase` (skipping `skip`, -1 for none), then the
-// block synchronizes. Returns false (for the whole block) when a wait failed.
+// block synchronizes. In phase 0 each then compares src's signature for this call with its own
+// (Note [gpu collective agreement] in call_signature.hpp). Returns false (for the whole block)
+// when a wait or a comparison failed.
 __device__ bool wait_all(const WorkspaceView& v, int phase, uint32_t tag, uint64_t deadline,
                          int skip) {
   const int src = int(threadIdx.x);
-  if (src < v.world && src != skip &&
-      !wait_tag(v.flags[v.rank] + flag_index(phase, src, int(blockIdx.x)), tag, deadline,
-                v.status)) {
-    fail(v, kTimedOut, src);
+  if (src < v.world && src != skip) {
+    if (!wait_tag(v.flags[v.rank] + flag_index(phase, src, int(blockIdx.x)), tag, deadline,
+                  v.status)) {
+      fail(v, kTimedOut, src);
+    } else if (phase == 0) {
+      const uint32_t theirs = static_cast<volatile uint32_t*>(
+          v.sigs[v.rank])[sig_index(int((tag - 1) & 1), src, int(blockIdx.x))];
+      if (theirs != v.sig) fail(v, kDisagree, src, theirs);
+    }
   }
   __syncthreads();
   return *static_cast<volatile int*>(v.status) == 0;
 }
 
-// After the block's stores: thread 0 publishes them to every rank (but `skip`) with `tag`. The
-// block barrier orders every thread's stores before thread 0's release store, and release is
-// cumulative, so no separate fence is needed.
+// After the block's stores: thread 0 publishes them to every rank (but `skip`) with `tag`; in
+// phase 0 the call's signature first. The block barrier orders every thread's stores before
+// thread 0's release store, and release is cumulative, so no separate fence is needed.
 __device__ void signal_all(const WorkspaceView& v, int phase, uint32_t tag, int skip) {
   __syncthreads();
   if (threadIdx.x == 0) {
+    const int64_t at = sig_index(int((tag - 1) & 1), v.rank, int(blockIdx.x));
     for (int q = 0; q < v.world; ++q) {
-      if (q != skip) store_release(v.flags[q] + flag_index(phase, v.rank, int(blockIdx.x)), tag);
+      if (q == skip) continue;
+      if (phase == 0) static_cast<volatile uint32_t*>(v.sigs[q])[at] = v.sig;
+      store_release(v.flags[q] + flag_index(phase, v.rank, int(blockIdx.x)), tag);
     }
   }
 }

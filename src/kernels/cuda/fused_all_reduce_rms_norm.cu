@@ -108,7 +108,8 @@ void launch(Communicator& comm, std::string_view op, const Plan& plan, DType dty
   const ElemType type = elem_type(dtype, op);
   const ReduceKind kind = reduce_kind(reduce_op, op);
   if (plan.rows == 0 || plan.n == 0) return;
-  const CallWorkspace w = call_workspace(comm, op);
+  const CallWorkspace w =
+      call_workspace(comm, op, {op, &dtype, reduce_op, uint64_t(plan.rows * plan.n)});
   const int64_t bytes = plan.rows * plan.n * int64_t(dtype_size(dtype));
   SF_CHECK(size_t(bytes) <= w.max_bytes,
            "{}: {} rows of {} exceed the communicator's max_bytes {} (group '{}')", op, plan.rows,

@@ -72,7 +72,9 @@ void reduce_out(const Tensor& input, int64_t root, std::string_view reduce_op,
   const ReduceKind kind = reduce_kind(reduce_op, op);
   if (input.numel() == 0) return;
   Communicator& comm = communicator(group, input.nbytes());
-  const CallWorkspace w = call_workspace(comm, op);
+  const DType dtype = input.dtype();
+  const CallWorkspace w =
+      call_workspace(comm, op, {op, &dtype, reduce_op, uint64_t(input.numel()), root});
   const bool is_root = group->rank() == int(root);
   std::optional<DenseOut> dense;
   if (is_root) dense.emplace(out);

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "kernels/cuda/call_signature.hpp"
 #include "kernels/cuda/collectives.hpp"
 #include "symmflow/core/dtype.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -30,11 +31,14 @@ struct CallWorkspace {
   int sms = 1;             // multiprocessors this rank's collectives may occupy
   size_t max_bytes = 0;    // bytes of one call that staging holds per source
 };
+// `fields` give the call's signature, which the kernel's first barrier compares across ranks
+// (Note [gpu collective agreement] in call_signature.hpp).
 struct WorkspaceAccess {
-  static CallWorkspace call(Communicator& comm, std::string_view op);
+  static CallWorkspace call(Communicator& comm, std::string_view op, const CallFields& fields);
 };
-inline CallWorkspace call_workspace(Communicator& comm, std::string_view op) {
-  return WorkspaceAccess::call(comm, op);
+inline CallWorkspace call_workspace(Communicator& comm, std::string_view op,
+                                    const CallFields& fields) {
+  return WorkspaceAccess::call(comm, op, fields);
 }
 
 // f32, bf16, f16; anything else raises naming op, dtype and the backend.
