@@ -135,7 +135,9 @@ TEST_F(CudaLlamaOps, AttentionMatchesCpu) {
   const Case cases[] = {{2, 8, 2, 17, 17, 7, 7, true},  {1, 4, 2, 1, 9, 5, 3, true},
                         {1, 2, 2, 3, 5, 4, 4, true},    {1, 2, 1, 6, 3, 3, 5, true},
                         {3, 3, 3, 17, 4, 1, 2, false},  {1, 1, 1, 1, 1, 1, 1, true},
-                        {1, 4, 1, 2, 300, 64, 64, true}};
+                        {1, 4, 1, 2, 300, 64, 64, true},
+                        {1, 16, 4, 16, 16, 128, 128, true},  // a TP2 decoder layer's shape
+                        {1, 2, 2, 3, 40, 33, 31, false}};    // head dims past one warp
   uint64_t seed = 1;
   for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
     for (const Case& c : cases) {

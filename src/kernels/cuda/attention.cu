@@ -2,7 +2,7 @@
 //
 // Attention: one block of 128 threads per (batch, head, query row), reading q, k and v through
 // their strides (a permuted view is read in place). The scores of the row live in
-// shared memory (one per key): threads take keys in turn and compute scale * q . k_j, a block-wide
+// shared memory (one per key): warps take keys in turn and compute scale * q . k_j, a block-wide
 // max and sum of exp(s - max) follow, then threads take output columns in turn and sum
 // p_j * v[j, col] over the keys. The arithmetic is the CPU kernel's (kernels/cpu/attention.cpp),
 // in float (double for f64), so results agree up to summation order; written for clarity, not
@@ -42,19 +42,24 @@ __device__ A block_reduce(A v, bool is_max) {
 }
 
 // The scores of query row (b, h, i) over its `keys` allowed keys into p (scale, mask), and this
-// thread's maximum of them (the caller reduces it over the block).
+// thread's maximum of them (the caller reduces it over the block). A warp per key: its lanes take
+// the head dimension in turn (coalesced loads of q and of the key's row) and sum by shuffles, so
+// a short row is not one thread's serial dot product per key (16 keys of 128 dimensions took
+// 31.5 us a decoder layer's call that way on an H200).
 template <typename A>
 __device__ A row_scores(const AttentionOperand& q, const AttentionOperand& k,
                         const AttentionMask& m, PwType t, int64_t b, int64_t h, int64_t i,
                         int64_t q_row, int64_t k_head, int64_t keys, int64_t E, A scale, A* p) {
   const int64_t m_row = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
+  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
   A mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
+  for (int64_t j = threadIdx.x / 32; j < keys; j += warps) {
     A dot = 0;
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = lane; e < E; e += 32) {
       dot += ld<A>(q.data, t, q_row + e * q.strides[3]) *
              ld<A>(k.data, t, k_head + j * k.strides[2] + e * k.strides[3]);
     }
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     A s = dot * scale;
     if (m.data != nullptr) {
       const int64_t at = m_row + j * m.strides[3];
@@ -64,7 +69,7 @@ __device__ A row_scores(const AttentionOperand& q, const AttentionOperand& k,
         s += ld<A>(m.data, m.type, at);
       }
     }
-    p[j] = s;
+    if (lane == 0) p[j] = s;
     mx = max(mx, s);
   }
   return mx;
