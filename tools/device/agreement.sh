@@ -2,6 +2,8 @@
 # The GPU collectives' agreement (issue 25) and the fused pointwise regions (issue 27) on two GPUs
 # of one host, in two calls of the device tool on a warm machine (carry .whl: nanobind's and
 # transformers' wheels):
+#   bash tools/device/agreement.sh quick  # one call: build and run only the agreement and
+#                                         # attention tests (a device budget of minutes)
 #   bash tools/device/agreement.sh build  # configure + build the CUDA module, CLI, Python module,
 #                                         # the GPU tests and the all-reduce bench
 #   bash tools/device/agreement.sh run    # the GPU tests (CudaAgreement among them), the
@@ -23,6 +25,30 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 start=$(date +%s)
 step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
 tests="test_cuda test_cuda_symm_ops test_cuda_exec test_cuda_stream test_cuda_ops"
+if [[ "$mode" == quick ]]; then  # one call on a fresh machine: build and run only the new tests
+  nvidia-smi -L
+  step configure
+  cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
+    -DSYMMFLOW_BUILD_BENCH=OFF -DSYMMFLOW_TESTS_CUDA_ONLY=ON -DSYMMFLOW_PYTHON=OFF \
+    >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+  step build
+  cmake --build build/device -j "$(nproc)" --target test_cuda test_cuda_llama_ops \
+    >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
+  step "tests"
+  timeout 90 build/device/tests/cuda/test_cuda \
+    --gtest_filter='CudaAgreement.*:CudaAllReduce.RankThatNeverArrives*:CudaAllReduce.GraphReplay*' \
+    >"$OUT/test_cuda.log" 2>&1
+  echo "test_cuda (agreement): exit $?"
+  grep -E '^\[ +(OK|FAILED) +\]' "$OUT/test_cuda.log" | head -12
+  grep -B2 -A6 "Failure" "$OUT/test_cuda.log" | head -40
+  timeout 60 build/device/tests/cuda/test_cuda_llama_ops --gtest_filter='*Attention*' \
+    >"$OUT/attention.log" 2>&1
+  echo "test_cuda_llama_ops (attention): exit $?"
+  grep -E '^\[ +(OK|FAILED) +\]' "$OUT/attention.log" | head -8
+  grep -A6 "Failure" "$OUT/attention.log" | head -30
+  step done
+  exit 0
+fi
 if [[ "$mode" == build ]]; then
   nvidia-smi -L | tee "$OUT/gpus.txt"
   step configure
