@@ -12,6 +12,8 @@
 //             exchange at construction, one at the first run), then the first run of a second
 //             Executable where rank 1 binds bf16[8, 8] and the others f32[8, 4]; every rank prints
 //             the results and the error
+//   finished  rank 1 leaves the world cleanly (shutdown_store) after a barrier; rank 0 then waits
+//             for it in a bootstrap barrier and prints how long it took to fail and the error
 //   shutdown  every rank leaves the world early with shutdown_store (as the Python package does
 //             before the interpreter exits), calls it again (a no-op), and prints what a later
 //             init_store raises
@@ -164,6 +166,28 @@ int agreement(Runtime& r) {
   return 0;
 }
 
+int finished(Runtime& r) {
+  r.bootstrap().barrier(all_ranks(), "both", "test_both");
+  if (r.rank() != 0) {
+    shutdown_store();  // leaves cleanly: sets its exit key
+    say("left");
+    return 0;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = std::chrono::steady_clock::now();
+  try {
+    r.bootstrap().barrier(all_ranks(), "late", "test_late");
+    say("no error");
+    return 1;
+  } catch (const Error& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    say(fmt::format("code: {}", error_code_name(e.code())));
+    say(fmt::format("elapsed: {:.3f}", s));
+    say(fmt::format("message: {}", e.what()));
+    return 0;
+  }
+}
+
 int shutdown(Runtime& r) {
   r.group("world")->barrier(0, "before shutdown");
   shutdown_store();
@@ -189,6 +213,7 @@ int run_child(const std::string& scenario) {
     if (scenario == "mismatch") return mismatch(r);
     if (scenario == "agreement") return agreement(r);
     if (scenario == "shutdown") return shutdown(r);
+    if (scenario == "finished") return finished(r);
     if (scenario.rfind("chaos_", 0) == 0) return run_chaos_child(scenario, r);
     say("unknown scenario " + scenario);
     return 2;

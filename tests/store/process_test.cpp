@@ -6,7 +6,8 @@
 // - a peer SIGKILLed while the others wait for it in an all-reduce: every other rank raises
 //   PeerFailure naming it, well within the 5 s timeout;
 // - an allocation whose size differs on rank 1: every rank's error lists each rank's size.
-// - shutdown_store: ranks leave the world before exit, after which init_store refuses.
+// - shutdown_store: ranks leave the world before exit, after which init_store refuses;
+// - a rank that left cleanly: a store wait for it fails at once naming it, not at the timeout.
 #include <gtest/gtest.h>
 
 #include "spawn.hpp"
@@ -94,6 +95,29 @@ TEST(StoreProcess, ShutdownStoreLeavesTheWorldBeforeExit) {
         << world.output(r);
   }
 }
+
+// A store wait for a rank that already left cleanly fails at once, not after the timeout.
+void check_finished_peer(const std::string& kind) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 2);
+  constexpr double kTimeout = 10;
+  world.start({"finished", store_spec(kind, dir), "f", kTimeout});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
+  EXPECT_EQ(world.exit_code(1), 0) << world.all_output();
+  std::string out = world.output(0);
+  EXPECT_EQ(world.exit_code(0), 0) << out;
+  EXPECT_NE(out.find("code: PeerFailure\nelapsed: "), std::string::npos) << out;
+  EXPECT_NE(out.find("message: test_late: rank 1 has finished (it left the world cleanly) while "
+                     "rank 0 waited for it"),
+            std::string::npos)
+      << out;
+  size_t at = out.find("elapsed: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_LT(std::stod(out.substr(at + 9)), 2.0) << out;
+}
+
+TEST(StoreFailure, AWaitForARankThatFinishedFailsAtOnceFile) { check_finished_peer("file"); }
+TEST(StoreFailure, AWaitForARankThatFinishedFailsAtOnceTcp) { check_finished_peer("tcp"); }
 
 TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
   TempDir dir;

@@ -256,6 +256,21 @@ std::optional<RankFailure> StoreBootstrap::failure() const {
   return std::nullopt;
 }
 
+// Note [waits for a rank that left]: a rank sets its exit key when it leaves cleanly, after
+// every key it set before, and the store orders one client's writes. So once the exit key is
+// there, a key of that rank that is still absent never comes: the wait fails at once (checked
+// every slice, one read) instead of at the timeout. The key is read again after the exit key, as
+// it may have come in between.
+bool StoreBootstrap::finished_without(int r, const std::string& key_of_r) {
+  if (r == rank_) return false;
+  try {
+    return store_->get(key(fmt::format("exit/{}", r)), Millis(0)).has_value() &&
+           !store_->get(key_of_r, Millis(0)).has_value();
+  } catch (const Error&) {
+    return false;  // an unreachable store is the caller's error to report
+  }
+}
+
 void StoreBootstrap::await(const std::vector<std::string>& keys, const std::vector<int>& ranks,
                            std::string_view op) {
   auto start = std::chrono::steady_clock::now();
@@ -287,6 +302,11 @@ void StoreBootstrap::await(const std::vector<std::string>& keys, const std::vect
       continue;
     }
     peer_failure(i);
+    if (finished_without(ranks[i], keys[i]))
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} has finished (it left the world cleanly) while rank {} waited for "
+                  "it",
+                  op, ranks[i], rank_);
     if (std::chrono::steady_clock::now() - start > limit)
       throw_error(ErrorCode::Timeout, "{}: timed out after {} s on rank {} waiting for rank {}", op,
                   timeout_s_, rank_, ranks[i]);

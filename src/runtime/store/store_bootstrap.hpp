@@ -26,7 +26,8 @@
 //   every wait of the collectives).
 // - Exit: the destructor sets <prefix>/exit/<rank>; a rank that serves the store (TcpStore) first
 //   waits, bounded, until every rank has set it or died, so that peers never lose the server
-//   while they finish.
+//   while they finish. A wait for a key of a rank that left that way fails at once with
+//   PeerFailure "rank N has finished" (Note [waits for a rank that left]).
 // - Thread-safe: bootstrap operations are serialized by a mutex; failure() by its own.
 #pragma once
 
@@ -78,6 +79,9 @@ class StoreBootstrap : public Bootstrap {
              std::string_view op);
   // Whether a same-host peer's process is gone (without the exit key). Caller holds failure_mutex_.
   bool peer_died(int r) const;
+  // Whether rank r left cleanly (its exit key is set) without setting `key_of_r` (Note [waits for
+  // a rank that left] in store_bootstrap.cpp).
+  bool finished_without(int r, const std::string& key_of_r);
   void publish_poison(int rank, const std::string& why) const;
   void wait_for_exits() noexcept;
 
