@@ -9,6 +9,14 @@
 // kernel through call_bound_into with the output view preset. Running the very kernels eager
 // execution runs, in the same op order, makes fused results bitwise equal to eager ones (16-bit
 // floats round after each op in both). Only tensor metadata (views) is made per chunk.
+//
+// Values may have different dtypes (a region with casts: each value has its own, and its scratch
+// comes from that dtype's free list), and a region input may be smaller than the region and
+// broadcast to its shape, or be a strided view (Note [fused casts and broadcasts],
+// passes/fuse_pointwise.cpp). Such an input is gathered at the start of each chunk into a
+// chunk-sized buffer of its own, reading it by its strides and with stride 0 on its broadcast dims
+// (gather): one pass over cache-resident memory, after which every kernel sees same-shaped 1-d
+// chunks as before.
 #include "symmflow/exec/fused.hpp"
 
 #include <algorithm>
@@ -30,6 +38,24 @@ struct Instruction {
   std::vector<std::pair<size_t, int>> slots;   // (argument index, value id)
   int out = -1;                                // value id of the result
 };
+
+// A region input read by strides: the body value, its data and its element strides over the
+// region's shape (0 on broadcast dims).
+struct Gathered {
+  int vid = -1;
+  const char* data = nullptr;
+  size_t esize = 0;
+  Strides strides;
+};
+
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] != to[lead + d] && from[d] != 1) return false;
+  }
+  return true;
+}
 
 // One call of run_fused, in three named steps: index and check the body's values
 // (index_values), place them and compile the instructions (compile), run them chunk by chunk
@@ -55,13 +81,19 @@ class FusedRun {
   void run_chunks();
 
  private:
+  void gather(const Gathered& b, const Tensor& dst, int64_t off, int64_t len) const;
   void index_values();
   void place_inputs_and_outputs();
   void compile();
-  void check_tensor(const Tensor& t, const ir::Value* v, const char* what) const {
-    SF_CHECK(t.defined() && !t.is_meta() && t.is_contiguous(),
-             "run_fused: {} '{}' must be a contiguous tensor with memory", what, v->name());
-    SF_CHECK(t.dtype() == v->type().dtype && t.numel() == numel_,
+  // Whether input tensor t is read flat (else gathered: strided, or broadcast to the region).
+  bool flat_input(const Tensor& t) const { return t.is_contiguous() && t.numel() == numel_; }
+  void check_tensor(const Tensor& t, const ir::Value* v, bool input) const {
+    const char* what = input ? "input" : "output";
+    SF_CHECK(t.defined() && !t.is_meta() && (input || t.is_contiguous()),
+             "run_fused: {} '{}' must be a {}tensor with memory", what, v->name(),
+             input ? "" : "contiguous ");
+    SF_CHECK(t.dtype() == v->type().dtype &&
+                 (input && !flat_input(t) ? t.shape() == v->type().shape : t.numel() == numel_),
              "run_fused: {} '{}' is {} but the body expects {}", what, v->name(), t.str(),
              v->type().str());
   }
@@ -71,9 +103,12 @@ class FusedRun {
   std::unordered_map<const ir::Value*, int> id_;
   std::vector<const ir::Value*> values_;
   int64_t numel_ = 0, chunk_ = 0;
+  Shape shape_;                        // the region's: its first output's
+  std::vector<Gathered> gathered_inputs_;  // strided or broadcast inputs
   // Where each value lives: its flat base tensor (inputs, outputs) or its scratch tensor.
   std::vector<Tensor> base_;
   std::vector<bool> is_scratch_, is_output_;
+  std::vector<bool> gathered_;  // a gathered input: base_ is its chunk-sized buffer
   std::vector<std::pair<int, int>> identity_outputs_;  // (output index, value id) copied per chunk
   std::vector<Instruction> program_;
 };
@@ -91,11 +126,19 @@ void FusedRun::index_values() {
              "run_fused: body node {} must be an op with one fresh result", n->display_name());
     define(n->output());
   }
-  numel_ = values_.empty() ? 0 : values_[0]->type().bytes() / dtype_size(values_[0]->type().dtype);
+  const ir::Value* whole = !body_.outputs().empty() ? body_.outputs()[0]
+                           : values_.empty()         ? nullptr
+                                                     : values_[0];
+  if (whole) shape_ = whole->type().shape;
+  numel_ = symmflow::numel(shape_);
   for (const ir::Value* v : values_) {
-    SF_CHECK(symmflow::numel(v->type().shape) == numel_,
-             "run_fused: body value '{}' is {} but the region is elementwise over {} elements",
-             v->name(), v->type().str(), numel_);
+    if (symmflow::numel(v->type().shape) == numel_) continue;
+    SF_CHECK(v->is_input() && broadcasts_to(v->type().shape, shape_),
+             "run_fused: body value '{}' is {} but the region is elementwise over {} elements{}",
+             v->name(), v->type().str(), numel_,
+             v->is_input() ? fmt::format(" (shape {}, to which it does not broadcast)",
+                                         shape_str(shape_))
+                           : "");
   }
 }
 
@@ -103,13 +146,28 @@ void FusedRun::place_inputs_and_outputs() {
   base_.assign(values_.size(), Tensor());
   is_scratch_.assign(values_.size(), false);
   is_output_.assign(values_.size(), false);
+  gathered_.assign(values_.size(), false);
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    check_tensor(inputs_[i], body_.inputs()[i], "input");
-    base_[i] = inputs_[i].as_strided({numel_}, {1}, 0);
+    const ir::Value* v = body_.inputs()[i];
+    check_tensor(inputs_[i], v, true);
+    if (flat_input(inputs_[i])) {
+      base_[i] = inputs_[i].as_strided({numel_}, {1}, 0);
+      continue;
+    }
+    Gathered b{int(i), static_cast<const char*>(inputs_[i].raw_data()),
+               dtype_size(v->type().dtype), Strides(shape_.size(), 0)};
+    const Shape& from = v->type().shape;
+    const size_t lead = shape_.size() - from.size();
+    for (size_t d = 0; d < from.size(); ++d) {
+      if (from[d] == shape_[lead + d]) b.strides[lead + d] = inputs_[i].strides()[d];
+    }
+    gathered_inputs_.push_back(std::move(b));
+    base_[i] = Tensor::empty({chunk_}, v->type().dtype);  // refilled per chunk; never pooled
+    gathered_[i] = true;
   }
   for (size_t r = 0; r < outputs_.size(); ++r) {
     const ir::Value* v = body_.outputs()[r];
-    check_tensor(outputs_[r], v, "output");
+    check_tensor(outputs_[r], v, false);
     int vid = id_.at(v);
     if (v->is_input() || base_[size_t(vid)].defined()) {
       identity_outputs_.emplace_back(int(r), vid);
@@ -172,7 +230,7 @@ void FusedRun::run_chunks() {
   for (int64_t off = 0; off < numel_; off += chunk_) {
     const int64_t len = std::min(chunk_, numel_ - off);
     for (size_t v = 0; v < values_.size(); ++v) {
-      bool flat = v < inputs_.size() || is_output_[v];
+      bool flat = (v < inputs_.size() && !gathered_[v]) || is_output_[v];
       if (flat) {
         view[v] = base_[v].as_strided({len}, {1}, off);
       } else if (len == chunk_) {
@@ -181,6 +239,7 @@ void FusedRun::run_chunks() {
         view[v] = base_[v].as_strided({len}, {1}, 0);
       }
     }
+    for (const Gathered& b : gathered_inputs_) gather(b, view[size_t(b.vid)], off, len);
     for (Instruction& ins : program_) {
       for (const auto& [a, vid] : ins.slots) ins.bound[a] = view[size_t(vid)];
       outs[0] = view[size_t(ins.out)];
@@ -191,6 +250,45 @@ void FusedRun::run_chunks() {
       size_t esize = dtype_size(out.dtype());
       std::memcpy(static_cast<char*>(out.raw_data()) + size_t(off) * esize,
                   view[size_t(vid)].raw_data(), size_t(len) * esize);
+    }
+  }
+}
+
+// dst[j] = the input at the region's flat index off + j, for j < len: whole runs along the last
+// dim (a memcpy where its stride is 1, else element by element at its stride, 0 included), the
+// outer index advanced like an odometer.
+void FusedRun::gather(const Gathered& b, const Tensor& dst, int64_t off, int64_t len) const {
+  const size_t nd = shape_.size();
+  char* out = static_cast<char*>(dst.raw_data());
+  if (nd == 0) {
+    std::memcpy(out, b.data, b.esize);
+    return;
+  }
+  std::vector<int64_t> idx(nd);
+  int64_t rest = off;
+  for (size_t d = nd; d-- > 0;) {
+    idx[d] = rest % shape_[d];
+    rest /= shape_[d];
+  }
+  const int64_t inner = shape_[nd - 1], inner_stride = b.strides[nd - 1];
+  for (int64_t done = 0; done < len;) {
+    int64_t at = 0;
+    for (size_t d = 0; d < nd; ++d) at += idx[d] * b.strides[d];
+    const int64_t run = std::min(inner - idx[nd - 1], len - done);
+    const char* src = b.data + ptrdiff_t(at) * ptrdiff_t(b.esize);
+    char* to = out + size_t(done) * b.esize;
+    if (inner_stride == 1) {
+      std::memcpy(to, src, size_t(run) * b.esize);
+    } else {
+      const ptrdiff_t step = ptrdiff_t(inner_stride) * ptrdiff_t(b.esize);
+      for (int64_t j = 0; j < run; ++j)
+        std::memcpy(to + size_t(j) * b.esize, src + ptrdiff_t(j) * step, b.esize);
+    }
+    done += run;
+    idx[nd - 1] = 0;  // the next run starts a row
+    for (size_t d = nd - 1; d-- > 0;) {
+      if (++idx[d] < shape_[d]) break;
+      idx[d] = 0;
     }
   }
 }

@@ -4,30 +4,57 @@
 // Guarantees:
 //   - a fusible node is an op node whose op is_fusible_pointwise (tagged pointwise, neither
 //     in_place nor out: Note [op tags]; add/sub/mul/div .Tensor and .Scalar, sin, cos, exp, tanh,
-//     relu, gelu, silu, sigmoid, neg among the built-in ops) with one output, and whose
-//     every tensor argument has exactly the output's type (same shape, same dtype: no broadcast,
-//     no promotion).
-//   - a producer P joins its consumer C's region when both are fusible with the same output type
-//     and P's output is used by C only (every use is C), and is neither a graph output nor a
-//     writeback value. Regions are therefore trees with a single output (their root), maximal
-//     under that rule; a value with several users is never fused across (it stays a buffer).
+//     relu, gelu, silu, sigmoid, neg, rsqrt, reciprocal and _to_copy among the built-in ops) with
+//     one output, whose every tensor argument broadcasts to the output's shape (PyTorch's rules:
+//     trailing-aligned, each dim equal or 1 or missing) and has the output's dtype, except that a
+//     node with a single tensor argument may convert between f32, bf16 and f16; its Device,
+//     Layout and MemoryFormat arguments (by schema type) must be None
+//     (Note [fused casts and broadcasts]).
+//   - a producer P joins its consumer C's region when both are fusible, P's output has C's
+//     output's shape (its dtype may differ), P's output is used by C only (every use is C), and is
+//     neither a graph output nor a writeback value. Regions are therefore trees with a single
+//     output (their root), maximal under that rule; a value with several users is never fused
+//     across (it stays a buffer). Every value defined in a region has the root's shape; only
+//     external inputs broadcast.
 //   - every region of >= 2 ops becomes one `fused` node at its root's position, whose body holds
 //     the ops in their original order over body inputs named after the region's external inputs
 //     (as the text format names them); its output keeps the root's name and layout. Single ops
 //     are left alone. Only the region's output is a buffer.
-//   - the fused executor reads flat buffers: an external input that may be a strided view
-//     (ir::maybe_strided) is read through a `copy` node {copy = "identity"} placed right before
-//     the fused node, whose reason names the view.
+//   - a region input may be a strided view (a permute, an expand): the fused executors index it
+//     by its strides, as they index a broadcast input, so no copy is added.
 //   - O(n log n): one walk with union-find, one reorder, erasures from the back.
 // Refuses: nothing (non-fusible nodes are left as they are).
+//
+// Note [fused casts and broadcasts]: the pointwise work of a decoder layer is mostly chains that
+// change dtype (torch's silu in f32 between bf16 GEMMs: _to_copy, silu, _to_copy, mul) or read a
+// tensor broadcast over heads (rotary's x * cos + rotate_half(x) * sin, cos [tokens, head_dim]).
+// Both fuse, under rules that keep every executor simple and bitwise equal to op-by-op execution:
+//   - dtypes: each body value keeps its own dtype and every executor rounds each op's result to
+//     it (the CPU runs the very registry kernels per chunk; the GPU program rounds each register,
+//     ProgramBuilder::value). A dtype change happens only in an op with one tensor argument (a
+//     conversion such as _to_copy), so no fused op promotes two operands of different dtypes, and
+//     only between f32, bf16 and f16: a GPU program computes in one type (Note [pointwise
+//     programs]), float unless an f64 value takes part, and a bf16 silu or an alpha product
+//     computed in double may round differently from op-by-op execution, which computes it in
+//     float. So a cast to or from f64 (or an integer type) stays a node of its own; a region is
+//     all f64 or holds none.
+//   - shapes: every value defined in the region has the region's (root's) shape; only an external
+//     input may be smaller and broadcast. The CPU executor gathers such an input chunk by chunk
+//     through stride-0 indexing into a chunk-sized buffer (exec/fused.cpp); the GPU loads it
+//     with stride 0 on its broadcast dims (a program over the region's shape, run by the generic
+//     pointwise kernel: exec/cuda/fused.cpp). Intermediates are never broadcast, so scratch stays
+//     one chunk per value. A strided view among the inputs (rotary's q is a permute of a GEMM's
+//     result) is read the same way, by its strides, instead of through a copy made before the
+//     region: the region then costs one pass over memory, not two.
+//   - which op converts is the registry's word: the op is tagged pointwise and its result's dtype
+//     differs from its one tensor argument's; arguments of type Device, Layout or MemoryFormat
+//     must be None so the op is a dtype change and nothing else. No op names here.
 #include <algorithm>
 #include <numeric>
 #include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "symmflow/passes/passes.hpp"
 
@@ -44,17 +71,48 @@ using ir::Graph;
 using ir::Node;
 using ir::NodeKind;
 
-bool fusible_node(const Node* n) {
-  if (n->kind() != NodeKind::op || !is_fusible_pointwise(*n->op()) || n->outputs().size() != 1)
-    return false;
-  const ir::TensorType& t = n->output()->type();
-  for (const Arg& a : n->args()) {
-    if (a.kind == Arg::Kind::value_list || a.kind == Arg::Kind::rank_relative) return false;
-    if (a.kind == Arg::Kind::value && !(a.value->type() == t)) return false;
+// Whether `from` broadcasts to `to` by PyTorch's rules (trailing-aligned; equal, 1 or missing).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] != to[lead + d] && from[d] != 1) return false;
   }
   return true;
 }
 
+// The dtypes a cast may join inside a region: those GPU programs compute in float (f64 computes
+// in double; Note [fused casts and broadcasts]).
+bool computed_in_float(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
+
+// Note [fused casts and broadcasts]: argument types and literals a fusible node may have.
+bool fusible_node(const Node* n) {
+  if (n->kind() != NodeKind::op || !is_fusible_pointwise(*n->op()) || n->outputs().size() != 1)
+    return false;
+  const ir::TensorType& t = n->output()->type();
+  const FunctionSchema& schema = n->op()->schema();
+  size_t tensors = 0;
+  bool converts = false;
+  for (size_t k = 0; k < n->args().size(); ++k) {
+    const Arg& a = n->args()[k];
+    if (a.kind == Arg::Kind::value_list || a.kind == Arg::Kind::rank_relative) return false;
+    if (a.kind == Arg::Kind::value) {
+      ++tensors;
+      const ir::TensorType& at = a.value->type();
+      if (!broadcasts_to(at.shape, t.shape)) return false;
+      if (at.dtype != t.dtype) {
+        if (!computed_in_float(at.dtype) || !computed_in_float(t.dtype)) return false;
+        converts = true;
+      }
+      continue;
+    }
+    const TypeKind kind = k < schema.args.size() ? schema.args[k].type.kind : TypeKind::Tensor;
+    const bool placement = kind == TypeKind::Device || kind == TypeKind::Layout ||
+                           kind == TypeKind::MemoryFormat;
+    if (placement && a.kind == Arg::Kind::literal && !a.literal.is_none()) return false;
+  }
+  return !converts || tensors == 1;
+}
 struct UnionFind {
   std::vector<size_t> parent;
   explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
@@ -94,7 +152,7 @@ Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
       if (&p->owner() != &graph) continue;
       size_t at = graph.position(p);  // nodes[] is the graph's order
       if (!fusible[at] || pinned.count(v)) continue;
-      if (!(v->type() == c->output()->type())) continue;
+      if (v->type().shape != c->output()->type().shape) continue;  // a broadcast stays external
       bool only_c =
           std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
       if (!only_c) continue;
@@ -115,10 +173,10 @@ Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
   return r;
 }
 
-// The fused node of one region (rooted at `root_node`), with the copies of its strided inputs
-// appended to `order` before it. `final_name`: the names earlier fused outputs take at the end.
+// The fused node of one region (rooted at `root_node`). `final_name`: the names earlier fused
+// outputs take at the end.
 Node* fuse_region(Graph& graph, const std::vector<Node*>& nodes, std::span<const size_t> region,
-                  Node* root_node, std::vector<Node*>& order,
+                  Node* root_node,
                   const std::unordered_map<const ir::Value*, std::string>& final_name) {
   // External inputs, in order of first use; everything else is defined inside.
   std::unordered_map<const ir::Value*, bool> inside;
@@ -133,27 +191,12 @@ Node* fuse_region(Graph& graph, const std::vector<Node*>& nodes, std::span<const
       }
     }
   }
-  // The fused executor reads its inputs as flat buffers: a strided view is read through a copy.
-  std::vector<ir::Value*> read = inputs;  // what the fused node reads
-  for (ir::Value*& v : read) {
-    if (!ir::maybe_strided(v)) continue;
-    Node* copy =
-        graph.add_copy(v, fmt::format("'{}' is a strided view read by a fused region", v->name()));
-    copy->attrs()["copy"] = "identity";
-    copy->set_loc(root_node->loc());
-    graph.rename(copy->output(), graph.fresh_name(v->name() + "_contiguous"));
-    order.push_back(copy);
-    v = copy->output();
-  }
   auto body = std::make_unique<Graph>("fused", graph.world_size());
   std::unordered_map<const ir::Value*, ir::Value*> inner;
   for (size_t k = 0; k < inputs.size(); ++k) {
     ir::Value* v = inputs[k];
     auto pending = final_name.find(v);  // an earlier fused node's output, renamed at the end
-    std::string name = read[k] != v                  ? read[k]->name()
-                       : pending == final_name.end() ? v->name()
-                                                     : pending->second;
-    inner[v] = body->add_input(name, v->type());
+    inner[v] = body->add_input(pending == final_name.end() ? v->name() : pending->second, v->type());
   }
   for (size_t m : region) {
     const Node* src = nodes[m];
@@ -170,7 +213,7 @@ Node* fuse_region(Graph& graph, const std::vector<Node*>& nodes, std::span<const
     inner[src->output()] = copy->output();
   }
   body->set_outputs({inner.at(root_node->output())});
-  Node* fused = graph.add_fused(read, std::move(body));
+  Node* fused = graph.add_fused(inputs, std::move(body));
   fused->set_loc(root_node->loc());
   fused->output()->set_layout(root_node->output()->layout());
   return fused;
@@ -199,7 +242,7 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     dead.push_back(n);
     if (root != i) continue;  // the fused node takes the root's place
-    Node* fused = fuse_region(graph, nodes, region, n, order, final_name);
+    Node* fused = fuse_region(graph, nodes, region, n, final_name);
     ir::Value* out = n->output();
     graph.replace_uses(out, fused->output());
     renames.emplace_back(fused->output(), out->name());

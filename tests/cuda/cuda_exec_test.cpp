@@ -2,7 +2,8 @@
 // share the GPU on a one-GPU host), run by exec::Executable on a GPU and compared with the eager
 // cpu interpreter on the same per-rank random inputs; the whole plan captured once and replayed
 // 1000 times with new input values; zero-copy input binding; the refusal of a plan whose op has
-// no cuda kernel. Skipped without a GPU.
+// no cuda kernel; fused regions with casts and broadcast inputs against the cpu's fused executor.
+// Skipped without a GPU.
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -18,10 +19,12 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/exec/compare.hpp"
 #include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/fused.hpp"
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/ir/text.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
+#include "symmflow/passes/passes.hpp"
 #include "symmflow/passes/pipeline.hpp"
 #include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
@@ -247,6 +250,90 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
       }
       EXPECT_EQ(compiled_pointwise_kernels(), before + int(bodies.size()))
           << dt << ": one kernel per region, compiled once";
+    }
+  });
+}
+
+// Note [fused casts and broadcasts]: regions with casts between f32, bf16 and f16 and inputs
+// broadcast along leading (cos), middle (sin), trailing (row) and every (k) dim. The broadcast
+// region (exact ops only) runs on the generic kernel with stride-0 loads and gives the cpu fused
+// executor's bits; the SwiGLU tail (casts around a silu) is flat, so it compiles, and gives the
+// generic kernel's bits (the cpu's to a bf16 unit: silu's exp may differ by an ulp).
+constexpr const char* kBroadcastRegion = R"(graph rot(x: DT[3, 7, 13], r: DT[3, 7, 13], cos: DT[7, 13], sin: DT[3, 1, 13], k: DT[1], row: DT[7, 1]) {
+  a = aten::mul.Tensor(x, cos)
+  b = aten::mul.Tensor(r, sin)
+  c = aten::add.Tensor(a, b)
+  d = aten::sub.Tensor(c, k, alpha=2)
+  e = aten::mul.Tensor(row, d)
+  f = aten::_to_copy(e, dtype=f16)
+  g = aten::neg(f)
+  h = aten::_to_copy(g, dtype=f32)
+  return h
+}
+)";
+constexpr const char* kSwigluRegion = R"(graph swiglu(g: DT[7, 13], u: DT[7, 13]) {
+  a = aten::_to_copy(g, dtype=f32)
+  s = aten::silu(a)
+  b = aten::_to_copy(s, dtype=DT)
+  c = aten::mul.Tensor(b, u)
+  return c
+}
+)";
+
+std::vector<Tensor> run_region_on_gpu(const ir::Graph& body, const std::vector<Tensor>& in,
+                                      bool codegen) {
+  Tunables saved = tunables(), t = saved;
+  t.cuda_pointwise_codegen = codegen;
+  set_tunables(t);
+  std::vector<Tensor> out, host;
+  for (const ir::Value* v : body.outputs())
+    out.push_back(Tensor::empty(v->type().shape, v->type().dtype, in[0].device()));
+  run_fused(body, in, out);
+  for (const Tensor& o : out) host.push_back(to_host(o));
+  set_tunables(saved);
+  return host;
+}
+
+void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    ASSERT_EQ(a[i], b[i]) << what << " element " << i;
+  }
+}
+
+TEST(CudaFused, CastsAndBroadcastInputsEqualTheCpu) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  run_threads(1, [](Runtime&) {
+    bind_device();
+    for (const char* dt : {"f32", "bf16", "f16"}) {
+      for (const char* region : {kBroadcastRegion, kSwigluRegion}) {
+        std::string text = region;
+        for (size_t at; (at = text.find("DT")) != std::string::npos;) text.replace(at, 2, dt);
+        auto g = ir::parse_graph(text);
+        passes::fuse_pointwise(*g);
+        ASSERT_EQ(g->nodes().size(), 1u) << ir::print_graph(*g);
+        const ir::Graph& body = *g->nodes()[0]->body();
+        std::vector<Tensor> in, in_gpu, cpu;
+        for (const ir::Value* v : body.inputs()) {
+          in.push_back(random(v->type(), in.size() + 1));
+          in_gpu.push_back(to_device(in.back()));
+        }
+        for (const ir::Value* v : body.outputs())
+          cpu.push_back(Tensor::empty(v->type().shape, v->type().dtype));
+        exec::run_fused(body, in, cpu);
+        std::vector<Tensor> generic = run_region_on_gpu(body, in_gpu, false);
+        std::vector<Tensor> compiled = run_region_on_gpu(body, in_gpu, true);
+        const std::string what = fmt::format("{} {}", g->name(), dt);
+        expect_same_bits(compiled[0], generic[0], what + " compiled vs generic");
+        if (region == kBroadcastRegion) {
+          expect_same_bits(generic[0], cpu[0], what + " gpu vs cpu");
+        } else {
+          exec::Comparison c = exec::compare(generic[0], cpu[0], 2e-2, what + " gpu vs cpu");
+          ASSERT_FALSE(c.mismatch) << *c.mismatch;
+        }
+      }
     }
   });
 }

@@ -3,8 +3,14 @@
 // computes every body op in registers, rounding each to its value's dtype as op-by-op execution
 // would, and stores the region's outputs: one kernel, one pass over memory, compiled for the
 // region at run time (Note [pointwise codegen]) unless SYMMFLOW_CUDA_POINTWISE_CODEGEN=0.
+// Note [fused casts and broadcasts] (passes/fuse_pointwise.cpp): a dtype conversion (_to_copy) is
+// a `copy` instruction rounded to its result's dtype; a region with an input smaller than the
+// region (broadcast) or strided (a permute) runs as a program over the region's shape that loads
+// that input by its strides, 0 on its broadcast dims, on the generic pointwise kernel (the
+// compiled one takes contiguous programs only); every other region runs flat.
 #include "exec/cuda/fused.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "kernels/cuda/program.hpp"
@@ -44,7 +50,17 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
   SF_CHECK(!outputs.empty(), "cuda fused region: no outputs");
   const int64_t numel = outputs[0].numel();
   if (numel == 0) return;
-  ProgramBuilder b({numel});
+  const bool shaped = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+    return t.numel() != numel || !t.is_contiguous();
+  });
+  auto operand = [&](const Tensor& t, bool is_input) {
+    if (!shaped) return flat(t, numel);
+    SF_CHECK(is_input || (t.is_contiguous() && t.shape() == outputs[0].shape()),
+             "cuda fused region: output {} must be contiguous of shape {}", t.str(),
+             shape_str(outputs[0].shape()));
+    return t;  // an input: ProgramBuilder::operand takes its strides (0 where it broadcasts)
+  };
+  ProgramBuilder b(shaped ? outputs[0].shape() : Shape{numel});
   std::map<const ir::Value*, int> reg;
   std::map<const ir::Value*, size_t> last_use;
   for (size_t k = 0; k < body.nodes().size(); ++k) {
@@ -53,7 +69,7 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
   for (const ir::Value* v : body.outputs()) last_use[v] = body.nodes().size();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value* v = body.inputs()[i];
-    if (last_use.count(v)) reg[v] = b.load(flat(inputs[i], numel), v->type().dtype);
+    if (last_use.count(v)) reg[v] = b.load(operand(inputs[i], true), v->type().dtype);
   }
   for (size_t k = 0; k < body.nodes().size(); ++k) {
     const ir::Node* n = body.nodes()[k];
@@ -83,6 +99,9 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
       }
       const int x = reg.at(args[0].value);
       out = b.op(unary_instr(*un, tanh_gelu), x, x, dtype);
+    } else if (base == "_to_copy") {  // fuse_pointwise fuses it as a float dtype change only
+      const int x = reg.at(args[0].value);
+      out = b.op(PwOp::copy, x, x, dtype);
     } else {
       invalid_usage("cuda fused region: {} is not a pointwise op the GPU fuses", name);
     }
@@ -95,7 +114,8 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
     }
     reg[n->output()] = out;
   }
-  for (size_t r = 0; r < outputs.size(); ++r) b.store(flat(outputs[r], numel), reg.at(body.outputs()[r]));
+  for (size_t r = 0; r < outputs.size(); ++r)
+    b.store(operand(outputs[r], false), reg.at(body.outputs()[r]));
   b.launch_compiled();
 }
 

@@ -1,6 +1,7 @@
 // A fused pointwise region on the GPU (fused.cpp): the same contract as exec::run_fused (flat
-// contiguous inputs and outputs on this GPU, one per body input and output), run as one pointwise
-// program on cuda::current_stream(). Private to the cuda backend.
+// contiguous inputs and outputs on this GPU, one per body input and output; an input may also be
+// strided, or have a smaller shape that broadcasts to the region's), run as one pointwise program
+// on cuda::current_stream(). Private to the cuda backend.
 #pragma once
 
 #include <span>

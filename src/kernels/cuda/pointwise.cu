@@ -112,6 +112,7 @@ __device__ __forceinline__ F apply(const PwInstr& in, const F* r) {
     case PwOp::rsqrt: return div_rn(F(1), sqrt_rn(a));
     case PwOp::reciprocal: return div_rn(F(1), a);
     case PwOp::pow: return pow_scalar(a, F(in.c));
+    case PwOp::copy: return a;
     default: return F(0);
   }
 }

@@ -38,6 +38,7 @@ enum class PwOp : uint8_t {
   rsqrt,  // 1 / sqrt(a), both correctly rounded
   reciprocal,  // 1 / a, correctly rounded
   pow,    // a ** c, with the CPU's special exponents (Note [pow special exponents])
+  copy,   // r[dst] = r[a]: with the rounding to dst's type, a dtype conversion (_to_copy)
 };
 
 struct PwOperand {

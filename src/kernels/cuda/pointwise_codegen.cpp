@@ -8,7 +8,8 @@
 // multiply and divide, the same math functions, the same conversions by PTX cvt), so both give
 // the same bits; it includes no header, so it compiles wherever NVRTC runs. Operand pointers and
 // the element count are kernel arguments: one kernel serves every call of a region and every
-// size. Fused regions are contiguous (exec/cuda/fused.cpp flattens them); only those compile.
+// size. Fused regions are contiguous (exec/cuda/fused.cpp flattens them); only those compile (a
+// region with a broadcast input runs on the generic kernel: Note [fused casts and broadcasts]).
 // Compiling (about 0.1 s) may happen inside a graph capture: it enqueues nothing.
 #include "kernels/cuda/pointwise_codegen.hpp"
 
@@ -142,6 +143,7 @@ std::string op_expr(const Spelling& s, const PwInstr& in) {
     case PwOp::relu: return fmt::format("({0} < {1}(0) ? {1}(0) : {0})", a, s.F);
     case PwOp::rsqrt: return fmt::format("{}({}, {}({}))", s.div, k("1"), s.sqrt, a);
     case PwOp::reciprocal: return fmt::format("{}({}, {})", s.div, k("1"), a);
+    case PwOp::copy: return a;  // a dtype conversion: the rounding around it does the work
     default: break;  // pow is not fused (aten::pow.Tensor_Scalar is not tagged pointwise)
   }
   invalid_usage("pointwise codegen: instruction {} has no spelling", int(in.op));

@@ -1,7 +1,7 @@
 // aten factories and copies: empty.memory_format, zeros (+ out), full (+ out), clone,
 // lift_fresh_copy, copy_, _to_copy. Factories default to f32 (full infers from its fill value:
 // bool, i64 or f32); layout, device, pin_memory and memory_format are accepted and ignored
-// (outputs are contiguous).
+// (outputs are contiguous). _to_copy is tagged pointwise (Note [op tags]).
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {
@@ -74,6 +74,9 @@ SYMMFLOW_LIBRARY(aten, m) {
                    DType dtype = a["dtype"].to_optional_dtype().value_or(self.dtype());
                    return std::vector<TensorSpec>{TensorSpec{dtype, self.shape()}};
                  });
+  // Elementwise (one operand): fuse_pointwise fuses it where it is a float-to-float dtype change
+  // with device, layout and memory_format None (Note [fused casts and broadcasts]).
+  m.tag("_to_copy", {Tag::pointwise});
 }
 
 }  // namespace symmflow
