@@ -10,20 +10,31 @@
 //     node with a single tensor argument may convert between f32, bf16 and f16; its Device,
 //     Layout and MemoryFormat arguments (by schema type) must be None
 //     (Note [fused casts and broadcasts]).
-//   - a producer P joins its consumer C's region when both are fusible, P's output has C's
-//     output's shape (its dtype may differ), P's output is used by C only (every use is C), and is
-//     neither a graph output nor a writeback value. Regions are therefore trees with a single
-//     output (their root), maximal under that rule; a value with several users is never fused
-//     across (it stays a buffer). Every value defined in a region has the root's shape; only
-//     external inputs broadcast.
+//   - a fusible producer P joins a region when every use of its value is a fusible node of that
+//     one region with P's output's shape (its dtype may differ), and the value is neither a graph
+//     output nor a writeback value (Note [regions with shared values]). Regions therefore have a
+//     single output (their root, the last node) and are maximal under that rule; a value with a
+//     user outside its region is never fused across (it stays a buffer), while one used several
+//     times inside a region (torch's silu: x * sigmoid(x)) is a register like any other. Every
+//     value defined in a region has the root's shape; only external inputs broadcast.
 //   - every region of >= 2 ops becomes one `fused` node at its root's position, whose body holds
 //     the ops in their original order over body inputs named after the region's external inputs
 //     (as the text format names them); its output keeps the root's name and layout. Single ops
 //     are left alone. Only the region's output is a buffer.
 //   - a region input may be a strided view (a permute, an expand): the fused executors index it
 //     by its strides, as they index a broadcast input, so no copy is added.
-//   - O(n log n): one walk with union-find, one reorder, erasures from the back.
+//   - O(n log n): one walk back with union-find, one reorder, erasures from the back.
 // Refuses: nothing (non-fusible nodes are left as they are).
+//
+// Note [regions with shared values]: a region was a tree (a producer joined only a consumer that
+// was its value's every use). Decompositions share values inside a chain: torch's silu in f32 is
+// u = _to_copy(x); u * sigmoid(u), so u, used twice, stayed a buffer, and the SwiGLU tail took
+// two steps. A producer now joins when all its uses are in one region, so the region is a DAG
+// with one output; its members are still contiguous in effect (no use leaves the region, so
+// moving them to the root's position breaks no order). Deciding from the back sees every user's
+// region before its producers; regions only grow by producers, never merge, so a region's root
+// stays its last node. The executors already run DAG bodies: the CPU one frees scratch after a
+// value's last use, the GPU one releases a register after its last reader.
 //
 // Note [fused casts and broadcasts]: the pointwise work of a decoder layer is mostly chains that
 // change dtype (torch's silu in f32 between bf16 GEMMs: _to_copy, silu, _to_copy, mul) or read a
@@ -122,8 +133,8 @@ struct UnionFind {
   }
 };
 
-// The regions of fusible nodes: a producer joins its single consumer's region; since the
-// consumer comes later, a region's root (its representative) is its last node.
+// The regions of fusible nodes: a producer joins the one region of all its users; since users
+// come later, a region's root (its representative) is its last node.
 struct Regions {
   std::vector<bool> fusible;  // per node
   UnionFind uf;
@@ -143,22 +154,28 @@ Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
   UnionFind& uf = r.uf;
   std::vector<bool>& fusible = r.fusible;
   for (size_t i = 0; i < nodes.size(); ++i) fusible[i] = fusible_node(nodes[i]);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!fusible[i]) continue;
-    const Node* c = nodes[i];
-    for (const ir::Value* v : c->inputs()) {
-      const Node* p = v->producer();
-      if (!p) continue;
-      if (&p->owner() != &graph) continue;
-      size_t at = graph.position(p);  // nodes[] is the graph's order
-      if (!fusible[at] || pinned.count(v)) continue;
-      if (v->type().shape != c->output()->type().shape) continue;  // a broadcast stays external
-      bool only_c =
-          std::all_of(v->uses().begin(), v->uses().end(), [c](const Node* u) { return u == c; });
-      if (!only_c) continue;
-      size_t a = uf.find(at), b = uf.find(i);
-      if (a != b) uf.parent[a] = b;  // the consumer's set stays the representative
+  // From the last node back (Note [regions with shared values]): a producer joins when every use
+  // of its value is a fusible node of one region with the value's shape. Its users were placed
+  // already, and a region's root, its last node, is the set's representative.
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const ir::Value* v = fusible[i] ? nodes[i]->output() : nullptr;
+    if (!v || pinned.count(v) || v->uses().empty()) continue;
+    size_t region = nodes.size();  // none yet
+    bool joins = true;
+    for (const Node* u : v->uses()) {
+      const size_t at = &u->owner() == &graph ? graph.position(u) : nodes.size();
+      if (at == nodes.size() || !fusible[at] || u->output()->type().shape != v->type().shape) {
+        joins = false;  // a broadcast into a bigger value stays external, as any other use
+        break;
+      }
+      const size_t root = uf.find(at);
+      if (region != nodes.size() && root != region) {
+        joins = false;
+        break;
+      }
+      region = root;
     }
+    if (joins) uf.parent[i] = region;  // i is still alone: only its users were placed
   }
   r.first.assign(nodes.size() + 1, 0);
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -257,8 +257,9 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
 // Note [fused casts and broadcasts]: regions with casts between f32, bf16 and f16 and inputs
 // broadcast along leading (cos), middle (sin), trailing (row) and every (k) dim. The broadcast
 // region (exact ops only) runs on the generic kernel with stride-0 loads and gives the cpu fused
-// executor's bits; the SwiGLU tail (casts around a silu) is flat, so it compiles, and gives the
-// generic kernel's bits (the cpu's to a bf16 unit: silu's exp may differ by an ulp).
+// executor's bits; the SwiGLU tail as torch writes it (casts around sigmoid and mul, which share
+// the cast's register) is flat, so it compiles, and gives the generic kernel's bits (the cpu's to
+// a bf16 unit: the sigmoid's exp may differ by an ulp).
 constexpr const char* kBroadcastRegion = R"(graph rot(x: DT[3, 7, 13], r: DT[3, 7, 13], cos: DT[7, 13], sin: DT[3, 1, 13], k: DT[1], row: DT[7, 1]) {
   a = aten::mul.Tensor(x, cos)
   b = aten::mul.Tensor(r, sin)
@@ -273,8 +274,9 @@ constexpr const char* kBroadcastRegion = R"(graph rot(x: DT[3, 7, 13], r: DT[3, 
 )";
 constexpr const char* kSwigluRegion = R"(graph swiglu(g: DT[7, 13], u: DT[7, 13]) {
   a = aten::_to_copy(g, dtype=f32)
-  s = aten::silu(a)
-  b = aten::_to_copy(s, dtype=DT)
+  s = aten::sigmoid(a)
+  m = aten::mul.Tensor(a, s)
+  b = aten::_to_copy(m, dtype=DT)
   c = aten::mul.Tensor(b, u)
   return c
 }

@@ -59,8 +59,9 @@ std::unique_ptr<ir::Graph> check_fused_equals_op_by_op(std::string text, const c
   return g;
 }
 
-// The SwiGLU tail as torch writes it for bf16 (silu in f32 between casts), and a chain through
-// f16, f32 and bf16: one region each, every value rounded to its own dtype as op by op.
+// The SwiGLU tail as torch writes it for bf16 (silu in f32 between casts, as aten::silu and as
+// sigmoid and mul sharing the cast's value), and a chain through f16, f32 and bf16: one region
+// each, every value rounded to its own dtype as op by op.
 TEST(FusedCasts, CastChainsEqualOpByOp) {
   const char* swiglu = R"(graph f(g: DT[7, 13], u: DT[7, 13]) {
   a = aten::_to_copy(g, dtype=f32)
@@ -81,8 +82,19 @@ TEST(FusedCasts, CastChainsEqualOpByOp) {
   return g
 }
 )";
+  // torch's decomposition of silu: the cast's value is used twice inside the region.
+  const char* torch_swiglu = R"(graph f(g: DT[7, 13], u: DT[7, 13]) {
+  a = aten::_to_copy(g, dtype=f32)
+  s = aten::sigmoid(a)
+  m = aten::mul.Tensor(a, s)
+  b = aten::_to_copy(m, dtype=DT)
+  c = aten::mul.Tensor(b, u)
+  return c
+}
+)";
   for (const char* dt : {"f32", "bf16"}) {
     check_fused_equals_op_by_op(swiglu, dt, {4});
+    check_fused_equals_op_by_op(torch_swiglu, dt, {5});
     check_fused_equals_op_by_op(through, dt, {7});
   }
 }
