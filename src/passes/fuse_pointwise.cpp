@@ -121,9 +121,12 @@ bool fusible_node(const Node* n) {
     const bool placement = kind == TypeKind::Device || kind == TypeKind::Layout ||
                            kind == TypeKind::MemoryFormat;
     if (placement && a.kind == Arg::Kind::literal && !a.literal.is_none()) return false;
+    // An op that takes a dtype converts: only to f32, bf16 or f16 (an i64 copy stays a node).
+    if (kind == TypeKind::ScalarType && !computed_in_float(t.dtype)) return false;
   }
   return !converts || tensors == 1;
 }
+
 struct UnionFind {
   std::vector<size_t> parent;
   explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }

@@ -255,9 +255,9 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
 }
 
 // Note [fused casts and broadcasts]: regions with casts between f32, bf16 and f16 and inputs
-// broadcast along leading (cos), middle (sin), trailing (row) and every (k) dim. The broadcast
-// region (exact ops only) runs on the generic kernel with stride-0 loads and gives the cpu fused
-// executor's bits; the SwiGLU tail as torch writes it (casts around sigmoid and mul, which share
+// broadcast along leading (cos), middle (sin), trailing (row) and every (k) dim, x a permuted
+// view. The broadcast region (exact ops only) runs on the generic kernel with strided and stride-0
+// loads and gives the cpu fused executor's bits; the SwiGLU tail as torch writes it (casts around sigmoid and mul, which share
 // the cast's register) is flat, so it compiles, and gives the generic kernel's bits (the cpu's to
 // a bf16 unit: the sigmoid's exp may differ by an ulp).
 constexpr const char* kBroadcastRegion = R"(graph rot(x: DT[3, 7, 13], r: DT[3, 7, 13], cos: DT[7, 13], sin: DT[3, 1, 13], k: DT[1], row: DT[7, 1]) {
@@ -322,6 +322,13 @@ TEST(CudaFused, CastsAndBroadcastInputsEqualTheCpu) {
           in.push_back(random(v->type(), in.size() + 1));
           in_gpu.push_back(to_device(in.back()));
         }
+        if (region == kBroadcastRegion) {  // x as a permuted view ([7, 3, 13] laid out), as q is
+          const ir::TensorType t = body.inputs()[0]->type();
+          Tensor base = random(ir::TensorType{t.dtype, {7, 3, 13}}, 99);
+          Tensor base_gpu = to_device(base);
+          in[0] = base.as_strided({3, 7, 13}, {13, 39, 1}, 0);
+          in_gpu[0] = base_gpu.as_strided({3, 7, 13}, {13, 39, 1}, 0);
+        }
         for (const ir::Value* v : body.outputs())
           cpu.push_back(Tensor::empty(v->type().shape, v->type().dtype));
         exec::run_fused(body, in, cpu);
@@ -338,6 +345,22 @@ TEST(CudaFused, CastsAndBroadcastInputsEqualTheCpu) {
       }
     }
   });
+}
+
+// A cast is a `copy` instruction: the generated kernel spells it as the rounding to the result's
+// dtype, the interpreter kernel's round_to (no GPU needed: the source is text).
+TEST(CudaFused, CastIsACopyRoundedToItsDtype) {
+  PwProgram p;
+  p.contiguous = true;
+  p.n_operands = 2;
+  p.operands[0].type = PwType::f32;
+  p.operands[1].type = PwType::bf16;
+  p.code[0] = PwInstr{PwOp::load, 0, 0, 0, PwType::f32, 0};
+  p.code[1] = PwInstr{PwOp::copy, 1, 0, 0, PwType::bf16, 0};
+  p.code[2] = PwInstr{PwOp::store, 0, 1, 1, PwType::f64, 0};
+  p.n_instrs = 3;
+  const std::string source = pointwise_source(p);
+  EXPECT_NE(source.find("r1 = float(bf16_f(f_bf16(float(r0))));"), std::string::npos) << source;
 }
 
 // Two decode-shaped layers (16 rows, 4096 columns, bf16): the GEMMs take the skinny kernel on
