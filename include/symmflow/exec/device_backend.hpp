@@ -56,7 +56,8 @@ class DeviceBackend {
                    const std::function<void()>& after, const RunBinding& binding) = 0;
   virtual void begin_step(size_t step) = 0;
   virtual void end_step(size_t step) = 0;
-  // A fused pointwise region (fuse_pointwise) over flat tensors on this device.
+  // A fused pointwise region (fuse_pointwise) on this device: exec::run_fused's contract (flat
+  // tensors; an input may be strided or broadcast: Note [fused casts and broadcasts]).
   virtual void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
                          std::span<const Tensor> outputs) = 0;
   // Waits for everything enqueued; raises what failed on the device (a collective's timeout).
