@@ -8,8 +8,8 @@
 //     one output, whose every tensor argument broadcasts to the output's shape (PyTorch's rules:
 //     trailing-aligned, each dim equal or 1 or missing) and has the output's dtype, except that a
 //     node with a single tensor argument may convert between f32, bf16 and f16; its Device,
-//     Layout and MemoryFormat arguments (by schema type) must be None
-//     (Note [fused casts and broadcasts]).
+//     Layout and MemoryFormat arguments (by schema type) must be None, and a ScalarType argument
+//     needs an f32, bf16 or f16 result (Note [fused casts and broadcasts]).
 //   - a fusible producer P joins a region when every use of its value is a fusible node of that
 //     one region with P's output's shape (its dtype may differ), and the value is neither a graph
 //     output nor a writeback value (Note [regions with shared values]). Regions therefore have a
@@ -59,7 +59,8 @@
 //     region: the region then costs one pass over memory, not two.
 //   - which op converts is the registry's word: the op is tagged pointwise and its result's dtype
 //     differs from its one tensor argument's; arguments of type Device, Layout or MemoryFormat
-//     must be None so the op is a dtype change and nothing else. No op names here.
+//     must be None so the op is a dtype change and nothing else, and an op taking a ScalarType
+//     fuses only with an f32, bf16 or f16 result. No op names here.
 #include <algorithm>
 #include <numeric>
 #include <set>
