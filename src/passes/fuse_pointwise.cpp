@@ -23,6 +23,7 @@
 //     are left alone. Only the region's output is a buffer.
 //   - a region input may be a strided view (a permute, an expand): the fused executors index it
 //     by its strides, as they index a broadcast input, so no copy is added.
+//   - a region has at most 12 ops and 8 external inputs (Note [fused region size]).
 //   - O(n log n): one walk back with union-find, one reorder, erasures from the back.
 // Refuses: nothing (non-fusible nodes are left as they are).
 //
@@ -128,6 +129,16 @@ bool fusible_node(const Node* n) {
   return !converts || tensors == 1;
 }
 
+// Note [fused region size]: a region grows by producers only while it has at most kMaxFusedOps
+// ops and kMaxFusedInputs external tensors, so that every executor runs it as one program: the
+// GPU's (kernels/cuda/pointwise.hpp) holds 10 tensors (the inputs and the one output), 48
+// instructions (a load per input, at most 3 per op: the op and the constants of two scalar
+// arguments, a store) and 24 live registers (inputs and intermediates). Without the bound a long
+// decomposed chain (a backward graph's) fused into a region the GPU refused at run time. A
+// region at the bound stays a buffer boundary; its producers form regions of their own.
+constexpr size_t kMaxFusedOps = 12;
+constexpr size_t kMaxFusedInputs = 8;
+
 struct UnionFind {
   std::vector<size_t> parent;
   explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
@@ -158,6 +169,13 @@ Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
   UnionFind& uf = r.uf;
   std::vector<bool>& fusible = r.fusible;
   for (size_t i = 0; i < nodes.size(); ++i) fusible[i] = fusible_node(nodes[i]);
+  // Per region root: its ops and its external inputs (Note [fused region size]).
+  std::vector<size_t> ops(nodes.size(), 1);
+  std::vector<std::set<const ir::Value*>> external(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!fusible[i]) continue;
+    for (const ir::Value* in : nodes[i]->inputs()) external[i].insert(in);
+  }
   // From the last node back (Note [regions with shared values]): a producer joins when every use
   // of its value is a fusible node of one region with the value's shape. Its users were placed
   // already, and a region's root, its last node, is the set's representative.
@@ -179,7 +197,14 @@ Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
       }
       region = root;
     }
-    if (joins) uf.parent[i] = region;  // i is still alone: only its users were placed
+    if (!joins || ops[region] + 1 > kMaxFusedOps) continue;
+    std::set<const ir::Value*> grown = external[region];
+    grown.erase(v);
+    grown.insert(external[i].begin(), external[i].end());
+    if (grown.size() > kMaxFusedInputs) continue;
+    uf.parent[i] = region;  // i is still alone: only its users were placed
+    ++ops[region];
+    external[region] = std::move(grown);
   }
   r.first.assign(nodes.size() + 1, 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
