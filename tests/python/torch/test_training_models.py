@@ -37,6 +37,7 @@ def _one_partition_each(results):
     (2, ["llama:dtensor:mask", "llama:sp:mask", "qwen2:tp_plan", "qwen3:sp:mask"], "f32"),
     (2, ["qwen3:dtensor:mask"], "f32,bf16"),
     (4, ["llama:dtensor:mask", "llama:sp:mask"], "f32,bf16"),
+    (4, ["qwen3:dtensor:mask", "qwen3:sp:mask"], "f32"),
 ])
 def test_training_equals_eager_step_by_step(nproc, cases, dtypes):
     rc, results, out = launch(nproc, ",".join(cases), dtypes, timeout=900, worker=WORKER)
