@@ -55,4 +55,13 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] != to[lead + d] && from[d] != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace symmflow

@@ -48,15 +48,6 @@ struct Gathered {
   Strides strides;
 };
 
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t lead = to.size() - from.size();
-  for (size_t d = 0; d < from.size(); ++d) {
-    if (from[d] != to[lead + d] && from[d] != 1) return false;
-  }
-  return true;
-}
-
 // One call of run_fused, in three named steps: index and check the body's values
 // (index_values), place them and compile the instructions (compile), run them chunk by chunk
 // (run_chunks).

@@ -84,16 +84,6 @@ using ir::Graph;
 using ir::Node;
 using ir::NodeKind;
 
-// Whether `from` broadcasts to `to` by PyTorch's rules (trailing-aligned; equal, 1 or missing).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t lead = to.size() - from.size();
-  for (size_t d = 0; d < from.size(); ++d) {
-    if (from[d] != to[lead + d] && from[d] != 1) return false;
-  }
-  return true;
-}
-
 // The dtypes a cast may join inside a region: those GPU programs compute in float (f64 computes
 // in double; Note [fused casts and broadcasts]).
 bool computed_in_float(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }

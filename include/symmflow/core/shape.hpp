@@ -18,5 +18,7 @@ std::string shape_str(const Shape& shape);  // "[16, 4096]"
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* what = "dim");
 // NumPy broadcasting of two shapes; throws InvalidUsage when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
+// Whether `from` broadcasts to `to` (NumPy's rules, trailing-aligned: each dim equal, 1 or missing).
+bool broadcasts_to(const Shape& from, const Shape& to);
 
 }  // namespace symmflow
