@@ -76,6 +76,24 @@ int matrix(Runtime& r) {
   return 0;
 }
 
+// Runs `fn`, which must raise: prints the error's code, how long it took and its message (what the
+// parent asserts on) and returns 0; prints "no error" and returns 1 when it did not raise.
+template <typename F>
+int expect_error(F&& fn) {
+  auto start = std::chrono::steady_clock::now();
+  try {
+    fn();
+  } catch (const Error& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    say(fmt::format("code: {}", error_code_name(e.code())));
+    say(fmt::format("elapsed: {:.3f}", s));
+    say(fmt::format("message: {}", e.what()));
+    return 0;
+  }
+  say("no error");
+  return 1;
+}
+
 int kill_victim(Runtime& r) {
   const char* chosen = std::getenv("STORE_TEST_VICTIM");
   int victim = chosen ? std::atoi(chosen) : -1;
@@ -86,18 +104,7 @@ int kill_victim(Runtime& r) {
     std::this_thread::sleep_for(std::chrono::seconds(120));
     return 3;  // never reached: the parent kills it
   }
-  auto start = std::chrono::steady_clock::now();
-  try {
-    call("symm_mem::one_shot_all_reduce", {x, "sum", "world"});
-    say("no error");
-    return 1;
-  } catch (const Error& e) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    say(fmt::format("code: {}", error_code_name(e.code())));
-    say(fmt::format("elapsed: {:.3f}", s));
-    say(fmt::format("message: {}", e.what()));
-    return 0;
-  }
+  return expect_error([&] { call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}); });
 }
 
 int throw_uncaught(Runtime& r) {
@@ -174,18 +181,7 @@ int finished(Runtime& r) {
     return 0;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto start = std::chrono::steady_clock::now();
-  try {
-    r.bootstrap().barrier(all_ranks(), "late", "test_late");
-    say("no error");
-    return 1;
-  } catch (const Error& e) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    say(fmt::format("code: {}", error_code_name(e.code())));
-    say(fmt::format("elapsed: {:.3f}", s));
-    say(fmt::format("message: {}", e.what()));
-    return 0;
-  }
+  return expect_error([&] { r.bootstrap().barrier(all_ranks(), "late", "test_late"); });
 }
 
 int shutdown(Runtime& r) {
