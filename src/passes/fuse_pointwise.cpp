@@ -124,8 +124,8 @@ bool fusible_node(const Node* n) {
 // GPU's (kernels/cuda/pointwise.hpp) holds 10 tensors (the inputs and the one output), 48
 // instructions (a load per input, at most 3 per op: the op and the constants of two scalar
 // arguments, a store) and 24 live registers (inputs and intermediates). Without the bound a long
-// decomposed chain (a backward graph's) fused into a region the GPU refused at run time. A
-// region at the bound stays a buffer boundary; its producers form regions of their own.
+// decomposed chain (a backward graph's, say) would fuse into a region the GPU refuses at run
+// time. A region at the bound stays a buffer boundary; its producers form regions of their own.
 constexpr size_t kMaxFusedOps = 12;
 constexpr size_t kMaxFusedInputs = 8;
 
