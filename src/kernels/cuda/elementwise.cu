@@ -208,31 +208,19 @@ __global__ void any_kernel(const __grid_constant__ AnyArgs a) {
 
 // *to += *from, atomically, in type t (GatherArgs' accumulate). bf16 needs sm_80 and f16 sm_70;
 // the build targets sm_90 (cmake/Cuda.cmake). Integers wrap (two's complement adds).
+template <typename U>
+__device__ __forceinline__ void atomic_add_as(char* to, const char* from) {
+  atomicAdd(reinterpret_cast<U*>(to), *reinterpret_cast<const U*>(from));
+}
 __device__ __forceinline__ void atomic_add_to(char* to, const char* from, PwType t) {
   switch (t) {
-    case PwType::f32:
-      atomicAdd(reinterpret_cast<float*>(to), *reinterpret_cast<const float*>(from));
-      return;
-    case PwType::f64:
-      atomicAdd(reinterpret_cast<double*>(to), *reinterpret_cast<const double*>(from));
-      return;
-    case PwType::bf16:
-      atomicAdd(reinterpret_cast<__nv_bfloat16*>(to),
-                *reinterpret_cast<const __nv_bfloat16*>(from));
-      return;
-    case PwType::f16:
-      atomicAdd(reinterpret_cast<__half*>(to), *reinterpret_cast<const __half*>(from));
-      return;
-    case PwType::i32:
-      atomicAdd(reinterpret_cast<int*>(to), *reinterpret_cast<const int*>(from));
-      return;
-    case PwType::u32:
-      atomicAdd(reinterpret_cast<unsigned*>(to), *reinterpret_cast<const unsigned*>(from));
-      return;
-    case PwType::i64:
-      atomicAdd(reinterpret_cast<unsigned long long*>(to),
-                *reinterpret_cast<const unsigned long long*>(from));
-      return;
+    case PwType::f32: return atomic_add_as<float>(to, from);
+    case PwType::f64: return atomic_add_as<double>(to, from);
+    case PwType::bf16: return atomic_add_as<__nv_bfloat16>(to, from);
+    case PwType::f16: return atomic_add_as<__half>(to, from);
+    case PwType::i32: return atomic_add_as<int>(to, from);
+    case PwType::u32: return atomic_add_as<unsigned>(to, from);
+    case PwType::i64: return atomic_add_as<unsigned long long>(to, from);
     default: return;  // refused on the host
   }
 }
