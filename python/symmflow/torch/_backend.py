@@ -112,9 +112,8 @@ class CompileReport:
 
     def all_reduce_inputs_in_place(self) -> bool:
         """Whether every collective's input was produced straight into symmetric memory: no copy
-        into a symmetric pool was added (a copy a fused region makes of a broadcast view, into
-        regular memory, is not one), and each partition with a collective has a symmetric pool
-        holding intermediates only."""
+        into a symmetric pool was added (a copy into regular memory is not one), and each
+        partition with a collective has a symmetric pool holding intermediates only."""
         for p in self.partitions:
             if not p.explain.get("collectives"):
                 continue
