@@ -3,7 +3,7 @@
 #   device run: bash tools/device/run.sh [full|quick|verify|sweep|gemm|mlp|build]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
-# --check (1 and 2 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
+# --check (1, 2 and, with four GPUs, 4 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
 # symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's paths (two or more GPUs),
 # and prints the tables last. Logs go to $OUT. `gemm` builds and runs only the GEMM work: the
 # matmul and executor tests, the skinny-GEMM bench beside cuBLAS/cuBLASLt, and the MLP with and
@@ -109,10 +109,11 @@ if [[ "$mode" == gemm ]]; then
   exit 0
 fi
 step build
-targets="test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_llama_ops test_cuda_stream"
-targets+=" test_cuda_mpi"
+gpu_tests="test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_llama_ops test_cuda_stream"
+gpu_tests+=" test_cuda_mask_ops test_cuda_moe_ops test_cuda_train_ops"
+targets="$gpu_tests test_cuda_mpi symmflow_mpi"
 targets+=" symmflow_cli symmflow_cuda"
-[[ "$mode" != verify && "$mode" != build ]] && targets+=" bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm"
+[[ "$mode" != verify ]] && targets+=" bench_cuda_allreduce bench_cuda_mlp bench_cuda_pointwise bench_cuda_gemm"
 [[ $python == ON ]] && targets+=" symmflow_python"
 cmake --build build/device -j "$(nproc)" --target $targets \
   >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
@@ -122,13 +123,15 @@ if [[ "$mode" == build ]]; then
 fi
 
 gpus=$(nvidia-smi -L | wc -l)
+rank_counts="1 2"; (( gpus >= 4 )) && rank_counts="1 2 4"
 S=build/device/bin/symmflow
-for t in test_cuda test_cuda_symm_ops test_cuda_ops test_cuda_exec test_cuda_llama_ops test_cuda_stream; do
+for t in $gpu_tests; do
   step "$t"
   timeout 400 build/device/tests/cuda/$t 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|rror:" | head -30
 done
-step "one process per rank (mpirun -np 2)"
-MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
+np=$(( gpus >= 4 ? 4 : 2 ))
+step "one process per rank (mpirun -np $np)"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe -np $np"
 timeout 200 $MPIRUN build/device/tests/cuda/test_cuda_mpi --gtest_color=no 2>&1 | tee "$OUT/test_cuda_mpi.log" \
   | grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rror|tests failed" | head -20
 for ex in tp_mlp tp_mlp_small input_allreduce inplace_allreduce halo_exchange_signal; do
@@ -138,11 +141,11 @@ done | tee "$OUT/examples_mpi.txt"
 step "examples on the GPU (--check)"
 for ex in tp_mlp tp_mlp_small pointwise_then_allreduce input_allreduce inplace_allreduce halo_exchange \
   halo_exchange_signal decoder_block decoder_block_aten inplace_32_layers inplace_input reduce_to_root; do
-  for r in 1 2; do
+  for r in $rank_counts; do
     echo "$ex ranks=$r: $(timeout 120 $S run examples/$ex.sf --device cuda --ranks $r --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
   done
 done | tee "$OUT/examples.txt"
-for r in 1 2; do  # symm_mem::fused_all_reduce_add_rms_norm: one fused kernel on the GPU
+for r in $rank_counts; do  # symm_mem::fused_all_reduce_add_rms_norm: one fused kernel on the GPU
   echo "allreduce_rmsnorm ranks=$r: $(timeout 120 $S run examples/allreduce_rmsnorm.sf --device cuda --ranks $r \
     --check --iters 5 2>&1 | grep -E 'check:|rror' | head -2)"
 done | tee -a "$OUT/examples.txt"
