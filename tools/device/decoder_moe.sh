@@ -9,6 +9,10 @@
 #                                            # without its norm fusions (Note [skipping fusions]),
 #                                            # then the decoder layer at world 1
 #   bash tools/device/decoder_moe.sh breakdown  # GPU time per kernel (tools/device/breakdown.py)
+#   bash tools/device/run.sh build && bash tools/device/decoder_moe.sh four  # on four GPUs: the
+#                                            # all-reduce beside NCCL and PyTorch's one- and
+#                                            # two-shot at 4 ranks, then the decoder layer and
+#                                            # the MLP at TP4 through the backend
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -55,6 +59,19 @@ if [[ "$mode" == breakdown ]]; then
     tools/device/breakdown.py --cases "${CASES:-decoder}" >"$OUT/breakdown.log" 2>&1
   echo "breakdown: exit $?"
   sed -n '/, world /,$p' "$OUT/breakdown.log" | grep -v "^\[\|Warning\|wait_tensor\|^[12]\.\|before the output"
+  exit 0
+fi
+if [[ "$mode" == four ]]; then
+  step "all-reduce at 4 ranks: symmflow and NCCL"
+  timeout 300 build/device/bin/bench_cuda_allreduce --json "$OUT/symmflow4.json" \
+    >"$OUT/bench4.txt" 2>"$OUT/bench4.err" || tail -5 "$OUT/bench4.err"
+  step "all-reduce at 4 ranks: PyTorch"
+  PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 4 tools/device/torch_allreduce.py \
+    --json "$OUT/torch4.json" >"$OUT/torch4.log" 2>&1 || tail -5 "$OUT/torch4.log"
+  step "TP4: decoder layer and MLP through the backend"
+  timing tp4 4
+  step done
+  python3 "$here/table.py" "$OUT/symmflow4.json" "$OUT/torch4.json"
   exit 0
 fi
 step "TP2: decoder layer and MLP, symmflow (with and without its norm fusions) beside eager and inductor"
