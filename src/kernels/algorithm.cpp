@@ -38,10 +38,22 @@ std::string_view algorithm_name(AllReduceAlgorithm a) {
   return "?";
 }
 
+// Note [one-shot limit per world]
+// One-shot sends every rank's whole input to each of its W - 1 peers, (W - 1) B a rank; two-shot
+// sends (W - 1) / W of B twice, 2 (W - 1) / W B, with one synchronisation more. At two ranks the
+// traffic is equal and one-shot's single synchronisation wins up to large sizes
+// (cuda_one_shot_max_bytes, 4 MiB, measured on 2xH200); at W ranks one-shot moves W / 2 times
+// two-shot's bytes, so its limit is cuda_one_shot_max_bytes x 2 / W. On 4xH200 (docs/cuda.md)
+// one-shot took 20.7 us at 1 MiB against two-shot's 25.0, and 51.6 us at 4 MiB against 36.5.
+int64_t cuda_one_shot_limit(int world) {
+  const int64_t limit = tunables().cuda_one_shot_max_bytes;
+  return world <= 2 ? limit : limit * 2 / world;
+}
+
 AllReduceAlgorithm cuda_all_reduce_algorithm(int64_t bytes, int world, bool in_place,
                                              bool aligned_8) {
   if (world <= 1) return AllReduceAlgorithm::copy;
-  if (in_place && bytes > tunables().cuda_one_shot_max_bytes) return AllReduceAlgorithm::two_shot;
+  if (in_place && bytes > cuda_one_shot_limit(world)) return AllReduceAlgorithm::two_shot;
   if (bytes <= kCudaLLMaxBytes && bytes % 8 == 0 && aligned_8) return AllReduceAlgorithm::one_shot_ll;
   return AllReduceAlgorithm::one_shot;
 }
@@ -61,8 +73,9 @@ AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int wor
     std::string cuda_name(algorithm_name(cuda));
     if (cuda != AllReduceAlgorithm::two_shot) cuda_name += " in place";
     return {"two_shot", cuda_name,
-            fmt::format("cuda: one_shot up to cuda_one_shot_max_bytes = {} B, two_shot above",
-                        tunables().cuda_one_shot_max_bytes)};
+            fmt::format("cuda: one_shot up to {} B at {} ranks (cuda_one_shot_max_bytes = {} B, "
+                        "x 2 / ranks above 2 ranks), two_shot above",
+                        cuda_one_shot_limit(world), world, tunables().cuda_one_shot_max_bytes)};
   }
   if (starts_with(name, "multimem_")) return {"refused", "refused", "needs multicast"};
   // The others: what the op's definition declares (Library::exchange), or its functional op's.

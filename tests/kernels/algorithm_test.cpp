@@ -51,13 +51,20 @@ TEST_F(AlgorithmTest, OneShotTakesLinesUpToTheLLLimit) {
 }
 
 TEST_F(AlgorithmTest, InPlaceTakesTwoShotAboveTheTunable) {
-  const int64_t limit = tunables().cuda_one_shot_max_bytes;
-  ASSERT_EQ(limit, int64_t(4) << 20);
-  for (int world : {2, 3, 4, 8}) {
+  ASSERT_EQ(tunables().cuda_one_shot_max_bytes, int64_t(4) << 20);
+  // Note [one-shot limit per world]: 4 MiB at 2 ranks, x 2 / world above.
+  const std::pair<int, int64_t> limits[] = {
+      {2, int64_t(4) << 20}, {3, (int64_t(8) << 20) / 3}, {4, int64_t(2) << 20}, {8, int64_t(1) << 20}};
+  for (auto [world, limit] : limits) {
+    SCOPED_TRACE(testing::Message() << "world " << world);
+    EXPECT_EQ(kernels::cuda_one_shot_limit(world), limit);
     EXPECT_EQ(cuda_all_reduce_algorithm(8192, world, true, true), AllReduceAlgorithm::one_shot_ll);
     EXPECT_EQ(cuda_all_reduce_algorithm(limit, world, true, true), AllReduceAlgorithm::one_shot);
     EXPECT_EQ(cuda_all_reduce_algorithm(limit + 2, world, true, true),
               AllReduceAlgorithm::two_shot);
+    // The op that says one_shot keeps it at any size.
+    EXPECT_EQ(cuda_all_reduce_algorithm(limit + 2, world, false, true),
+              AllReduceAlgorithm::one_shot);
   }
   Tunables t = tunables();
   t.cuda_one_shot_max_bytes = 4096;
@@ -71,8 +78,17 @@ TEST_F(AlgorithmTest, ExplainDescribesTheSameChoice) {
   auto two_shot = kernels::collective_algorithm("symm_mem::two_shot_all_reduce_", 8192, 2);
   EXPECT_EQ(two_shot.cpu, "two_shot");
   EXPECT_EQ(two_shot.cuda, "one_shot_ll in place");
-  EXPECT_EQ(two_shot.why, "cuda: one_shot up to cuda_one_shot_max_bytes = 4194304 B, two_shot above");
+  EXPECT_EQ(two_shot.why,
+            "cuda: one_shot up to 4194304 B at 2 ranks (cuda_one_shot_max_bytes = 4194304 B, x 2 / "
+            "ranks above 2 ranks), two_shot above");
   EXPECT_EQ(kernels::collective_algorithm("two_shot_all_reduce_out", 8 << 20, 4).cuda, "two_shot");
+  auto four = kernels::collective_algorithm("symm_mem::two_shot_all_reduce_", 3 << 20, 4);
+  EXPECT_EQ(four.cuda, "two_shot");
+  EXPECT_EQ(four.why,
+            "cuda: one_shot up to 2097152 B at 4 ranks (cuda_one_shot_max_bytes = 4194304 B, x 2 / "
+            "ranks above 2 ranks), two_shot above");
+  EXPECT_EQ(kernels::collective_algorithm("symm_mem::two_shot_all_reduce_", 3 << 20, 2).cuda,
+            "one_shot in place");
   EXPECT_EQ(kernels::collective_algorithm("symm_mem::two_shot_all_reduce_", 8 << 20, 1).cuda, "copy");
   auto one_shot = kernels::collective_algorithm("symm_mem::one_shot_all_reduce", 1 << 20, 8);
   EXPECT_EQ(one_shot.cpu, "one_shot");
@@ -84,7 +100,9 @@ TEST_F(AlgorithmTest, ExplainDescribesTheSameChoice) {
   set_tunables(t);
   two_shot = kernels::collective_algorithm("symm_mem::two_shot_all_reduce_", 8192, 2);
   EXPECT_EQ(two_shot.cuda, "two_shot");
-  EXPECT_EQ(two_shot.why, "cuda: one_shot up to cuda_one_shot_max_bytes = 4096 B, two_shot above");
+  EXPECT_EQ(two_shot.why,
+            "cuda: one_shot up to 4096 B at 2 ranks (cuda_one_shot_max_bytes = 4096 B, x 2 / ranks "
+            "above 2 ranks), two_shot above");
 }
 
 TEST_F(AlgorithmTest, OtherCollectivesAndNonCollectives) {

@@ -13,6 +13,9 @@
 #                                            # all-reduce beside NCCL and PyTorch's one- and
 #                                            # two-shot at 4 ranks, then the decoder layer and
 #                                            # the MLP at TP4 through the backend
+#   bash tools/device/run.sh build && bash tools/device/decoder_moe.sh allreduce  # the all-reduce
+#                                            # tests, then the bench beside NCCL and PyTorch on
+#                                            # 4 GPUs (when there are) and on 2
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -61,17 +64,35 @@ if [[ "$mode" == breakdown ]]; then
   sed -n '/, world /,$p' "$OUT/breakdown.log" | grep -v "^\[\|Warning\|wait_tensor\|^[12]\.\|before the output"
   exit 0
 fi
+allreduce_bench() {  # ranks: symmflow and NCCL, then PyTorch, then the table
+  local n=$1 gpus
+  gpus=$(seq -s, 0 $(( n - 1 )))
+  CUDA_VISIBLE_DEVICES=$gpus timeout 300 build/device/bin/bench_cuda_allreduce \
+    --json "$OUT/symmflow$n.json" >"$OUT/bench$n.txt" 2>"$OUT/bench$n.err" || tail -5 "$OUT/bench$n.err"
+  CUDA_VISIBLE_DEVICES=$gpus PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node "$n" \
+    --master-port $((29600 + RANDOM % 200)) tools/device/torch_allreduce.py \
+    --json "$OUT/torch$n.json" >"$OUT/torch$n.log" 2>&1 || tail -5 "$OUT/torch$n.log"
+  python3 "$here/table.py" "$OUT/symmflow$n.json" "$OUT/torch$n.json"
+}
+if [[ "$mode" == allreduce ]]; then
+  step "all-reduce tests"
+  timeout 200 build/device/tests/cuda/test_cuda >"$OUT/test_cuda.log" 2>&1
+  echo "test_cuda: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_cuda.log" | tr '\n' ' ')"
+  gpus=$(nvidia-smi -L | wc -l)
+  for n in 4 2; do
+    (( gpus >= n )) || continue
+    step "all-reduce at $n ranks beside NCCL and PyTorch"
+    allreduce_bench "$n"
+  done
+  step done
+  exit 0
+fi
 if [[ "$mode" == four ]]; then
-  step "all-reduce at 4 ranks: symmflow and NCCL"
-  timeout 300 build/device/bin/bench_cuda_allreduce --json "$OUT/symmflow4.json" \
-    >"$OUT/bench4.txt" 2>"$OUT/bench4.err" || tail -5 "$OUT/bench4.err"
-  step "all-reduce at 4 ranks: PyTorch"
-  PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 4 tools/device/torch_allreduce.py \
-    --json "$OUT/torch4.json" >"$OUT/torch4.log" 2>&1 || tail -5 "$OUT/torch4.log"
   step "TP4: decoder layer and MLP through the backend"
   timing tp4 4
+  step "all-reduce at 4 ranks beside NCCL and PyTorch"
+  allreduce_bench 4
   step done
-  python3 "$here/table.py" "$OUT/symmflow4.json" "$OUT/torch4.json"
   exit 0
 fi
 step "TP2: decoder layer and MLP, symmflow (with and without its norm fusions) beside eager and inductor"

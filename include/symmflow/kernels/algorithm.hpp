@@ -26,10 +26,15 @@ std::string_view algorithm_name(AllReduceAlgorithm a);  // "copy", "one_shot", .
 
 // The cuda all-reduce of `bytes` in a group of `world` ranks. `in_place`: the op reduces its
 // symmetric buffer in place (two_shot_all_reduce_*), which may take two_shot (above
-// tunables().cuda_one_shot_max_bytes); `aligned_8`: input and output are 8-byte aligned (planned
+// cuda_one_shot_limit(world)); `aligned_8`: input and output are 8-byte aligned (planned
 // buffers are 64-byte aligned).
 AllReduceAlgorithm cuda_all_reduce_algorithm(int64_t bytes, int world, bool in_place,
                                              bool aligned_8);
+
+// The most bytes an in-place cuda all-reduce of `world` ranks sends by one_shot:
+// tunables().cuda_one_shot_max_bytes up to 2 ranks, x 2 / world above (Note [one-shot limit per
+// world] in algorithm.cpp).
+int64_t cuda_one_shot_limit(int world);
 
 struct AlgorithmChoice {
   std::string cpu;   // e.g. "two_shot"

@@ -50,7 +50,7 @@ class Communicator {
 
   // The algorithm all_reduce_inplace takes for a call of `bytes` (the same on every rank:
   // kernels::cuda_all_reduce_algorithm of kernels/algorithm.hpp): one_shot up to
-  // tunables().cuda_one_shot_max_bytes, two_shot above.
+  // kernels::cuda_one_shot_limit(world), two_shot above.
   Algo choose(int64_t bytes) const;
 
   // out = reduce over ranks of in (n elements of `dtype`; f32, bf16, f16), one_shot algorithm (or

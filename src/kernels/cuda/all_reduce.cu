@@ -178,6 +178,17 @@ __global__ void __launch_bounds__(1024)
   finish(v, call);
 }
 
+// Note [two-shot peer order]
+// Every block of every rank used to push to peers 0, 1, 2, ... in turn, so at four ranks the
+// three others all wrote into rank 0 first, then rank 1: one GPU's incoming links saturated while
+// the rest idled. Block b of rank me takes its k-th peer as me + 1 + (k - 1 + b) mod (W - 1):
+// at each turn the ranks write to a permutation of each other, and a rank's blocks spread over
+// all its peers at once. k = 0 is the rank itself (for the result stores of step 2).
+__device__ __forceinline__ int peer_in_turn(int me, int k, int world) {
+  if (k == 0) return me;
+  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
+}
+
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t units) {
   using P = Pack<T, K>;
@@ -193,9 +204,10 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
   const int64_t lo = int64_t(blockIdx.x) * per;
   const int64_t hi = lo + per < chunk ? lo + per : chunk;
   P* mine = reinterpret_cast<P*>(v.data[me]);
-  // 1. Push my slice of every other rank's chunk to that rank.
-  for (int q = 0; q < v.world; ++q) {
-    if (q == me) continue;
+  // 1. Push my slice of every other rank's chunk to that rank, peers in a rotated order
+  // (Note [two-shot peer order]).
+  for (int k = 1; k < v.world; ++k) {
+    const int q = peer_in_turn(me, k, v.world);
     P* dst = slot<P>(v, q, parity, me);
     const int64_t base = int64_t(q) * chunk;
     const int64_t end = units - base < hi ? units - base : hi;
@@ -223,6 +235,10 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
     for (int s = 0; s < kMaxRanks; ++s) {
       srcs[s] = s == me ? mine + base : slot<P>(v, me, parity, s < v.world ? s : 0);
     }
+    P* outs[kMaxRanks];  // every rank's buffer, peers in turn (Note [two-shot peer order])
+    for (int k = 0; k < v.world; ++k) {
+      outs[k] = reinterpret_cast<P*>(v.data[peer_in_turn(me, k, v.world)]);
+    }
     const int64_t end = units - base < hi ? units - base : hi;
     for (int64_t i = lo + threadIdx.x; i < end; i += 2 * int64_t(blockDim.x)) {
       P r[2];
@@ -235,7 +251,7 @@ __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t
       for (int u = 0; u < 2; ++u) {
         const int64_t j = i + u * int64_t(blockDim.x);
         if (j >= end) continue;
-        for (int q = 0; q < v.world; ++q) reinterpret_cast<P*>(v.data[q])[base + j] = r[u];
+        for (int k = 0; k < v.world; ++k) outs[k][base + j] = r[u];
       }
     }
     signal_all(v, 1, tag, me);
