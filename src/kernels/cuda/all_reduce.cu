@@ -54,18 +54,6 @@ __device__ __forceinline__ U* slot(const WorkspaceView& v, int rank, int parity,
   return reinterpret_cast<U*>(v.staging[rank] + (int64_t(parity) * v.world + src) * v.stage_bytes);
 }
 
-// Note [two-shot peer order]
-// Every block of every rank used to push to peers 0, 1, 2, ... in turn, so at four ranks the
-// three others all wrote into rank 0 first, then rank 1: one GPU's incoming links saturated while
-// the rest idled. Block b of rank me takes its k-th peer as me + 1 + (k - 1 + b) mod (W - 1):
-// at each turn the ranks write to a permutation of each other, and a rank's blocks spread over
-// all its peers at once. k = 0 is the rank itself (the one-shot's own staging, the two-shot's
-// result stores). The one-shot pushes in the same order.
-__device__ __forceinline__ int peer_in_turn(int me, int k, int world) {
-  if (k == 0) return me;
-  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
-}
-
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024)
     one_shot_kernel(WorkspaceView v, const Pack<T, K>* in, Pack<T, K>* out, int64_t units) {
@@ -79,25 +67,9 @@ __global__ void __launch_bounds__(1024)
   const int64_t per = (units + gridDim.x - 1) / gridDim.x;
   const int64_t lo = int64_t(blockIdx.x) * per;
   const int64_t hi = lo + per < units ? lo + per : units;
-  // Four loads in flight before the stores; peers in a rotated order (Note [two-shot peer order]).
-  P* dsts[kMaxRanks];
-  for (int k = 0; k < v.world; ++k) {
-    dsts[k] = slot<P>(v, peer_in_turn(v.rank, k, v.world), parity, v.rank);
-  }
-  for (int64_t i = lo + threadIdx.x; i < hi; i += 4 * int64_t(blockDim.x)) {
-    P x[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int64_t j = i + u * int64_t(blockDim.x);
-      if (j < hi) x[u] = in[j];
-    }
-    for (int k = 0; k < v.world; ++k) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int64_t j = i + u * int64_t(blockDim.x);
-        if (j < hi) dsts[k][j] = x[u];
-      }
-    }
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    P x = in[i];
+    for (int q = 0; q < v.world; ++q) slot<P>(v, q, parity, v.rank)[i] = x;
   }
   signal_all(v, 0, tag, -1);
   if (wait_all(v, 0, tag, deadline, -1)) {
@@ -204,6 +176,17 @@ __global__ void __launch_bounds__(1024)
     out[i] = *reinterpret_cast<const uint2*>(&r);
   }
   finish(v, call);
+}
+
+// Note [two-shot peer order]
+// Every block of every rank used to push to peers 0, 1, 2, ... in turn, so at four ranks the
+// three others all wrote into rank 0 first, then rank 1: one GPU's incoming links saturated while
+// the rest idled. Block b of rank me takes its k-th peer as me + 1 + (k - 1 + b) mod (W - 1):
+// at each turn the ranks write to a permutation of each other, and a rank's blocks spread over
+// all its peers at once. k = 0 is the rank itself (for the result stores of step 2).
+__device__ __forceinline__ int peer_in_turn(int me, int k, int world) {
+  if (k == 0) return me;
+  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
 }
 
 template <typename T, int K, ReduceKind Op>
