@@ -256,10 +256,10 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
 
 // Note [fused casts and broadcasts]: regions with casts between f32, bf16 and f16 and inputs
 // broadcast along leading (cos), middle (sin), trailing (row) and every (k) dim, x a permuted
-// view. The broadcast region (exact ops only) runs on the generic kernel with strided and stride-0
-// loads and gives the cpu fused executor's bits; the SwiGLU tail as torch writes it (casts around sigmoid and mul, which share
-// the cast's register) is flat, so it compiles, and gives the generic kernel's bits (the cpu's to
-// a bf16 unit: the sigmoid's exp may differ by an ulp).
+// view. The broadcast region (exact ops only) compiles with strided and stride-0 loads and gives
+// the generic kernel's and the cpu fused executor's bits; the SwiGLU tail as torch writes it
+// (casts around sigmoid and mul, which share the cast's register) is flat and gives the generic
+// kernel's bits (the cpu's to a bf16 unit: the sigmoid's exp may differ by an ulp).
 constexpr const char* kBroadcastRegion = R"(graph rot(x: DT[3, 7, 13], r: DT[3, 7, 13], cos: DT[7, 13], sin: DT[3, 1, 13], k: DT[1], row: DT[7, 1]) {
   a = aten::mul.Tensor(x, cos)
   b = aten::mul.Tensor(r, sin)
@@ -333,7 +333,10 @@ TEST(CudaFused, CastsAndBroadcastInputsEqualTheCpu) {
           cpu.push_back(Tensor::empty(v->type().shape, v->type().dtype));
         exec::run_fused(body, in, cpu);
         std::vector<Tensor> generic = run_region_on_gpu(body, in_gpu, false);
+        const int kernels_before = compiled_pointwise_kernels();
         std::vector<Tensor> compiled = run_region_on_gpu(body, in_gpu, true);
+        EXPECT_EQ(compiled_pointwise_kernels(), kernels_before + 1)
+            << "the region compiles, strided inputs included (Note [pointwise codegen])";
         const std::string what = fmt::format("{} {}", g->name(), dt);
         expect_same_bits(compiled[0], generic[0], what + " compiled vs generic");
         if (region == kBroadcastRegion) {
@@ -361,6 +364,35 @@ TEST(CudaFused, CastIsACopyRoundedToItsDtype) {
   p.n_instrs = 3;
   const std::string source = pointwise_source(p);
   EXPECT_NE(source.find("r1 = float(bf16_f(f_bf16(float(r0))));"), std::string::npos) << source;
+}
+
+// A strided program (a [3, 1, 5] region: x permuted, k broadcast along dim 2, y contiguous)
+// compiles with its shape and strides as constants: dims of size 1 are skipped, a broadcast
+// operand has no term for its stride-0 dim, a contiguous one indexes by i.
+TEST(CudaFused, StridedOperandsAreIndexedByConstantsInTheText) {
+  PwProgram p;
+  p.ndim = 3;
+  p.sizes[0] = 3, p.sizes[1] = 1, p.sizes[2] = 5;
+  p.numel = 15;
+  p.n_operands = 3;
+  const int64_t x[] = {1, 0, 3}, k[] = {7, 0, 0}, y[] = {5, 5, 1};
+  for (int d = 0; d < 3; ++d) {
+    p.operands[0].strides[d] = x[d];
+    p.operands[1].strides[d] = k[d];
+    p.operands[2].strides[d] = y[d];
+  }
+  p.code[0] = PwInstr{PwOp::load, 0, 0, 0, PwType::f32, 0};
+  p.code[1] = PwInstr{PwOp::load, 1, 1, 0, PwType::f32, 0};
+  p.code[2] = PwInstr{PwOp::add, 2, 0, 1, PwType::f32, 0};
+  p.code[3] = PwInstr{PwOp::store, 0, 2, 2, PwType::f64, 0};
+  p.n_instrs = 4;
+  const std::string source = pointwise_source(p);
+  for (const char* want : {"const i64 x2 = rest % 5LL;", "const i64 x0 = rest % 3LL;",
+                           "((float*)a.data[0])[(x2 * 3LL + x0 * 1LL)]",
+                           "((float*)a.data[1])[(x0 * 7LL)]", "((float*)a.data[2])[i] = "}) {
+    EXPECT_NE(source.find(want), std::string::npos) << want << " in\n" << source;
+  }
+  EXPECT_EQ(source.find("x1"), std::string::npos) << "a dim of size 1 has no coordinate\n" << source;
 }
 
 // Two decode-shaped layers (16 rows, 4096 columns, bf16): the GEMMs take the skinny kernel on

@@ -9,6 +9,8 @@
 #                                            # without its norm fusions (Note [skipping fusions]),
 #                                            # then the decoder layer at world 1
 #   bash tools/device/decoder_moe.sh breakdown  # GPU time per kernel (tools/device/breakdown.py)
+#   bash tools/device/decoder_moe.sh fused   # the fused-region GPU tests, then timing, then
+#                                            # breakdown, in one call
 #   bash tools/device/run.sh build && bash tools/device/decoder_moe.sh four  # on four GPUs: the
 #                                            # all-reduce beside NCCL and PyTorch's one- and
 #                                            # two-shot at 4 ranks, then the decoder layer and
@@ -56,6 +58,15 @@ timing() {  # name nproc, then torch_backend.py's extra arguments
   sed -n '/^torch_backend:/,$p' "$OUT/$name.log"
   [[ -s "$OUT/$name.json" ]] || tail -20 "$OUT/$name.log"
 }
+if [[ "$mode" == fused ]]; then
+  step "fused-region GPU tests"
+  timeout 120 build/device/tests/cuda/test_cuda_exec >"$OUT/test_cuda_exec.log" 2>&1
+  echo "test_cuda_exec: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_cuda_exec.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]|Failure' -A4 "$OUT/test_cuda_exec.log" | head -20
+  bash "$0" timing
+  bash "$0" breakdown
+  exit 0
+fi
 if [[ "$mode" == breakdown ]]; then
   step "TP2: GPU time per kernel of the decoder layer, symmflow beside inductor"
   PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 2 --master-port $((29600 + RANDOM % 200)) \

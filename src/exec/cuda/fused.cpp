@@ -6,8 +6,8 @@
 // Note [fused casts and broadcasts] (passes/fuse_pointwise.cpp): a dtype conversion (_to_copy) is
 // a `copy` instruction rounded to its result's dtype; a region with an input smaller than the
 // region (broadcast) or strided (a permute) runs as a program over the region's shape that loads
-// that input by its strides, 0 on its broadcast dims, on the generic pointwise kernel (the
-// compiled one takes contiguous programs only); every other region runs flat.
+// that input by its strides, 0 on its broadcast dims (compiled with the shape and strides in its
+// text, Note [pointwise codegen]); every other region runs flat.
 #include "exec/cuda/fused.hpp"
 
 #include <algorithm>

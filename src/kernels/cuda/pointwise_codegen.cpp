@@ -8,8 +8,10 @@
 // multiply and divide, the same math functions, the same conversions by PTX cvt), so both give
 // the same bits; it includes no header, so it compiles wherever NVRTC runs. Operand pointers and
 // the element count are kernel arguments: one kernel serves every call of a region and every
-// size. Fused regions are contiguous (exec/cuda/fused.cpp flattens them); only those compile (a
-// region with a broadcast input runs on the generic kernel: Note [fused casts and broadcasts]).
+// size. A region with broadcast or strided operands (Note [fused casts and broadcasts]) compiles
+// too: its shape and every operand's strides are constants in the text (and in the cache key), so
+// the index arithmetic divides by constants and skips broadcast dims; its kernel serves that
+// shape only, as a plan's region always has one.
 // Compiling (about 0.1 s) may happen inside a graph capture: it enqueues nothing.
 #include "kernels/cuda/pointwise_codegen.hpp"
 
@@ -18,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -223,6 +226,14 @@ std::string cache_key(const PwProgram& p, const std::string& arch) {
   key.push_back(char(p.wide));
   for (int o = 0; o < p.n_operands; ++o) key.push_back(char(p.operands[o].type));
   key.push_back('|');
+  if (!p.contiguous) {  // the shape and strides are in the text
+    auto put = [&](int64_t x) { key.append(reinterpret_cast<const char*>(&x), sizeof x); };
+    put(p.ndim);
+    for (int d = 0; d < p.ndim; ++d) put(p.sizes[d]);
+    for (int o = 0; o < p.n_operands; ++o) {
+      for (int d = 0; d < p.ndim; ++d) put(p.operands[o].strides[d]);
+    }
+  }
   for (int k = 0; k < p.n_instrs; ++k) {
     const PwInstr& in = p.code[k];
     const char fields[] = {char(in.op), char(in.dst), char(in.a), char(in.b), char(in.round)};
@@ -234,14 +245,43 @@ std::string cache_key(const PwProgram& p, const std::string& arch) {
 
 }  // namespace
 
+// For a strided program: statements that split element i into its coordinates x<d> (dims of
+// size 1 skipped) and the offset expression of each operand ("i" where it is laid out
+// contiguously over the shape).
+std::string index_code(const PwProgram& p, std::vector<std::string>& offsets) {
+  std::string code = "    i64 rest = i;\n";
+  for (int d = p.ndim - 1; d >= 0; --d) {
+    if (p.sizes[d] == 1) continue;
+    code += fmt::format("    const i64 x{} = rest % {}LL;\n    rest /= {}LL;\n", d, p.sizes[d],
+                        p.sizes[d]);
+  }
+  offsets.assign(size_t(p.n_operands), "i");
+  for (int o = 0; o < p.n_operands; ++o) {
+    std::string terms;
+    int64_t dense = 1;
+    bool contiguous = true;
+    for (int d = p.ndim - 1; d >= 0; --d) {
+      const int64_t stride = p.operands[o].strides[d];
+      if (p.sizes[d] == 1) continue;
+      contiguous = contiguous && stride == dense;
+      dense *= p.sizes[d];
+      if (stride == 0) continue;
+      terms += fmt::format("{}x{} * {}LL", terms.empty() ? "" : " + ", d, stride);
+    }
+    if (!contiguous) offsets[size_t(o)] = terms.empty() ? "0" : "(" + terms + ")";
+  }
+  return code;
+}
+
 std::string pointwise_source(const PwProgram& p) {
-  SF_CHECK(p.contiguous, "pointwise codegen: internal: only programs over contiguous operands");
   const Spelling& s = p.wide ? kDouble : kFloat;
   std::string out = kPrelude;
   out += "extern \"C\" __global__ void __launch_bounds__(256)\n";
   out += "pw(const __grid_constant__ Args a) {\n";
   out += "  const i64 step = i64(gridDim.x) * blockDim.x;\n";
   out += "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {\n";
+  std::vector<std::string> offsets(size_t(p.n_operands), "i");
+  if (!p.contiguous) out += index_code(p, offsets);
   auto at = [&](int operand) {  // the element of operand at this index
     const char* type = "char";
     switch (p.operands[operand].type) {
@@ -254,7 +294,7 @@ std::string pointwise_source(const PwProgram& p) {
       case PwType::u32: type = "u32"; break;
       case PwType::boolean: type = "bool"; break;
     }
-    return fmt::format("(({}*)a.data[{}])[i]", type, operand);
+    return fmt::format("(({}*)a.data[{}])[{}]", type, operand, offsets[size_t(operand)]);
   };
   int regs = 1;  // registers named by instructions (a load's `a` and a store's `a` are operands)
   for (int k = 0; k < p.n_instrs; ++k) {

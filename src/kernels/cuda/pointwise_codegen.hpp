@@ -10,8 +10,9 @@
 
 namespace symmflow::cuda {
 
-// The CUDA C++ source of `p`'s kernel (entry point "pw"; `p` contiguous): everything but the
-// operands' data pointers and the element count is in the text, so equal text means one kernel.
+// The CUDA C++ source of `p`'s kernel (entry point "pw"): everything but the operands' data
+// pointers and the element count is in the text (a strided program's shape and strides too), so
+// equal text means one kernel.
 std::string pointwise_source(const PwProgram& p);
 
 // Runs `p` through its compiled kernel (compiled and loaded on first use, then cached for the

@@ -155,7 +155,7 @@ void ProgramBuilder::launch() {
 }
 
 void ProgramBuilder::launch_compiled() {
-  if (!tunables().cuda_pointwise_codegen || !p_.contiguous) return launch();
+  if (!tunables().cuda_pointwise_codegen) return launch();
   launch_compiled_pointwise(p_, current_stream());
 }
 

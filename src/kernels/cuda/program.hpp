@@ -60,7 +60,7 @@ class ProgramBuilder {
   void release(int reg);
   void launch();
   // The same program as its own compiled kernel (Note [pointwise codegen]) when
-  // tunables().cuda_pointwise_codegen and every operand is contiguous; else launch().
+  // tunables().cuda_pointwise_codegen; else launch().
   void launch_compiled();
 
  private:
