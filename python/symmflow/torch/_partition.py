@@ -174,7 +174,7 @@ def partition(gm: torch.fx.GraphModule, catalogue: Optional[Catalogue] = None, *
             sub = getattr(split, call.target)
             args = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
             compiled = compile_partition(sub, args)
-            setattr(split, call.target, _CompiledPartition(compiled))
+            setattr(split, call.target, CompiledPartition(compiled))
         split.recompile()
     return PartitionResult(split, partitions, boundaries)
 
@@ -195,7 +195,7 @@ def _number_in_call_order(split: torch.fx.GraphModule) -> None:
     split.recompile()
 
 
-class _CompiledPartition(torch.nn.Module):
+class CompiledPartition(torch.nn.Module):
     """A compiled partition as the module the split graph calls."""
 
     def __init__(self, fn: Callable[..., Any]):

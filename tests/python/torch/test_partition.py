@@ -14,7 +14,7 @@ from fx_models import (BLOCK_OPS, MASK_OPS, without_ops, DecoderBlock, aot_graph
                        block_inputs, c10d, call, fx_graph, mlp_inputs, mlp_with, run_split,
                        whole_world, with_ops)
 import symmflow
-from symmflow.torch import _opmap
+from symmflow.torch import _backend, _opmap
 from symmflow.torch._fx_import import import_graph
 from symmflow.torch._partition import partition
 
@@ -263,3 +263,54 @@ def test_an_op_without_a_kernel_for_the_device_stays_in_pytorch(world, catalogue
         assert [p.supported for p in whole.partitions] == [True], device
     inputs = mlp_inputs()
     assert_same(on_gpu.split_gm(*inputs), gm(*inputs))
+
+
+# --- Note [one-partition call] (_backend._direct_call) -------------------------------------------
+def _split_of(gm, catalogue, inputs):
+    """The split module with each symmflow partition run by its FX submodule."""
+    return partition(gm, catalogue, example_inputs=inputs,
+                     compile_partition=lambda sub, example_inputs: sub).split_gm
+
+
+def test_a_one_partition_graph_is_called_directly(catalogue):
+    def build(g):  # outputs reordered, one twice, one as the partition's single value
+        x, y = g.placeholder("x"), g.placeholder("y")
+        a = call(g, torch.ops.aten.mul.Tensor, x, y)
+        b = call(g, torch.ops.aten.sin.default, y)
+        return (b, a, b)
+
+    inputs = [torch.randn(5, 7), torch.randn(5, 7)]
+    split = _split_of(fx_graph(build), catalogue, inputs)
+    direct = _backend._direct_call(split)
+    assert direct is not None, split.graph
+    got, want = direct(*inputs), split(*inputs)
+    assert type(got) is type(want) and len(got) == 3
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    assert got[0] is got[2]
+
+    def single(g):
+        x = g.placeholder("x")
+        return call(g, torch.ops.aten.cos.default, x)
+
+    split = _split_of(fx_graph(single), catalogue, inputs[:1])
+    direct = _backend._direct_call(split)
+    assert direct is not None, split.graph
+    assert_same(direct(inputs[0]), split(inputs[0]))
+
+
+def test_a_graph_of_several_partitions_or_returning_an_input_keeps_its_module(catalogue):
+    def two(g):
+        x = g.placeholder("x")
+        a = call(g, torch.ops.aten.sin.default, x)
+        b = call(g, torch.ops.aten.i0.default, a)
+        return (call(g, torch.ops.aten.cos.default, b),)
+
+    def passthrough(g):
+        x = g.placeholder("x")
+        return (call(g, torch.ops.aten.sin.default, x), x)
+
+    x = torch.randn(4, 3)
+    for build in (two, passthrough):
+        split = _split_of(fx_graph(build), catalogue, [x])
+        assert _backend._direct_call(split) is None, split.graph
