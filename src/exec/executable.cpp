@@ -298,7 +298,7 @@ void Executable::copy(const Tensor& dst, const Tensor& src) {
   stats_.bytes_copied += dst.nbytes();
 }
 
-void Executable::run_step(const Step& step) {
+void Executable::run_step(Step& step) {
   const PlanStep& ps = *step.plan;
   switch (ps.kind) {
     case StepKind::copy:
@@ -322,22 +322,49 @@ void Executable::run_step(const Step& step) {
   }
 }
 
-// An op call: operands from their slots; functional<op> first copies its written operands into
-// their new values; fresh results are written into their planned buffers (an out variant takes
-// them as its out args), views and in-place results are taken from the kernel.
-void Executable::run_call(const Step& step) {
-  const PlanStep& ps = *step.plan;
-  std::vector<Value> bound;
-  bound.reserve(step.args.size());
-  for (const Operand& a : step.args) {
+// Note [launch records]: a call step is prepared once, at its first call, and launched from its
+// record afterwards (as XLA's thunks and NCCL's device handles are): the bound argument vector
+// with every literal already in place (rank-relative ones resolved by bind_steps), the results'
+// vector, and the kernel of the device its first tensor operand lives on. A call then assigns the
+// operands' tensors from their slots into the record, presets the planned results and calls the
+// kernel: no argument vector is built, no device is searched, no kernel is looked up in the
+// registry. A later call whose keying operand lives on another device (a host plan's inputs are
+// host tensors, a device plan's are its GPU's) resolves the kernel again. Tensors are cleared
+// from the record after each call, so it keeps no caller memory alive.
+void Executable::prepare_call(Step& step) {
+  step.bound.clear();
+  step.bound.reserve(step.args.size());
+  for (size_t i = 0; i < step.args.size(); ++i) {
+    const Operand& a = step.args[i];
     if (a.kind == Operand::Kind::value) {
-      bound.push_back(slots_[size_t(a.value)]);
+      if (step.keyed_by < 0) step.keyed_by = int(i);
+      step.bound.emplace_back(Tensor());
     } else if (a.kind == Operand::Kind::value_list) {
-      std::vector<Tensor> ts;
-      for (int v : a.values) ts.push_back(slots_[size_t(v)]);
-      bound.push_back(std::move(ts));
+      step.bound.emplace_back(std::vector<Tensor>());
     } else {
-      bound.push_back(a.literal);  // rank-relative ones resolved by bind_steps
+      step.bound.push_back(a.literal);
+    }
+  }
+  step.prepared = true;
+}
+
+// An op call (Note [launch records]): operands from their slots; functional<op> first copies its
+// written operands into their new values; fresh results are written into their planned buffers
+// (an out variant takes them as its out args), views and in-place results are taken from the
+// kernel.
+void Executable::run_call(Step& step) {
+  const PlanStep& ps = *step.plan;
+  if (!step.prepared) prepare_call(step);
+  std::vector<Value>& bound = step.bound;
+  for (size_t i = 0; i < step.args.size(); ++i) {
+    const Operand& a = step.args[i];
+    if (a.kind == Operand::Kind::value) {
+      bound[i] = slots_[size_t(a.value)];
+    } else if (a.kind == Operand::Kind::value_list) {  // rare (cat, stack): built per call
+      std::vector<Tensor> ts;
+      ts.reserve(a.values.size());
+      for (int v : a.values) ts.push_back(slots_[size_t(v)]);
+      bound[i] = std::move(ts);
     }
   }
   for (auto [arg, value] : ps.new_values) {  // functional<op>: write copies of the args
@@ -345,7 +372,8 @@ void Executable::run_call(const Step& step) {
     bound[size_t(arg)] = slots_[size_t(value)];
   }
   const OpDef& op = *ps.op.called();
-  std::vector<Value> outs;
+  std::vector<Value>& outs = step.outs;
+  outs.clear();
   if (!ps.op.out_variant) {
     outs.resize(ps.results.size() - ps.new_values.size());  // one per result, list elements too
     for (size_t r = 0; r < outs.size(); ++r) {
@@ -357,8 +385,31 @@ void Executable::run_call(const Step& step) {
       }
     }
   }
-  call_bound_into(op, bound, outs);
+  if (step.keyed_by < 0 || !bound[size_t(step.keyed_by)].to_tensor().defined()) {
+    call_bound_into(op, bound, outs);  // no tensor operand (a factory): placed per call
+  } else {
+    const Device device = bound[size_t(step.keyed_by)].to_tensor().device();
+    if (!step.kernel || device != step.device) {
+      step.kernel = &kernel_for(op, bound, outs, step.device);
+      // Keyed by an operand on the device that chose the kernel (a GPU one among host scalars).
+      for (size_t i = 0; i < bound.size(); ++i) {
+        if (bound[i].is_tensor() && bound[i].to_tensor().defined() &&
+            bound[i].to_tensor().device() == step.device) {
+          step.keyed_by = int(i);
+          break;
+        }
+      }
+    }
+    call_kernel_into(op, *step.kernel, step.device, bound, outs);
+    ++stats_.prepared_calls;
+  }
   for (size_t r = 0; r < outs.size(); ++r) slots_[size_t(ps.results[r])] = outs[r].to_tensor();
+  for (size_t i = 0; i < step.args.size(); ++i) {  // keep no tensor alive past the call
+    const Operand::Kind kind = step.args[i].kind;
+    if (kind == Operand::Kind::value) bound[i] = Tensor();
+    if (kind == Operand::Kind::value_list) bound[i] = std::vector<Tensor>();
+  }
+  outs.clear();
 }
 
 // Graph inputs into their slots (Note [zero-copy input binding]; snapshots of inputs that live in

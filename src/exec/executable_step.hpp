@@ -17,6 +17,15 @@ namespace symmflow::exec {
 struct Executable::Step {
   const passes::PlanStep* plan = nullptr;
   std::vector<passes::Operand> args;
+  // The launch record of a call step (Note [launch records] in executable.cpp), made by its first
+  // call: the bound arguments with their literals in place (tensors are set per call and cleared
+  // after it), the results' vector, and the kernel of the device its tensors live on.
+  bool prepared = false;
+  std::vector<Value> bound;
+  std::vector<Value> outs;
+  const Kernel* kernel = nullptr;  // null: resolved per call (no tensor operand to key it by)
+  Device device;
+  int keyed_by = -1;  // the operand whose device picked the kernel
 };
 
 // The registered backend for options.device (executable_device.cpp); InvalidUsage when none is.

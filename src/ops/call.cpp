@@ -158,14 +158,26 @@ std::vector<Value> bind_args(const OpDef& op, const std::vector<Value>& args,
   return out;
 }
 
-void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs) {
+const Kernel& kernel_for(const OpDef& op, std::span<const Value> bound,
+                         std::span<const Value> outputs, Device& device) {
   // A factory (no tensor argument) runs where its preset output lives.
   const bool tensorless = op.schema().returns.empty();
-  Device device = device_of(bound).value_or(
+  device = device_of(bound).value_or(
       device_of(outputs).value_or(tensorless ? thread_device() : Device::cpu()));
   Backend backend = device.type == DeviceType::cuda ? Backend::cuda : Backend::cpu;
   const Kernel* kernel = op.kernel(backend);
   SF_CHECK(kernel, "op '{}' has no {} kernel", op.name(), backend_name(backend));
+  return *kernel;
+}
+
+void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs) {
+  Device device;
+  const Kernel& kernel = kernel_for(op, bound, outputs, device);
+  call_kernel_into(op, kernel, device, bound, outputs);
+}
+
+void call_kernel_into(const OpDef& op, const Kernel& kernel, Device device,
+                      std::span<const Value> bound, std::vector<Value>& outputs) {
   // Note [list returns] (schema.hpp): a list return has as many results as the shape function
   // gives, unless the caller sized `outputs` already (a plan knows its step's results).
   const AliasAnalysis& al = op.aliases();
@@ -192,7 +204,7 @@ void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<
     }
   }
   KernelCall kc{op, bound, outputs};
-  (*kernel)(kc);
+  kernel(kc);
   if (al.list_return) {
     SF_CHECK(outputs.size() == count, "op '{}': kernel gave {} results for {} expected", op.name(),
              outputs.size(), count);

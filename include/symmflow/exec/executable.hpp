@@ -88,6 +88,9 @@ struct RunStats {
   size_t input_copies_skipped = 0;
   size_t output_copies = 0;         // OutputMode::owned
   size_t output_bytes = 0;
+  // Op calls made from their step's launch record (Note [launch records] in executable.cpp):
+  // every call step with a tensor operand (not only a tensor list).
+  size_t prepared_calls = 0;
 };
 
 class Executable {
@@ -155,8 +158,9 @@ class Executable {
   void find_staging_inputs();
   void bind_entry_barriers();
 
-  void run_step(const Step& step);
-  void run_call(const Step& step);
+  void run_step(Step& step);
+  void run_call(Step& step);
+  void prepare_call(Step& step);
   void bind_inputs(const std::vector<Tensor>& inputs);
   // Where input i is bound in place of its staging buffer ("" when it is not).
   std::string in_place_placement(size_t i, const Tensor& input) const;

@@ -32,5 +32,13 @@ std::vector<Value> call_bound(const OpDef& op, std::vector<Value> bound);
 // per return, or for a list return (Note [list returns], schema.hpp) one per element, as many as
 // the shape function gives when `outputs` comes empty (else as many as it comes with).
 void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<Value>& outputs);
+// call_bound_into in two halves, for callers that resolve the kernel once and call it many times
+// (an executor's launch records, Note [launch records] in exec/executable.cpp): the kernel of the
+// device the arguments live on (else the preset outputs', else the thread's for a factory, else
+// the cpu), with that device; then the call with a kernel so found for arguments on `device`.
+const Kernel& kernel_for(const OpDef& op, std::span<const Value> bound,
+                         std::span<const Value> outputs, Device& device);
+void call_kernel_into(const OpDef& op, const Kernel& kernel, Device device,
+                      std::span<const Value> bound, std::vector<Value>& outputs);
 
 }  // namespace symmflow

@@ -1,0 +1,81 @@
+// Note [launch records] (exec/executable.cpp): every call step with a tensor operand runs from the
+// record its first call prepared, run after run, on 1, 2 and 4 ranks; results stay the
+// interpreter's; an op whose tensors come in a list only (cat) and a factory (arange) still run,
+// placed per call; and no record keeps a caller's tensor alive after the run.
+#include <gtest/gtest.h>
+
+#include "support/graphs.hpp"
+#include "support/tensors.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/interpret.hpp"
+#include "symmflow/passes/pipeline.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow {
+namespace {
+
+using exec::Executable;
+using testing::make_input;
+
+size_t call_steps_with_tensors(const passes::Plan& plan) {
+  size_t n = 0;
+  for (const passes::PlanStep& s : plan.steps) {
+    if (s.kind != passes::StepKind::call && s.kind != passes::StepKind::functional) continue;
+    bool tensor = false;
+    for (const passes::Operand& a : s.args) tensor |= a.kind == passes::Operand::Kind::value;
+    n += tensor;
+  }
+  return n;
+}
+
+class LaunchRecords : public ::testing::TestWithParam<int> {};
+
+TEST_P(LaunchRecords, EveryCallStepRunsFromItsRecordRunAfterRun) {
+  const int w = GetParam(), layers = 3;
+  auto plan = testing::plan_text(testing::tp_mlp_text(layers, true), w);
+  std::shared_ptr<const ir::Graph> source = testing::parse(testing::tp_mlp_text(layers, false), w);
+  const size_t calls = call_steps_with_tensors(*plan);
+  ASSERT_GE(calls, size_t(2 * layers));
+  run_threads(w, [&](Runtime& rt) {
+    Executable exe(plan);
+    for (int seed = 0; seed < 3; ++seed) {
+      std::vector<Tensor> in{make_input({16, 64}, DType::f32, rt.rank(), seed)};
+      for (int l = 0; l < layers; ++l)
+        in.push_back(make_input({64, 64}, DType::f32, rt.rank(), seed + 1 + l));
+      std::vector<Tensor> got = exe.run(in);
+      testing::expect_same(got[0], exec::interpret(*source, in)[0], "output");
+      EXPECT_EQ(exe.last_stats().prepared_calls, calls) << "run " << seed;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LaunchRecords, ::testing::Values(1, 2, 4));
+
+constexpr const char* kListsAndFactories = R"sf(graph g(x: f32[3, 5], y: f32[3, 5]) {
+  a = aten::add.Tensor(x, y)
+  c = aten::cat([a, x, y], 0)
+  r = aten::arange.start_step(0, 5)
+  s = aten::mul.Scalar(c, 2.0)
+  return s, r
+}
+)sf";
+
+TEST(LaunchRecords, ListOperandsAndFactoriesRunAndHoldNoCallerTensor) {
+  auto plan = testing::plan_text(kListsAndFactories);
+  Executable exe(plan);
+  for (int seed = 0; seed < 2; ++seed) {
+    Tensor x = make_input({3, 5}, DType::f32, 0, seed), y = make_input({3, 5}, DType::f32, 0, 7);
+    std::vector<Tensor> want = exec::interpret(*plan->graph, {x, y});
+    std::vector<Tensor> got = exe.run({x, y});
+    testing::expect_same(got[0], want[0], "s");
+    testing::expect_same(got[1], want[1], "r (arange: placed per call, no record)");
+    EXPECT_EQ(exe.last_stats().prepared_calls, 2u)
+        << "add and mul; cat (a tensor list alone) and arange (no tensor) are placed per call";
+    got.clear();
+    EXPECT_EQ(x.storage().use_count(), 1) << "a record still holds input x";
+    EXPECT_EQ(y.storage().use_count(), 1) << "a record still holds input y";
+  }
+}
+
+}  // namespace
+}  // namespace symmflow
