@@ -84,7 +84,8 @@ const std::vector<Row>& rows() {
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),
       INT_ROW(cuda_one_shot_max_bytes, 0, int64_t(1) << 40,
-              "The same choice on GPUs (cuda backend): one-shot up to this many bytes"),
+              "The same choice on GPUs (cuda backend): one-shot up to this many bytes at 2 "
+              "ranks, x 2 / ranks above (Note [one-shot limit per world])"),
       INT_ROW(cuda_threads, 32, 1024, "Threads per block of the GPU collectives (multiple of 32)"),
       INT_ROW(cuda_blocks_per_sm, 1, 4, "Most blocks per multiprocessor of the GPU two-shot"),
       INT_ROW(cuda_skinny_gemm_max_rows, 0, 16,
