@@ -92,7 +92,9 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
             "copies_added": report.copies_added() if report else None,
             "input_copies": report.input_copies if report else None,
             "constant_uploads": report.constant_uploads if report else None,
-            "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None}
+            "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None,
+            "collectives": sorted({str(c.get("op")) for p in report.partitions
+                                   for c in p.explain.get("collectives", [])}) if report else None}
 
 
 def main() -> int:
