@@ -325,12 +325,12 @@ void Executable::run_step(Step& step) {
 // Note [launch records]: a call step is prepared once, at its first call, and launched from its
 // record afterwards (as XLA's thunks and NCCL's device handles are): the bound argument vector
 // with every literal already in place (rank-relative ones resolved by bind_steps), the results'
-// vector, and the kernel of the device its first tensor operand lives on. A call then assigns the
-// operands' tensors from their slots into the record, presets the planned results and calls the
-// kernel: no argument vector is built, no device is searched, no kernel is looked up in the
-// registry. A later call whose keying operand lives on another device (a host plan's inputs are
-// host tensors, a device plan's are its GPU's) resolves the kernel again. Tensors are cleared
-// from the record after each call, so it keeps no caller memory alive.
+// vector, and the kernel of the device its tensors live on, keyed by one operand on that device (a
+// GPU tensor rather than a host scalar beside it). A call then assigns the operands' tensors from
+// their slots into the record, presets the planned results and calls the kernel: no argument
+// vector is built, no device is searched, no kernel is looked up in the registry. A later call
+// whose keying operand lives on another device resolves the kernel again. Tensors are cleared
+// from the record when each call ends, normally or not, so it keeps no caller memory alive.
 void Executable::prepare_call(Step& step) {
   step.bound.clear();
   step.bound.reserve(step.args.size());
@@ -355,6 +355,17 @@ void Executable::prepare_call(Step& step) {
 void Executable::run_call(Step& step) {
   const PlanStep& ps = *step.plan;
   if (!step.prepared) prepare_call(step);
+  struct ClearTensors {  // keep no tensor alive past the call (Note [launch records])
+    Step& step;
+    ~ClearTensors() {
+      for (size_t i = 0; i < step.args.size(); ++i) {
+        const Operand::Kind kind = step.args[i].kind;
+        if (kind == Operand::Kind::value) step.bound[i] = Tensor();
+        if (kind == Operand::Kind::value_list) step.bound[i] = std::vector<Tensor>();
+      }
+      step.outs.clear();
+    }
+  } clear{step};
   std::vector<Value>& bound = step.bound;
   for (size_t i = 0; i < step.args.size(); ++i) {
     const Operand& a = step.args[i];
@@ -404,12 +415,6 @@ void Executable::run_call(Step& step) {
     ++stats_.prepared_calls;
   }
   for (size_t r = 0; r < outs.size(); ++r) slots_[size_t(ps.results[r])] = outs[r].to_tensor();
-  for (size_t i = 0; i < step.args.size(); ++i) {  // keep no tensor alive past the call
-    const Operand::Kind kind = step.args[i].kind;
-    if (kind == Operand::Kind::value) bound[i] = Tensor();
-    if (kind == Operand::Kind::value_list) bound[i] = std::vector<Tensor>();
-  }
-  outs.clear();
 }
 
 // Graph inputs into their slots (Note [zero-copy input binding]; snapshots of inputs that live in
