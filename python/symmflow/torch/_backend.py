@@ -452,18 +452,14 @@ def _direct_call(split_gm: torch.fx.GraphModule):
         else:
             return None
     runner = partition.fn
-    whole = isinstance(spec, (tuple, list)) and picks == list(range(len(picks)))
-    kind = type(spec)
+    kind = type(spec) if isinstance(spec, (tuple, list)) else None
 
     def direct(*args):
         result = runner(*[args[i] for i in order])
-        if not isinstance(spec, (tuple, list)):
+        if kind is None:
             return result if picks[0] is None else result[picks[0]]
-        if whole and kind is tuple:
-            return tuple(result)
         return kind(result if k is None else result[k] for k in picks)
 
-    direct.runner = runner  # tests find the partition through it
     return direct
 
 

@@ -243,8 +243,6 @@ std::string cache_key(const PwProgram& p, const std::string& arch) {
   return key;
 }
 
-}  // namespace
-
 // For a strided program: statements that split element i into its coordinates x<d> (dims of
 // size 1 skipped) and the offset expression of each operand ("i" where it is laid out
 // contiguously over the shape).
@@ -272,6 +270,8 @@ std::string index_code(const PwProgram& p, std::vector<std::string>& offsets) {
   }
   return code;
 }
+
+}  // namespace
 
 std::string pointwise_source(const PwProgram& p) {
   const Spelling& s = p.wide ? kDouble : kFloat;
