@@ -3,8 +3,9 @@
 #   device run: bash tools/device/run.sh [full|quick|verify|sweep|gemm|mlp|build]
 # configures and builds only the cuda targets, runs the GPU tests (then a reduced set under
 # compute-sanitizer memcheck and racecheck), every example compiled and run on the GPUs with
-# --check (1, 2 and, with four GPUs, 4 ranks; two ranks share a GPU on a one-GPU host), the 8-layer MLP compiled by
-# symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's paths (two or more GPUs),
+# --check (1, 2 and, with four GPUs, 4 ranks; two ranks share a GPU on a one-GPU host), the
+# 8-layer MLP compiled by symmflow beside PyTorch, the all-reduce bench beside NCCL and PyTorch's
+# paths (two or more GPUs),
 # and prints the tables last. Logs go to $OUT. `gemm` builds and runs only the GEMM work: the
 # matmul and executor tests, the skinny-GEMM bench beside cuBLAS/cuBLASLt, and the MLP with and
 # without it and with and without early starts. `mlp` builds only the CLI and times the 8-layer MLP
