@@ -1,6 +1,8 @@
 // fuse_allreduce_rmsnorm: the end of a tensor-parallel block,
 //     r = symm_mem::one_shot_all_reduce(h, op, g)
-//     s = aten::add.Tensor(r, residual)            (or (residual, r); alpha 1)
+//     (v = aten::reshape(r, ...) ... back to r's shape: transformers' tp_plan flattens the
+//      tokens and restores them between the all-reduce and the add)
+//     s = aten::add.Tensor(r or v, residual)       (or (residual, r); alpha 1)
 //     o = aten::rms_norm(s, [N], weight, eps)      (N the last dim, weight a tensor, eps given)
 // becomes o, s = symm_mem::fused_all_reduce_add_rms_norm(h, residual, weight, eps, op, g), whose
 // contract is exactly that composition, roundings included (Note [fused all-reduce add rms_norm]
@@ -10,9 +12,10 @@
 // Expects: a verified, functionalized graph (before fuse_pointwise, which would take the add).
 // Guarantees: each match is replaced by one node at the add's position whose outputs take over
 //   every use of o and s (s may have other uses: it is the op's residual_out); the three nodes
-//   are erased and the new outputs keep the names of o and s. Semantics are unchanged: the op's
+//   (and the reshapes between r and the add) are erased and the new outputs keep the names of o and s. Semantics are unchanged: the op's
 //   contract is exactly the composition. Nothing happens when a condition fails: r used
-//   elsewhere or returned (the fused op does not give the sum before the add), shapes or dtypes
+//   elsewhere or returned (the fused op does not give the sum before the add; the same for a
+//   reshape between it and the add, or reshapes that end in another shape), shapes or dtypes
 //   of r, residual, s or weight differ, alpha other than 1, weight defined after the add, a
 //   normalized_shape other than the last dim, weight or eps None.
 // Refuses: nothing.
@@ -35,6 +38,7 @@ constexpr std::string_view kFused = "symm_mem::fused_all_reduce_add_rms_norm";
 
 struct Match {
   ir::Node* all_reduce = nullptr;
+  std::vector<ir::Node*> reshapes;  // between the all-reduce and the add, in order
   ir::Node* add = nullptr;
   ir::Node* norm = nullptr;
   ir::Value* residual = nullptr;
@@ -42,9 +46,18 @@ struct Match {
 
 // The rms_norm fed by the add fed by `all_reduce`, when the pattern holds.
 bool match(ir::Graph& g, ir::Node* all_reduce, Match& m) {
+  auto returned = [&](ir::Value* v) {
+    return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+  };
   ir::Value* r = all_reduce->output();
-  if (r->uses().size() != 1 || !is_op(r->uses()[0], "aten::add.Tensor") ||
-      std::find(g.outputs().begin(), g.outputs().end(), r) != g.outputs().end())
+  std::vector<ir::Node*> reshapes;
+  while (r->uses().size() == 1 && is_op(r->uses()[0], "aten::reshape") && !returned(r) &&
+         arg(*r->uses()[0], "self")->value == r) {
+    reshapes.push_back(r->uses()[0]);
+    r = reshapes.back()->output();
+  }
+  if (!reshapes.empty() && r->type().shape != all_reduce->output()->type().shape) return false;
+  if (r->uses().size() != 1 || !is_op(r->uses()[0], "aten::add.Tensor") || returned(r))
     return false;
   ir::Node* add = r->uses()[0];
   const ir::Arg* self = arg(*add, "self");
@@ -73,7 +86,7 @@ bool match(ir::Graph& g, ir::Node* all_reduce, Match& m) {
       continue;
     if (eps->kind != ir::Arg::Kind::literal || !eps->literal.is_number()) continue;
     if (ir::Node* p = weight->value->producer(); p && g.position(p) > g.position(add)) continue;
-    m = {all_reduce, add, use, residual};
+    m = {all_reduce, reshapes, add, use, residual};
     return true;
   }
   return false;
@@ -94,6 +107,7 @@ void rewrite(ir::Graph& g, const Match& m) {
   g.replace_uses(s, fused->output(1));
   g.erase(m.norm);
   g.erase(m.add);
+  for (auto it = m.reshapes.rbegin(); it != m.reshapes.rend(); ++it) g.erase(*it);
   g.erase(m.all_reduce);
   g.rename(fused->output(0), o_name);
   g.rename(fused->output(1), s_name);

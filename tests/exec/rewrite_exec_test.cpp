@@ -51,6 +51,20 @@ graph block_bf16(x: bf16[2, 3, 17], w: bf16[17, 17], residual: bf16[2, 3, 17], w
 }
 )sf";
 
+// transformers' tp_plan: the all-reduce's tokens flattened and restored before the add.
+const char* kTpPlanBlock = R"sf(group tp
+graph block_tp_plan(x: f32[6, 17], w: f32[17, 17], residual: f32[2, 3, 17], weight: f32[17]) {
+  h = aten::mm(x, w)
+  h3 = aten::reshape(h, [2, 3, 17])
+  r = symm_mem::one_shot_all_reduce(h3, "sum", "tp")
+  v = aten::reshape(r, [6, 17])
+  v3 = aten::reshape(v, [2, 3, 17])
+  s = aten::add.Tensor(residual, v3)
+  out = aten::rms_norm(s, [17], weight, 1e-06)
+  return out, s
+}
+)sf";
+
 struct Compiled {
   std::shared_ptr<const passes::Plan> plan;
   std::string after;  // the IR printed after pass `print_after`
@@ -89,7 +103,8 @@ class FusedPattern : public ::testing::TestWithParam<int> {};
 
 TEST_P(FusedPattern, RewritesAndMatchesTheUnfusedGraph) {
   const int w = GetParam();
-  for (const std::string& text : {example_text("allreduce_rmsnorm.sf"), std::string(kBf16Block)}) {
+  for (const std::string& text : {example_text("allreduce_rmsnorm.sf"), std::string(kBf16Block),
+                                  std::string(kTpPlanBlock)}) {
     Compiled c = compile_with_print(text, w, "fuse_allreduce_rmsnorm");
     EXPECT_NE(c.after.find(" = symm_mem::fused_all_reduce_add_rms_norm("), std::string::npos)
         << c.after;
