@@ -33,6 +33,10 @@ const std::vector<PassInfo>& graph_passes() {
       {"fuse_allreduce_rmsnorm", fuse_allreduce_rmsnorm,
        "all-reduce -> residual add -> rms_norm becomes symm_mem::fused_all_reduce_add_rms_norm",
        true},
+      {"decompose_collective_matmul", decompose_collective_matmul,
+       "all-gather -> matmuls and matmul -> reduce-scatter (sequence parallelism) become "
+       "symm_mem::fused_all_gather_matmul / fused_matmul_reduce_scatter",
+       true},
       {"fuse_pointwise", fuse_pointwise, "chains of elementwise ops become one fused node", true},
       {"realize_symm_mem", realize_symm_mem,
        "place symm args in symmetric memory, copies only where needed"},
@@ -65,7 +69,8 @@ constexpr bool kVerifyEachByDefault = false;
 #endif
 
 // Note [skipping fusions]
-// The fusions (raise_rms_norm, fuse_allreduce_rmsnorm, fuse_pointwise) only make a plan faster:
+// The fusions (raise_rms_norm, fuse_allreduce_rmsnorm, decompose_collective_matmul,
+// fuse_pointwise) only make a plan faster:
 // it computes the same without them. Naming them in CompileOptions::skip_passes or in
 // SYMMFLOW_SKIP_PASSES turns them off, so a benchmark can show what each one is worth in the same
 // run, and a suspected fusion bug can be ruled out without a rebuild. The other passes make the

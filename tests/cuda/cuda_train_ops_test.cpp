@@ -3,7 +3,10 @@
 // tensor), constant_pad_nd and slice_scatter (composed of full.out and copy_), scatter.value (the
 // gather/scatter launch; i32 and i64 index, repeated indices, empty index) exactly, and
 // _log_softmax (rows and columns, half_to_float) within float tolerance, clamp and rsub.Scalar;
-// every dtype they take, strided views, awkward sizes (0, 1, 7, 1023). Skipped without a GPU.
+// every dtype they take, strided views, awkward sizes (0, 1, 7, 1023). And the collective
+// matmuls of sequence parallelism (decompose_collective_matmul's ops, copy stream and peer-writing
+// GEMMs) in a compiled plan at 2, 3 and 4 ranks (threads sharing the GPUs), captured and
+// replayed, against the interpreter of the graph as written. Skipped without a GPU.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,9 +14,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/graphs.hpp"
 #include "support/tensors.hpp"
 
 #include "symmflow/core/error.hpp"
+#include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/interpret.hpp"
+#include "symmflow/ir/text.hpp"
+#include "symmflow/passes/pipeline.hpp"
+#include "symmflow/runtime/runtime.hpp"
 #include "symmflow/kernels/cuda.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/call.hpp"
@@ -214,6 +223,48 @@ TEST_F(CudaTrainOps, ClampAndRsubMatchCpu) {
   Tensor ids = input({4, 9}, DType::i64, 3);  // small multiples of 1/4, as integers
   expect_close(call("aten::clamp", {to_device(ids), int64_t(-1), 2.5}).to_tensor(),
                call("aten::clamp", {ids, int64_t(-1), 2.5}).to_tensor(), 0, "clamp promotes");
+}
+
+// Sequence parallelism's all-gather -> mms and mm -> reduce-scatter, compiled (the collective
+// matmuls), on the GPUs: the first run captures the plan's CUDA graph, two more replay it with new
+// inputs; every output against the cpu interpreter of the graph as written, on every rank.
+TEST_F(CudaTrainOps, CollectiveMatmulsOfSequenceParallelism) {
+  for (int world : {2, 3, 4}) {
+    for (const char* dtype : {"f32", "bf16"}) {
+      const std::string text = symmflow::testing::sequence_parallel_text(world, dtype);
+      std::string after;
+      passes::CompileOptions options;
+      options.after_pass = [&](const std::string& pass, const ir::Graph& g) {
+        if (pass == "schedule") after = ir::print_graph(g);
+      };
+      auto plan = passes::compile(ir::parse_graph(text, {"sp.sf", world}), options);
+      ASSERT_NE(after.find("fused_all_gather_matmul"), std::string::npos) << after;
+      ASSERT_NE(after.find("fused_matmul_reduce_scatter"), std::string::npos) << after;
+      auto source = std::shared_ptr<ir::Graph>(ir::parse_graph(text, {"sp.sf", world}));
+      run_threads(world, [&](Runtime& rt) {
+        const int dev = bind_device();
+        exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
+        for (int iter = 0; iter < 3; ++iter) {
+          std::vector<Tensor> host;
+          for (const ir::Value* v : source->inputs())
+            host.push_back(symmflow::testing::make_input(v->type().shape, v->type().dtype,
+                                                         rt.rank(), 10 * iter + 1));
+          std::vector<Tensor> on_gpu;
+          for (const Tensor& t : host) on_gpu.push_back(to_device(t));
+          std::vector<Tensor> got = exe.run(on_gpu);
+          std::vector<Tensor> want = exec::interpret(*source, host);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            expect_close(got[i], want[i], std::string(dtype) == "f32" ? 1e-5 : 2e-2,
+                         fmt::format("{} world {} rank {} iter {} output {}", dtype, world,
+                                     rt.rank(), iter, i));
+          }
+        }
+        EXPECT_NE(exe.device_description().find("CUDA graph of"), std::string::npos)
+            << exe.device_description();
+      }, ThreadsOptions{60});
+    }
+  }
 }
 
 }  // namespace

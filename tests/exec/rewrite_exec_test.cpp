@@ -3,6 +3,9 @@
 // IR shows the rewrite.
 //   - fuse_allreduce_rmsnorm: one_shot_all_reduce -> add -> rms_norm becomes
 //     symm_mem::fused_all_reduce_add_rms_norm (examples/allreduce_rmsnorm.sf and a bf16 graph);
+//   - decompose_collective_matmul: DTensor's sequence-parallel all-gather -> mms and mm ->
+//     reduce-scatter become symm_mem::fused_all_gather_matmul / fused_matmul_reduce_scatter (at
+//     2, 3 and 4 ranks, f32 and bf16, odd sizes);
 //   - the example plugin's pattern (examples/custom_op/myops.cpp): with the plugin loaded,
 //     aten::add.Tensor + aten::gelu becomes myops::bias_gelu after the rewrite_patterns slot.
 #include <gtest/gtest.h>
@@ -115,6 +118,29 @@ TEST_P(FusedPattern, RewritesAndMatchesTheUnfusedGraph) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Exec, FusedPattern, ::testing::Values(1, 2, 4));
+
+class CollectiveMatmul : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectiveMatmul, DecomposesAndMatchesTheGraphAsWritten) {
+  const int w = GetParam();
+  for (const char* dtype : {"f32", "bf16"}) {
+    const std::string text = testing::sequence_parallel_text(w, dtype);
+    Compiled c = compile_with_print(text, w, "decompose_collective_matmul");
+    EXPECT_NE(c.after.find("cat, q_nd, k_nd = symm_mem::fused_all_gather_matmul(x, [pq, pk], 1, "
+                           "\"tp\")"),
+              std::string::npos)
+        << c.after;
+    EXPECT_NE(c.after.find("functional<symm_mem::fused_matmul_reduce_scatter>(partials, h_nd, "
+                           "wo, \"sum\", 1, \"tp\")"),
+              std::string::npos)
+        << c.after;
+    for (const char* gone : {"_low_contention", "aten::mm", "aten::cat", "split_with_sizes"})
+      EXPECT_EQ(c.after.find(gone), std::string::npos) << gone << " in\n" << c.after;
+    expect_plan_equals_eager(c, text, w);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Exec, CollectiveMatmul, ::testing::Values(2, 3, 4));
 
 class PluginPattern : public ::testing::TestWithParam<int> {};
 

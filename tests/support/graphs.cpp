@@ -34,4 +34,36 @@ std::string tp_mlp_text(int layers, bool placed) {
   return fmt::format("group tp\ngraph tp_mlp({}) {{\n{}  return {}\n}}\n", params, body, in);
 }
 
+std::string sequence_parallel_text(int w, const std::string& dtype) {
+  auto names = [&](const std::string& prefix) {  // "p0, p1, ..."
+    std::string out;
+    for (int i = 0; i < w; ++i) out += (i ? ", " : "") + prefix + std::to_string(i);
+    return out;
+  };
+  auto sizes = [&](const std::string& size) {  // "2, 2, ..."
+    std::string out;
+    for (int i = 0; i < w; ++i) out += (i ? ", " : "") + size;
+    return out;
+  };
+  const std::string& t = dtype;
+  const std::string s = std::to_string(3 * w), rows = std::to_string(6 * w);
+  return "group tp\ngraph sp(x: " + t + "[2, 3, 17], wq: " + t + "[9, 17], wk: " + t +
+         "[9, 17], wo: " + t + "[9, 17]) {\n"
+         "  g = symm_mem::_low_contention_all_gather(x, \"tp\")\n"
+         "  " + names("p") + " = aten::split_with_sizes(g, [" + sizes("2") + "])\n"
+         "  cat = aten::cat([" + names("p") + "], 1)\n"
+         "  flat = aten::reshape(cat, [" + rows + ", 17])\n"
+         "  pq = aten::permute(wq, [1, 0])\n"
+         "  q = aten::mm(flat, pq)\n"
+         "  pk = aten::permute(wk, [1, 0])\n"
+         "  k = aten::mm(flat, pk)\n"
+         "  h = aten::mul.Tensor(q, k)\n"
+         "  m = aten::mm(h, wo)\n"
+         "  v = aten::reshape(m, [2, " + s + ", 17])\n"
+         "  " + names("c") + " = aten::split_with_sizes(v, [" + sizes("3") + "], 1)\n"
+         "  c = aten::cat([" + names("c") + "])\n"
+         "  r = symm_mem::_low_contention_reduce_scatter(c, \"sum\", \"tp\")\n"
+         "  return r, flat\n}\n";
+}
+
 }  // namespace symmflow::testing

@@ -21,4 +21,11 @@ std::shared_ptr<const passes::Plan> plan_text(const std::string& text, int world
 
 std::string tp_mlp_text(int layers, bool placed);
 
+// A sequence-parallel block at `w` ranks (group `tp`) as DTensor's graphs have it: the sequence
+// dim (1) of x: [2, 3, 17] gathered (all-gather of dim 0, equal split, cat along 1), two
+// column-parallel mms of the gathered rows (q, k), their product through a row-parallel mm
+// reduce-scattered back along the sequence dim; returns (r, flat: the gathered rows). `dtype`:
+// "f32", "bf16".
+std::string sequence_parallel_text(int w, const std::string& dtype);
+
 }  // namespace symmflow::testing

@@ -100,7 +100,10 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
   SF_CHECK(a.dtype() == out.dtype() && m.dtype() == out.dtype(),
            "{}: operands of dtypes {} and {} into {}: cuda matmul needs one dtype", op,
            dtype_name(a.dtype()), dtype_name(m.dtype()), dtype_name(out.dtype()));
-  SF_CHECK(out.is_contiguous(), "{}: internal: the cuda GEMM writes contiguous outputs", op);
+  // Rows of contiguous elements; a batch (3-d) may have any stride (gemm_rows' slices).
+  SF_CHECK(out.strides()[size_t(d - 1)] == 1 && (rows <= 1 || out.strides()[size_t(d - 2)] == cols),
+           "{}: internal: the cuda GEMM writes rows of contiguous elements", op);
+  const int64_t out_batch_stride = d == 3 ? out.strides()[0] : rows * cols;
   Operand A = as_operand(a), M = as_operand(m);
   if (batch == 1 && A.op == CUBLAS_OP_N && M.op == CUBLAS_OP_N &&
       (type == CUDA_R_16BF || type == CUDA_R_16F)) {
@@ -134,7 +137,7 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
   SF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       h, M.op, A.op, int(cols), int(rows), int(k), pa, M.t.raw_data(), type, int(M.ld),
       stride_of(M.t), A.t.raw_data(), type, int(A.ld), stride_of(A.t), pb, out.raw_data(), type,
-      int(cols), rows * cols, int(batch), compute, CUBLAS_GEMM_DEFAULT));
+      int(cols), out_batch_stride, int(batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 // The destination of an out/in-place variant: itself when contiguous, else a temporary copied
@@ -184,6 +187,10 @@ Kernel addmm_kernel(const char* written) {
 }
 
 }  // namespace
+
+void gemm_rows(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& m) {
+  gemm(op, out, a, m, 1.0, 0.0, out.dim() == 3 ? out.size(0) : 1);
+}
 
 void* blas_handle() {
   int device = 0;

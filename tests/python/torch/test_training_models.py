@@ -30,6 +30,11 @@ def _one_partition_each(results):
             assert r[graph]["boundaries"] == [], json.dumps(r)
             assert r[graph]["collectives"] > 0, json.dumps(r)
         assert r["forward"]["symm_inputs_produced"] is True, json.dumps(r)
+        if ":sp" in r["case"]:  # sequence parallelism: the collective matmuls in both passes
+            for graph in ("forward", "backward"):
+                ops = r[graph]["collective_ops"]
+                assert "symm_mem::fused_all_gather_matmul" in ops, json.dumps(r)
+                assert "symm_mem::fused_matmul_reduce_scatter" in ops, json.dumps(r)
         assert r["losses_eager"][-1] < r["losses_eager"][0], json.dumps(r)  # it trains
 
 

@@ -92,6 +92,8 @@ def _report_facts(reports) -> dict:
             "output_copies": r.output_copies,
             "symm_inputs_produced": r.all_reduce_inputs_in_place(),
             "collectives": sum(len(p.explain.get("collectives", [])) for p in r.partitions),
+            "collective_ops": sorted({str(c.get("op")) for p in r.partitions
+                                      for c in p.explain.get("collectives", [])}),
             "planned_peak_bytes": sum(pool["peak_bytes"] for p in r.partitions
                                       for pool in p.explain.get("pools", [])),
         }
