@@ -1,18 +1,19 @@
 // cpu kernels of the collective matmuls (Note [collective matmuls] in
 // src/ops/symm_mem/collective_matmul.cpp), exactly the composition they replace:
 //   fused_all_gather_matmul: barrier, every rank's A_shard pulled into its slot of A (staggered:
-//     rank r starts with itself, then r + 1, ...), barrier, then A @ Bs[i] by aten::mm on A's
+//     rank r starts with itself, then r + 1, ...), barrier, then A @ Bs[i] by aten::mm.out on A's
 //     rows, so each result has the bits of the mm it replaces.
-//   fused_matmul_reduce_scatter: A @ B by aten::mm, barrier, chunk j of the product (along
+//   fused_matmul_reduce_scatter: A @ B by aten::mm.out, barrier, chunk j of the product (along
 //     scatter_dim) copied into slot r of rank j's partials (r this rank; j from r + 1 on, this
 //     rank's own chunk last), barrier, then this rank's slots reduced in rank order: the bits of
 //     mm, cat and _low_contention_reduce_scatter.
 // Shapes were checked by the ops' shape functions when the call was bound; the symm args are
 // checked here (symmetric, this group, contiguous) before the first barrier.
-#include <memory>
+#include <cstring>
 
 #include "kernels/cpu/collectives/args.hpp"
 #include "symmflow/ops/aten.hpp"
+#include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::cpu {
@@ -21,20 +22,19 @@ namespace {
 constexpr std::string_view kAllGatherMatmul = "symm_mem::fused_all_gather_matmul";
 constexpr std::string_view kMatmulReduceScatter = "symm_mem::fused_matmul_reduce_scatter";
 
-// A contiguous tensor of `shape` over memory this call does not own (a peer's copy).
-Tensor over(void* data, const Tensor& like, const Shape& shape) {
-  const size_t bytes = size_t(numel(shape)) * dtype_size(like.dtype());
-  auto storage = std::make_shared<Storage>(data, bytes, like.device(), MemoryKind::regular);
-  return Tensor::from_storage(std::move(storage), 0, like.dtype(), shape);
-}
-
 int64_t leading_dim(const Tensor& t, int64_t d) { return d < 0 ? d + t.dim() : d; }
 
-// The product A @ B with A's leading dims kept.
-Tensor product(const Tensor& a, const Tensor& b) {
-  Shape s = a.shape();
-  s.back() = b.size(1);
-  return aten::reshape(aten::mm(aten::reshape(a, {-1, a.size(-1)}), b), s);
+// The leading index count before dim d and the rows of one leading index (dims d .. -2).
+std::pair<int64_t, int64_t> lead_rows(const Tensor& t, int64_t d) {
+  int64_t lead = 1, rows = 1;
+  for (int64_t i = 0; i < t.dim() - 1; ++i) (i < d ? lead : rows) *= t.size(i);
+  return {lead, rows};
+}
+
+// out (contiguous, A's leading dims by N) = A @ B, through aten::mm.out on 2-d views.
+void product_into(const Tensor& out, const Tensor& a, const Tensor& b) {
+  call("aten::mm.out", {aten::reshape(a, {-1, a.size(-1)}), b},
+       {{"out", aten::reshape(out, {-1, out.size(-1)})}});
 }
 
 void all_gather_matmul(KernelCall& c) {
@@ -44,41 +44,56 @@ void all_gather_matmul(KernelCall& c) {
   Group& g = resolve_group(kAllGatherMatmul, c.arg(3).to_string());
   SymmArg in(shard, kAllGatherMatmul, "A_shard", g);
   const int w = g.size();
-  const Tensor& gathered = c.out(0);
-  const int64_t rows = shard.size(d);
+  for (size_t i = 0; i <= bs.size(); ++i) {
+    SF_CHECK(c.out(i).is_contiguous(), "{}: internal: results must be contiguous",
+             kAllGatherMatmul);
+  }
+  const auto [lead, rows] = lead_rows(shard, d);
+  const size_t slab = size_t(rows * shard.size(-1)) * dtype_size(shard.dtype());
+  char* gathered = static_cast<char*>(c.out(0).raw_data());
   fingerprint(g, kAllGatherMatmul, shard.dtype(), shard.numel());
   const CollectiveCall call{kAllGatherMatmul, {}, shard.dtype(), shard.numel(), "matrices",
                             int64_t(bs.size())};
   g.barrier(kCollectiveChannel, call);
   for (int i = 0; i < w; ++i) {
     const int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
-    aten::copy_(aten::slice(gathered, d, p * rows, (p + 1) * rows),
-                over(in.peer(p), shard, shard.shape()));
+    const char* src = static_cast<const char*>(in.peer(p));
+    for (int64_t l = 0; l < lead; ++l)  // rank p's slab of each leading index
+      std::memcpy(gathered + (size_t(l) * size_t(w) + size_t(p)) * slab, src + size_t(l) * slab,
+                  slab);
   }
   g.barrier(kCollectiveChannel, call);
-  for (size_t i = 0; i < bs.size(); ++i) aten::copy_(c.out(i + 1), product(gathered, bs[i]));
+  for (size_t i = 0; i < bs.size(); ++i) product_into(c.out(i + 1), c.out(0), bs[i]);
 }
 
 void matmul_reduce_scatter(KernelCall& c) {
   const Tensor& partials = c.arg(0).to_tensor();
   const Tensor& a = c.arg(1).to_tensor();
+  const Tensor& b = c.arg(2).to_tensor();
   const ReduceOp reduce = parse_reduce_op(kMatmulReduceScatter, c.arg(3).to_string());
   const int64_t d = leading_dim(a, c.arg(4).to_int());
   Group& g = resolve_group(kMatmulReduceScatter, c.arg(5).to_string());
   ReduceFn fn = reduce_fn_checked(kMatmulReduceScatter, a.dtype(), reduce);
   SymmArg slots(partials, kMatmulReduceScatter, "partials", g);
   const int w = g.size(), r = g.rank();
-  const Tensor full = product(a, c.arg(2).to_tensor());
+  Shape full_shape = a.shape();
+  full_shape.back() = b.size(1);
+  const Tensor full = Tensor::uninitialized(full_shape, a.dtype());
+  product_into(full, a, b);
   const Tensor& out = c.out(0);
-  const int64_t chunk = out.size(d);
+  const auto [lead, rows] = lead_rows(full, d);
+  const size_t piece = size_t(rows / w * b.size(1)) * dtype_size(a.dtype());  // chunk of one lead
   const size_t slot_bytes = out.nbytes();
   fingerprint(g, kMatmulReduceScatter, a.dtype(), full.numel(), reduce_op_name(reduce));
   const CollectiveCall call{kMatmulReduceScatter, reduce_op_name(reduce), a.dtype(), full.numel()};
   g.barrier(kCollectiveChannel, call);
+  const char* src = static_cast<const char*>(full.raw_data());
   for (int k = 1; k <= w; ++k) {
     const int j = (r + k) % w;  // the rank that keeps chunk j; this rank's own chunk last
-    void* slot = static_cast<char*>(slots.peer(j)) + size_t(r) * slot_bytes;
-    aten::copy_(over(slot, out, out.shape()), aten::slice(full, d, j * chunk, (j + 1) * chunk));
+    char* slot = static_cast<char*>(slots.peer(j)) + size_t(r) * slot_bytes;
+    for (int64_t l = 0; l < lead; ++l)
+      std::memcpy(slot + size_t(l) * piece, src + (size_t(l) * size_t(w) + size_t(j)) * piece,
+                  piece);
   }
   g.barrier(kCollectiveChannel, call);
   if (out.numel() == 0) return;

@@ -1,0 +1,28 @@
+"""Writes the sequence-parallel block of tests/support/graphs.cpp (sequence_parallel_text) at a
+size, for tools/device/sp_matmul.sh: `check` (small, f32, for --check) or `big` (bf16, hidden 4096,
+2 x 2048 tokens at 2 ranks: x [2, 1024, 4096], q/k projections 4096 -> 2048, the row-parallel
+2048 -> 4096)."""
+import sys
+
+w = 2
+B, s, H, N, dt = (2, 24, 64, 32, "f32") if sys.argv[1] == "check" else (2, 1024, 4096, 2048, "bf16")
+p = ", ".join(f"p{i}" for i in range(w))
+c = ", ".join(f"c{i}" for i in range(w))
+print(f"""group tp
+graph sp(x: {dt}[{B}, {s}, {H}], wq: {dt}[{N}, {H}], wk: {dt}[{N}, {H}], wo: {dt}[{N}, {H}]) {{
+  g = symm_mem::_low_contention_all_gather(x, "tp")
+  {p} = aten::split_with_sizes(g, [{", ".join([str(B)] * w)}])
+  cat = aten::cat([{p}], 1)
+  flat = aten::reshape(cat, [{B * s * w}, {H}])
+  pq = aten::permute(wq, [1, 0])
+  q = aten::mm(flat, pq)
+  pk = aten::permute(wk, [1, 0])
+  k = aten::mm(flat, pk)
+  h = aten::mul.Tensor(q, k)
+  m = aten::mm(h, wo)
+  v = aten::reshape(m, [{B}, {s * w}, {H}])
+  {c} = aten::split_with_sizes(v, [{", ".join([str(s)] * w)}], 1)
+  cc = aten::cat([{c}])
+  r = symm_mem::_low_contention_reduce_scatter(cc, "sum", "tp")
+  return r, flat
+}}""")
