@@ -5,8 +5,9 @@
 // _log_softmax (rows and columns, half_to_float) within float tolerance, clamp and rsub.Scalar;
 // every dtype they take, strided views, awkward sizes (0, 1, 7, 1023). And the collective
 // matmuls of sequence parallelism (decompose_collective_matmul's ops, copy stream and peer-writing
-// GEMMs) in a compiled plan at 2, 3 and 4 ranks (threads sharing the GPUs), captured and
-// replayed, against the interpreter of the graph as written. Skipped without a GPU.
+// GEMMs) in a compiled plan at 2, 3 and 4 ranks, one GPU each (the rank counts the host has GPUs
+// for), captured and replayed, against the interpreter of the graph as written. Skipped without a
+// GPU.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -229,7 +230,11 @@ TEST_F(CudaTrainOps, ClampAndRsubMatchCpu) {
 // matmuls), on the GPUs: the first run captures the plan's CUDA graph, two more replay it with new
 // inputs; every output against the cpu interpreter of the graph as written, on every rank.
 TEST_F(CudaTrainOps, CollectiveMatmulsOfSequenceParallelism) {
+  if (device_count() < 2) GTEST_SKIP() << "needs two GPUs";
   for (int world : {2, 3, 4}) {
+    // Ranks sharing a GPU wait on each other's lazily loaded cuBLAS kernels (Note [ranks sharing
+    // a GPU] in src/runtime/cuda/heap.cpp): one GPU per rank here.
+    if (world > device_count()) break;
     for (const char* dtype : {"f32", "bf16"}) {
       const std::string text = symmflow::testing::sequence_parallel_text(world, dtype);
       std::string after;
@@ -249,9 +254,7 @@ TEST_F(CudaTrainOps, CollectiveMatmulsOfSequenceParallelism) {
           for (const ir::Value* v : source->inputs())
             host.push_back(symmflow::testing::make_input(v->type().shape, v->type().dtype,
                                                          rt.rank(), 10 * iter + 1));
-          std::vector<Tensor> on_gpu;
-          for (const Tensor& t : host) on_gpu.push_back(to_device(t));
-          std::vector<Tensor> got = exe.run(on_gpu);
+          std::vector<Tensor> got = exe.run(host);  // the plan uploads them, stream-ordered
           std::vector<Tensor> want = exec::interpret(*source, host);
           ASSERT_EQ(got.size(), want.size());
           for (size_t i = 0; i < got.size(); ++i) {

@@ -1,11 +1,12 @@
 """Writes the sequence-parallel block of tests/support/graphs.cpp (sequence_parallel_text) at a
-size, for tools/device/sp_matmul.sh: `check` (small, f32, for --check) or `big` (bf16, hidden 4096,
-2 x 2048 tokens at 2 ranks: x [2, 1024, 4096], q/k projections 4096 -> 2048, the row-parallel
-2048 -> 4096)."""
+size and rank count W (argv[2], default 2), for tools/device/sp_matmul.sh: `check` (small, f32, for
+--check) or `big` (bf16, hidden 4096, 2 x 2048 tokens: x [2, 2048 / W, 4096], q/k projections
+4096 -> 4096 / W, the row-parallel 4096 / W -> 4096)."""
 import sys
 
-w = 2
-B, s, H, N, dt = (2, 24, 64, 32, "f32") if sys.argv[1] == "check" else (2, 1024, 4096, 2048, "bf16")
+w = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+B, s, H, N, dt = ((2, 24, 64, 32, "f32") if sys.argv[1] == "check"
+                  else (2, 2048 // w, 4096, 4096 // w, "bf16"))
 p = ", ".join(f"p{i}" for i in range(w))
 c = ", ".join(f"c{i}" for i in range(w))
 print(f"""group tp

@@ -3,13 +3,14 @@
 # of the device tool on two GPUs of one host (carry .whl: nanobind's and transformers 5.x's wheels):
 #   bash tools/device/sp_matmul.sh
 # Builds (hf_models.sh build, plus test_cuda_train_ops), runs test_cuda_train_ops (the compiled
-# sequence-parallel block at 2, 3 and 4 ranks against the interpreter), then
+# sequence-parallel block at 2, 3 and 4 ranks against the interpreter, as the GPUs allow) and the
+# GPU tests named in GTESTS, the examples named in EXAMPLES at 1, 2 and 4 ranks with --check, then
 #   - the SP block at a real size (hidden 4096, 2 x 2048 tokens, bf16; tools/device/sp_block.py
-#     writes it) through `symmflow run --device cuda` at 2 ranks, decomposed and not
-#     (SYMMFLOW_SKIP_PASSES=decompose_collective_matmul), medians of 50 runs;
+#     writes it) through `symmflow run --device cuda` at 2 and 4 ranks, decomposed and not
+#     (SYMMFLOW_SKIP_PASSES=decompose_collective_matmul), the CUDA graph's replay time (50);
 #   - train_worker.py: 10 AdamW steps of Llama and Qwen3 in their sequence-parallel form against
 #     eager, timed beside eager and torch.compile's default backend, with the collective ops of
-#     the forward and the backward; and Llama again without the decomposition.
+#     the forward and the backward; and Llama again without the decomposition (SKIP_TRAIN=1: not).
 # Logs in $OUT; a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,26 +18,43 @@ here=$(dirname "$0")
 FINAL_OUT=${OUT:-/tmp/symmflow-device}
 mkdir -p "$FINAL_OUT"
 bash "$here/hf_models.sh" build || exit 1
-cmake --build build/device -j "$(nproc)" --target test_cuda_train_ops >"$FINAL_OUT/build.log" 2>&1 \
+cmake --build build/device -j "$(nproc)" --target test_cuda_train_ops test_cuda_ops test_cuda \
+  >"$FINAL_OUT/build.log" 2>&1 \
   || { grep -E "error" -A3 "$FINAL_OUT/build.log" | head -30; exit 1; }
-timeout 200 build/device/tests/cuda/test_cuda_train_ops >"$FINAL_OUT/train_ops.log" 2>&1
-echo "test_cuda_train_ops: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$FINAL_OUT/train_ops.log" | tr '\n' ' ')"
-grep -E "Failure|error|expected" "$FINAL_OUT/train_ops.log" | head -10
+logs=/tmp/sp-logs; mkdir -p $logs
+for t in test_cuda_train_ops ${GTESTS:-}; do  # GTESTS: more GPU tests (the matmul's callers)
+  timeout 200 build/device/tests/cuda/$t >"$logs/$t.log" 2>&1
+  echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$logs/$t.log" | tr '\n' ' ')"
+  grep -E "Failure|exception|expected" "$logs/$t.log" | head -10
+done
+gpus=$(nvidia-smi -L | wc -l)
+for ex in ${EXAMPLES:-}; do  # examples at every rank count up to the GPUs, one each, --check
+  for n in 1 2 4; do
+    (( n > gpus )) && continue
+    echo "$ex at $n: $(timeout 100 build/device/bin/symmflow run examples/$ex --device cuda --ranks $n \
+      --check 2>&1 | tail -1)"
+  done
+done
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
 export PYTHONPATH=$PWD/build/device/python:$PWD/tests/python/torch:${PYTHONPATH:-}
-for size in check big; do
-  python3 "$here/sp_block.py" "$size" >"/tmp/sp_$size.sf"
-done
-timeout 120 build/device/bin/symmflow run --ranks 2 --device cuda --iters 3 --check /tmp/sp_check.sf \
-  >"$FINAL_OUT/sp_check.log" 2>&1; echo "sp block --check at 2 ranks: exit $? $(tail -1 "$FINAL_OUT/sp_check.log")"
-for rep in 1 2; do
-  for skip in "" decompose_collective_matmul; do
-    SYMMFLOW_SKIP_PASSES=$skip timeout 120 build/device/bin/symmflow run --ranks 2 --device cuda \
-      --iters 50 /tmp/sp_big.sf >"$FINAL_OUT/sp_big_$rep${skip:+_skip}.log" 2>&1
-    echo "sp block big, ${skip:-decomposed}: $(grep -o 'median [0-9.]* us' "$FINAL_OUT/sp_big_$rep${skip:+_skip}.log" || tail -2 "$FINAL_OUT/sp_big_$rep${skip:+_skip}.log")"
+for n in 2 4; do
+  (( n > gpus )) && continue
+  for size in check big; do python3 "$here/sp_block.py" "$size" $n >"/tmp/sp_${size}_$n.sf"; done
+  timeout 120 build/device/bin/symmflow run --ranks $n --device cuda --iters 3 --check \
+    /tmp/sp_check_$n.sf >"$logs/sp_check_$n.log" 2>&1
+  echo "sp block --check at $n ranks: exit $? $(tail -1 "$logs/sp_check_$n.log")"
+  for rep in 1 2; do  # the replay line: the plan's CUDA graph alone, inputs bound
+    for skip in "" decompose_collective_matmul; do
+      log="$logs/sp_big_${n}_$rep${skip:+_skip}.log"
+      SYMMFLOW_SKIP_PASSES=$skip timeout 120 build/device/bin/symmflow run --ranks $n --device cuda \
+        --iters 50 /tmp/sp_big_$n.sf >"$log" 2>&1
+      echo "sp block big at $n ranks, ${skip:-decomposed}: $(grep -o 'replay: [0-9.]* us' "$log" || tail -2 "$log")"
+    done
   done
 done
+tar -czf "$FINAL_OUT/sp_logs.tgz" -C "$logs" .
+[[ -n "${SKIP_TRAIN:-}" ]] && exit 0
 results=$(mktemp -d); results_skip=$(mktemp -d)
 SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TRAIN_INDUCTOR=1 SYMMFLOW_TEST_RESULTS=$results OMP_NUM_THREADS=4 \
   timeout 300 torchrun --nproc-per-node 2 --master-port $((29600 + RANDOM % 200)) \
