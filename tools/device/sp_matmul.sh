@@ -40,16 +40,19 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=$PWD/build/device/python:$PWD/tests/python/torch:${PYTHONPATH:-}
 for n in 2 4; do
   (( n > gpus )) && continue
-  for size in check big; do python3 "$here/sp_block.py" "$size" $n >"/tmp/sp_${size}_$n.sf"; done
+  python3 "$here/sp_block.py" check $n >"/tmp/sp_check_$n.sf"
   timeout 120 build/device/bin/symmflow run --ranks $n --device cuda --iters 3 --check \
     /tmp/sp_check_$n.sf >"$logs/sp_check_$n.log" 2>&1
   echo "sp block --check at $n ranks: exit $? $(tail -1 "$logs/sp_check_$n.log")"
-  for rep in 1 2; do  # the replay line: the plan's CUDA graph alone, inputs bound
-    for skip in "" decompose_collective_matmul; do
-      log="$logs/sp_big_${n}_$rep${skip:+_skip}.log"
-      SYMMFLOW_SKIP_PASSES=$skip timeout 120 build/device/bin/symmflow run --ranks $n --device cuda \
-        --iters 50 /tmp/sp_big_$n.sf >"$log" 2>&1
-      echo "sp block big at $n ranks, ${skip:-decomposed}: $(grep -o 'replay: [0-9.]* us' "$log" || tail -2 "$log")"
+  for size in ${SIZES:-big}; do  # SIZES: big, or t<tokens> (sp_block.py)
+    python3 "$here/sp_block.py" "$size" $n >"/tmp/sp_${size}_$n.sf"
+    for rep in $(seq ${REPS:-2}); do  # the replay line: the plan's CUDA graph alone, inputs bound
+      for skip in "" decompose_collective_matmul; do
+        log="$logs/sp_${size}_${n}_$rep${skip:+_skip}.log"
+        SYMMFLOW_COLLECTIVE_MATMUL_MIN_BYTES=0 SYMMFLOW_SKIP_PASSES=$skip timeout 120 \
+          build/device/bin/symmflow run --ranks $n --device cuda --iters 50 /tmp/sp_${size}_$n.sf >"$log" 2>&1
+        echo "sp block $size at $n ranks, ${skip:-decomposed}: $(grep -o 'replay: [0-9.]* us' "$log" || tail -2 "$log")"
+      done
     done
   done
 done

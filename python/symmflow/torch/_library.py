@@ -167,8 +167,8 @@ def _make_kernel(qualname: str, schema: torch.FunctionSchema, symm_args: list[st
         outs = [torch.from_dlpack(r) for r in results]
         if len(schema.returns) == 0 or not outs:
             return None
-        if len(schema.returns) == 1:
-            return outs[0]
+        if len(schema.returns) == 1:  # one tensor, or one list of them (Tensor[])
+            return outs if isinstance(schema.returns[0].type, torch.ListType) else outs[0]
         return tuple(outs)
 
     return kernel

@@ -17,7 +17,7 @@ SYMM_OPS = [o for o in symmflow.ops() if o["name"].startswith("symm_mem::")
 
 
 def _example_args(schema: torch.FunctionSchema, group: str):
-    """Arguments a shape function accepts for most ops: [8, 6] f32 tensors, the group, "sum",
+    """Arguments a shape function accepts for most ops: [8, 6] f32 tensors (B and Bs: [6, N]), the group, "sum",
     small ints (peer 0, channel 0, root 0, shift 1), False, 1e-5 for floats; u32 where the op
     writes flags."""
     args = []
@@ -27,6 +27,10 @@ def _example_args(schema: torch.FunctionSchema, group: str):
             args.append(group)
         elif a.name == "reduce_op":
             args.append("sum")
+        elif a.name == "Bs":  # the collective matmuls: [8, 6] @ [6, N]
+            args.append([torch.zeros(6, 8), torch.zeros(6, 3)])
+        elif a.name in ("B", "partials"):  # partials: one [8, 8] slot per rank (a world of 1)
+            args.append(torch.zeros([6, 8] if a.name == "B" else [1, 8, 8]))
         elif t.startswith("Tensor"):
             dtype = torch.uint32 if "value32" in schema.name or "memset32" in schema.name \
                 else torch.float32
