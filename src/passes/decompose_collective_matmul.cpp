@@ -24,13 +24,26 @@
 //          r, partials_1 = functional<symm_mem::fused_matmul_reduce_scatter>(partials, A, w, op,
 //                                                                        d, grp)
 //
+// Note [when to decompose]: split into a GEMM per rank's chunk, the matmuls cost more launches
+// and smaller GEMMs; that pays only once the hidden communication is worth more. Measured on
+// 4 x H200 (tools/device/sp_matmul.sh, SIZES="t64 t256 t1024 t4096"; the SP block of
+// sp_block.py, hidden 4096, bf16, the CUDA graph's replay in µs, decomposed / not):
+//   tokens           64            256           1024          4096
+//   A (gathered)     0.5 MiB       2 MiB         8 MiB         32 MiB
+//   2 ranks          97.6 / 70.9   112.4 / 97.6  180.3 / 240.1 479.9 / 822.3
+//   4 ranks          144.6 / 79.1  161.9 / 116.9 205.2 / 246.2 409.4 / 759.1
+// so a chain decomposes when the gathered A (all-gather) or the product (reduce-scatter) has at
+// least tunables().collective_matmul_min_bytes, 4 MiB by default: between the sizes measured
+// slower and faster. On cpu the collective matmuls cost what the chains did (same kernels).
+//
 // Expects: a verified, functionalized graph whose groups have sizes (after fuse_allreduce_rmsnorm;
 //   realize_symm_mem places A_shard and partials).
 // Guarantees: the same values (the ops' contracts are the compositions, Note [collective
 //   matmuls]); the erased nodes are exactly the matched ones. Nothing happens when a condition
 //   fails: a value of the chain used elsewhere or returned (c excepted), pieces not equal or not
 //   in order, a cat along the last dim, no mm reading the gathered rows, non-float dtypes,
-//   operands defined after the collective by anything but views.
+//   operands defined after the collective by anything but views, below the size of Note [when to
+//   decompose].
 // Refuses: nothing.
 #include <algorithm>
 #include <string>
@@ -39,6 +52,7 @@
 #include "passes/node_match.hpp"
 #include "symmflow/ops/registry.hpp"
 #include "symmflow/passes/passes.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::passes {
 
@@ -144,6 +158,7 @@ bool all_gather_matmul(ir::Graph& g, ir::Node* ag) {
     d = cat ? cd : 0;
   }
   if (cat) c = cat->output();
+  if (int64_t(c->type().bytes()) < tunables().collective_matmul_min_bytes) return false;
   const Shape& cs = c->type().shape;
   const int64_t rows = numel(cs) / cs.back();
   std::vector<ir::Node*> mms, moved, reshapes;
@@ -229,6 +244,7 @@ bool matmul_reduce_scatter(ir::Graph& g, ir::Node* rs) {
   if (!is_op(mm, "aten::mm") || only_use(g, m) == nullptr || (cat && only_use(g, v) != split))
     return false;
   if (v->type().shape.size() < 2 || v->type().shape.back() != m->type().shape.back()) return false;
+  if (int64_t(m->type().bytes()) < tunables().collective_matmul_min_bytes) return false;
   ir::Value* a = arg(*mm, "self")->value;
   Shape a_shape = v->type().shape;
   a_shape.back() = a->type().shape.back();

@@ -91,6 +91,10 @@ const std::vector<Row>& rows() {
       INT_ROW(cuda_skinny_gemm_max_rows, 0, 16,
               "GPU bf16/f16 matmuls with at most this many rows use the weight-streaming kernel "
               "instead of cuBLAS (0: always cuBLAS)"),
+      INT_ROW(collective_matmul_min_bytes, 0, int64_t(1) << 40,
+              "decompose_collective_matmul makes a collective matmul of an all-gather whose "
+              "result, or a matmul whose product, has at least this many bytes (Note [when to "
+              "decompose]; 0: always)"),
       BOOL_ROW(cuda_early_launch,
                "1: a GPU step with a step ahead of it on its stream starts while that one ends "
                "(programmatic dependent launch); behind a collective the skinny GEMM loads its weight "

@@ -19,6 +19,7 @@
 #include "symmflow/core/tensor.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "support/scoped_tunables.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::testing {
@@ -40,18 +41,6 @@ inline uint64_t mix(uint64_t x) {
 inline double input_value(uint64_t seed, int rank, int64_t i) {
   return double(int64_t(mix(seed * 0x100000001B3ull ^ (uint64_t(rank) << 40) ^ uint64_t(i)) % 31) - 15);
 }
-
-// Overrides tunables for a scope (restored even when the scope throws).
-class ScopedTunables {
- public:
-  explicit ScopedTunables(const Tunables& t) : saved_(tunables()) { set_tunables(t); }
-  ~ScopedTunables() { set_tunables(saved_); }
-  ScopedTunables(const ScopedTunables&) = delete;
-  ScopedTunables& operator=(const ScopedTunables&) = delete;
-
- private:
-  Tunables saved_;
-};
 
 // Waits for up to 8 ranks sharing 2 cores: spin briefly, then back off.
 inline Tunables oversubscribed_tunables() {

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "support/graphs.hpp"
+#include "support/scoped_tunables.hpp"
 #include "support/tensors.hpp"
 
 #include "symmflow/core/error.hpp"
@@ -231,6 +232,7 @@ TEST_F(CudaTrainOps, ClampAndRsubMatchCpu) {
 // inputs; every output against the cpu interpreter of the graph as written, on every rank.
 TEST_F(CudaTrainOps, CollectiveMatmulsOfSequenceParallelism) {
   if (device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  symmflow::testing::ScopedTunables every_size(symmflow::testing::decompose_every_size());
   for (int world : {2, 3, 4}) {
     // Ranks sharing a GPU wait on each other's lazily loaded cuBLAS kernels (Note [ranks sharing
     // a GPU] in src/runtime/cuda/heap.cpp): one GPU per rank here.

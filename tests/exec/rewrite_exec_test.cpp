@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "support/graphs.hpp"
+#include "support/scoped_tunables.hpp"
 #include "symmflow/ir/text.hpp"
 #include "support/tensors.hpp"
 #include "symmflow/exec/executable.hpp"
@@ -123,6 +124,7 @@ class CollectiveMatmul : public ::testing::TestWithParam<int> {};
 
 TEST_P(CollectiveMatmul, DecomposesAndMatchesTheGraphAsWritten) {
   const int w = GetParam();
+  testing::ScopedTunables every_size(testing::decompose_every_size());
   for (const char* dtype : {"f32", "bf16"}) {
     const std::string text = testing::sequence_parallel_text(w, dtype);
     Compiled c = compile_with_print(text, w, "decompose_collective_matmul");
@@ -141,6 +143,13 @@ TEST_P(CollectiveMatmul, DecomposesAndMatchesTheGraphAsWritten) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Exec, CollectiveMatmul, ::testing::Values(2, 3, 4));
+
+TEST(CollectiveMatmulSize, SmallerChainsStayAsTheyAre) {  // Note [when to decompose]
+  Compiled c = compile_with_print(testing::sequence_parallel_text(2, "f32"), 2,
+                                  "decompose_collective_matmul");
+  EXPECT_EQ(c.after.find("fused_"), std::string::npos) << c.after;
+  EXPECT_NE(c.after.find("_low_contention_all_gather"), std::string::npos) << c.after;
+}
 
 class PluginPattern : public ::testing::TestWithParam<int> {};
 

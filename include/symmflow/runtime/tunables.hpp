@@ -23,6 +23,7 @@ struct Tunables {
   int64_t cuda_threads = 1024;                // threads per block of the GPU collectives
   int64_t cuda_blocks_per_sm = 2;             // most blocks per multiprocessor (two_shot)
   int64_t cuda_skinny_gemm_max_rows = 16;     // bf16/f16 GEMMs this skinny stream the weight
+  int64_t collective_matmul_min_bytes = 4 << 20;  // decompose_collective_matmul from this size
   bool cuda_early_launch = true;              // GPU steps start early (Note [early launch])
   bool cuda_pointwise_codegen = true;         // fused regions: NVRTC kernels (else interpreted)
   bool collective_agreement = true;           // collectives' barriers carry a call signature

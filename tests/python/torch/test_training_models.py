@@ -7,7 +7,8 @@ Each rank (train_worker.py) trains an eager copy and a compiled copy of the same
 the same batch and compares the loss at every step and every parameter's gradient at step 1 on
 every element; the tests then check what the reports say: the forward and the backward are one
 symmflow partition each, with no boundary, and every collective of the forward takes its input
-from symmetric memory where it was produced.
+from symmetric memory where it was produced; in the sequence-parallel form, both passes run the
+collective matmuls (all-gather + matmuls, matmul + reduce-scatter: decompose_collective_matmul).
 """
 from __future__ import annotations
 
@@ -45,7 +46,10 @@ def _one_partition_each(results):
     (4, ["qwen3:dtensor:mask", "qwen3:sp:mask"], "f32"),
 ])
 def test_training_equals_eager_step_by_step(nproc, cases, dtypes):
-    rc, results, out = launch(nproc, ",".join(cases), dtypes, timeout=900, worker=WORKER)
+    # The models are tiny: their collective matmuls would stay chains by size (Note [when to
+    # decompose]); 0 makes them take the path real models take.
+    rc, results, out = launch(nproc, ",".join(cases), dtypes, timeout=900, worker=WORKER,
+                              env={"SYMMFLOW_COLLECTIVE_MATMUL_MIN_BYTES": "0"})
     check_all_ok(nproc, results, out, len(cases) * len(dtypes.split(",")))
     assert rc == 0, out[-4000:]
     _one_partition_each(results)
