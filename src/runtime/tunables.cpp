@@ -94,7 +94,7 @@ const std::vector<Row>& rows() {
       INT_ROW(collective_matmul_min_bytes, 0, int64_t(1) << 40,
               "decompose_collective_matmul makes a collective matmul of an all-gather whose "
               "result, or a matmul whose product, has at least this many bytes (Note [when to "
-              "decompose]; 0: always)"),
+              "decompose]; 0: always); must be set alike on every rank"),
       BOOL_ROW(cuda_early_launch,
                "1: a GPU step with a step ahead of it on its stream starts while that one ends "
                "(programmatic dependent launch); behind a collective the skinny GEMM loads its weight "
