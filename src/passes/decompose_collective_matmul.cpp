@@ -34,7 +34,10 @@
 //   4 ranks          144.6 / 79.1  161.9 / 116.9 205.2 / 246.2 409.4 / 759.1
 // so a chain decomposes when the gathered A (all-gather) or the product (reduce-scatter) has at
 // least tunables().collective_matmul_min_bytes, 4 MiB by default: between the sizes measured
-// slower and faster. On cpu the collective matmuls cost what the chains did (same kernels).
+// slower and faster. On cpu they cost about what the chains did (the same GEMM and copies: 2
+// thread ranks, one OpenBLAS thread, a [2, 128, 256] f32 block: 0.72-0.80 ms against 0.74-0.75;
+// with OpenBLAS's own threads both rank threads' GEMMs contend, and more so when they start
+// together after the op's barrier: 3-6 ms against 1.1-1.2).
 //
 // Expects: a verified, functionalized graph whose groups have sizes (after fuse_allreduce_rmsnorm;
 //   realize_symm_mem places A_shard and partials).
