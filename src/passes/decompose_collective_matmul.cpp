@@ -80,7 +80,8 @@ bool is_float(const ir::Value* v) { return is_floating(v->type().dtype); }
 ir::Node* split_then_cat(const ir::Graph& g, ir::Value* whole, int parts, int64_t split_dim,
                          int64_t cat_dim, ir::Node** split_out) {
   ir::Node* split = only_use(g, whole);
-  if (!is_op(split, "aten::split_with_sizes") || arg(*split, "self")->value != whole) return nullptr;
+  if (!is_op(split, "aten::split_with_sizes") || arg(*split, "self")->value != whole)
+    return nullptr;
   const ir::Arg* sizes = arg(*split, "split_sizes");
   const ir::Arg* dim = arg(*split, "dim");
   const int64_t rank = int64_t(whole->type().shape.size());
