@@ -76,7 +76,7 @@ ir::Node* only_use(const ir::Graph& g, const ir::Value* v) {
 bool is_float(const ir::Value* v) { return is_floating(v->type().dtype); }
 
 // The cat that undoes an equal split of `whole` along dim 0 into pieces re-joined along `dim`, or
-// null. `pieces_along` is the split's dim (0 for the gather; d for the reduce-scatter).
+// null. `split_dim` is the split's dim (0 for the gather; d for the reduce-scatter).
 ir::Node* split_then_cat(const ir::Graph& g, ir::Value* whole, int parts, int64_t split_dim,
                          int64_t cat_dim, ir::Node** split_out) {
   ir::Node* split = only_use(g, whole);
