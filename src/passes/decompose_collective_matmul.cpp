@@ -75,8 +75,8 @@ ir::Node* only_use(const ir::Graph& g, const ir::Value* v) {
 
 bool is_float(const ir::Value* v) { return is_floating(v->type().dtype); }
 
-// The cat that undoes an equal split of `whole` along dim 0 into pieces re-joined along `dim`, or
-// null. `split_dim` is the split's dim (0 for the gather; d for the reduce-scatter).
+// The cat re-joining, along `cat_dim`, the `parts` equal pieces of `whole` split along `split_dim`
+// (the gather: split 0, cat d; the reduce-scatter: split d, cat 0), or null.
 ir::Node* split_then_cat(const ir::Graph& g, ir::Value* whole, int parts, int64_t split_dim,
                          int64_t cat_dim, ir::Node** split_out) {
   ir::Node* split = only_use(g, whole);
