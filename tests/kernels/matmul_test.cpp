@@ -4,6 +4,13 @@
 // NaN bias, and the error texts.
 #include "test_util.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+
+#include "symmflow/runtime/runtime.hpp"
+
+extern "C" int openblas_get_num_threads() __attribute__((weak));  // null unless OpenBLAS
+
 namespace symmflow::test {
 namespace {
 
@@ -209,6 +216,21 @@ TEST(AtenMatmul, Errors) {
   expect_error([&] { call("aten::addmm", {random_tensor({3}, DType::f32, 8), a,
                                           random_tensor({3, 4}, DType::f32, 9)}); },
                "aten::addmm: self with shape [3] does not broadcast to the product's shape [2, 4]");
+}
+
+// Note [BLAS threads per rank]: a product on a rank of a host with two ranks leaves OpenBLAS with
+// the rank's share of the usable CPUs.
+TEST(MatmulBlasThreads, EachRankTakesItsShareOfTheCpus) {
+  if (!openblas_get_num_threads) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+  if (std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS"))
+    GTEST_SKIP() << "the environment chose the BLAS threads";
+  run_threads(2, [&](Runtime& rt) {
+    Tensor a = Tensor::full({4, 4}, DType::f32, 1.0);
+    Tensor p = aten::mm(a, a);
+    EXPECT_EQ(p.item_as_double(std::vector<int64_t>{0, 0}), 4.0);
+    const Bootstrap& b = rt.bootstrap();
+    EXPECT_EQ(openblas_get_num_threads(), std::max(1, b.local_cpus() / b.local_ranks()));
+  });
 }
 
 }  // namespace
