@@ -44,8 +44,6 @@ std::pair<int64_t, int64_t> lead_rows(const Tensor& t, int64_t d) {
   return {lead, rows};
 }
 
-int64_t leading_dim(const Tensor& t, int64_t d) { return d < 0 ? d + t.dim() : d; }
-
 // Note [errors cuBLAS recovered from]: a cuBLAS GEMM of odd sizes at an unaligned address (a
 // chunk's rows inside A) returns success but may leave the error of a configuration it tried
 // and dropped as the thread's last CUDA error; the collective launchers read cudaGetLastError()
@@ -59,7 +57,7 @@ thread_local CopyStream tls_copy;
 void all_gather_matmul(KernelCall& c) {
   const Tensor& shard = c.arg(0).to_tensor();
   const std::vector<Tensor>& bs = c.arg(1).to_tensor_list();
-  const int64_t d = leading_dim(shard, c.arg(2).to_int());
+  const int64_t d = wrap_dim(c.arg(2).to_int(), shard.dim(), "gather_dim");
   auto group = group_for(kAllGatherMatmul, c.arg(3).to_string());
   const DeviceHeap& heap = heap_of(shard, kAllGatherMatmul, "A_shard", *group);
   const int w = group->size(), r = group->rank();
@@ -105,7 +103,7 @@ void matmul_reduce_scatter(KernelCall& c) {
                                                          : aten::clone(c.arg(1).to_tensor());
   const Tensor& b = c.arg(2).to_tensor();
   const std::string& reduce_op = c.arg(3).to_string();
-  const int64_t d = leading_dim(a, c.arg(4).to_int());
+  const int64_t d = wrap_dim(c.arg(4).to_int(), a.dim(), "scatter_dim");
   auto group = group_for(kMatmulReduceScatter, c.arg(5).to_string());
   const DeviceHeap& heap = heap_of(partials, kMatmulReduceScatter, "partials", *group);
   const int w = group->size(), r = group->rank();

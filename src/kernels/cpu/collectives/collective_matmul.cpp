@@ -22,8 +22,6 @@ namespace {
 constexpr std::string_view kAllGatherMatmul = "symm_mem::fused_all_gather_matmul";
 constexpr std::string_view kMatmulReduceScatter = "symm_mem::fused_matmul_reduce_scatter";
 
-int64_t leading_dim(const Tensor& t, int64_t d) { return d < 0 ? d + t.dim() : d; }
-
 // The leading index count before dim d and the rows of one leading index (dims d .. -2).
 std::pair<int64_t, int64_t> lead_rows(const Tensor& t, int64_t d) {
   int64_t lead = 1, rows = 1;
@@ -40,7 +38,7 @@ void product_into(const Tensor& out, const Tensor& a, const Tensor& b) {
 void all_gather_matmul(KernelCall& c) {
   const Tensor& shard = c.arg(0).to_tensor();
   const std::vector<Tensor>& bs = c.arg(1).to_tensor_list();
-  const int64_t d = leading_dim(shard, c.arg(2).to_int());
+  const int64_t d = wrap_dim(c.arg(2).to_int(), shard.dim(), "gather_dim");
   Group& g = resolve_group(kAllGatherMatmul, c.arg(3).to_string());
   SymmArg in(shard, kAllGatherMatmul, "A_shard", g);
   const int w = g.size();
@@ -71,7 +69,7 @@ void matmul_reduce_scatter(KernelCall& c) {
   const Tensor& a = c.arg(1).to_tensor();
   const Tensor& b = c.arg(2).to_tensor();
   const ReduceOp reduce = parse_reduce_op(kMatmulReduceScatter, c.arg(3).to_string());
-  const int64_t d = leading_dim(a, c.arg(4).to_int());
+  const int64_t d = wrap_dim(c.arg(4).to_int(), a.dim(), "scatter_dim");
   Group& g = resolve_group(kMatmulReduceScatter, c.arg(5).to_string());
   ReduceFn fn = reduce_fn_checked(kMatmulReduceScatter, a.dtype(), reduce);
   SymmArg slots(partials, kMatmulReduceScatter, "partials", g);
