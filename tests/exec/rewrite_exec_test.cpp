@@ -144,6 +144,38 @@ TEST_P(CollectiveMatmul, DecomposesAndMatchesTheGraphAsWritten) {
 
 INSTANTIATE_TEST_SUITE_P(Exec, CollectiveMatmul, ::testing::Values(2, 3, 4));
 
+// Bad arguments of the collective matmuls are refused when the node is built, naming the op and
+// the argument (their shape functions).
+TEST(CollectiveMatmulArgs, BadArgumentsAreRefusedWithTheirReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"o = symm_mem::fused_all_gather_matmul(x, [w], 1, \"tp\")",
+       "symm_mem::fused_all_gather_matmul: gather_dim 1 of A (f32[4, 8]) must be one of its "
+       "leading dims, 0 to 0 (the last dim is contracted by the matmul)"},
+      {"o = symm_mem::fused_all_gather_matmul(x, [x], 0, \"tp\")",
+       "symm_mem::fused_all_gather_matmul: argument 'Bs[0]' is f32[4, 8] but must be f32[8, N] "
+       "(A's dtype, A's last dim by N)"},
+      {"o = symm_mem::fused_matmul_reduce_scatter(p, x, w, \"max\", 0, \"tp\")",
+       "symm_mem::fused_matmul_reduce_scatter: reduce_op 'max' is not supported (sum or avg: the "
+       "partial products add up)"},
+      {"o = symm_mem::fused_matmul_reduce_scatter(x, x, w, \"sum\", 0, \"tp\")",
+       "symm_mem::fused_matmul_reduce_scatter: argument 'partials' is f32[4, 8] but must be "
+       "f32[2, 2, 3] (one slot per rank of the result)"},
+      {"o = symm_mem::fused_matmul_reduce_scatter(p, i, wi, \"sum\", 0, \"tp\")",
+       "symm_mem::fused_matmul_reduce_scatter: argument 'A' is i64[4, 8]; the matmul takes floats"},
+  };
+  for (const auto& [line, want] : cases) {
+    const std::string text = std::string("group tp\ngraph g(x: f32[4, 8], w: f32[8, 3], ") +
+                             "p: f32[2, 2, 3], i: i64[4, 8], wi: i64[8, 3]) {\n  " + line +
+                             "\n  return o\n}\n";
+    try {
+      testing::parse(text, 2);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CollectiveMatmulSize, SmallerChainsStayAsTheyAre) {  // Note [when to decompose]
   Compiled c = compile_with_print(testing::sequence_parallel_text(2, "f32"), 2,
                                   "decompose_collective_matmul");
