@@ -44,14 +44,6 @@ std::pair<int64_t, int64_t> lead_rows(const Tensor& t, int64_t d) {
   return {lead, rows};
 }
 
-// Note [errors cuBLAS recovered from]: a cuBLAS GEMM of odd sizes at an unaligned address (a
-// chunk's rows inside A) returns success but may leave the error of a configuration it tried
-// and dropped as the thread's last CUDA error; the collective launchers read cudaGetLastError()
-// after their launch and would report it as theirs (seen: "invalid argument" from the barrier
-// after the GEMMs, 2 ranks, K = 17). A sticky error would come back from every later call, so
-// clearing a non-sticky one here loses nothing.
-void clear_recovered_error() { (void)cudaGetLastError(); }
-
 thread_local CopyStream tls_copy;
 
 void all_gather_matmul(KernelCall& c) {
@@ -71,7 +63,6 @@ void all_gather_matmul(KernelCall& c) {
   auto main = static_cast<cudaStream_t>(current_stream());
   CopyStream& side = copy_stream();
   Communicator& comm = communicator(group, 0);
-  clear_recovered_error();
   comm.barrier(kAllGatherMatmul, main);
   SF_CUDA_CHECK(cudaEventRecord(side.event(0), main));
   SF_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.event(0), 0));
@@ -93,7 +84,6 @@ void all_gather_matmul(KernelCall& c) {
                 bs[i]);
     }
   }
-  clear_recovered_error();
   comm.barrier(kAllGatherMatmul, main);
 }
 
@@ -113,7 +103,6 @@ void matmul_reduce_scatter(KernelCall& c) {
   const size_t slot_bytes = out.nbytes();
   auto main = static_cast<cudaStream_t>(current_stream());
   Communicator& comm = communicator(group, 0);
-  clear_recovered_error();
   comm.barrier(kMatmulReduceScatter, main);
   for (int k = 1; k <= w; ++k) {
     const int j = (r + k) % w;  // the rank that keeps chunk j; this rank's own chunk last
@@ -122,7 +111,6 @@ void matmul_reduce_scatter(KernelCall& c) {
     const Tensor dst = Tensor::from_storage(std::move(storage), 0, out.dtype(), {lead, chunk, n});
     gemm_rows(kMatmulReduceScatter, dst, chunk_rows(a, lead, rows, j * chunk, chunk), b);
   }
-  clear_recovered_error();
   comm.barrier(kMatmulReduceScatter, main);
   if (out.numel() == 0) return;
   ProgramBuilder p(out.shape());

@@ -138,6 +138,13 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
       h, M.op, A.op, int(cols), int(rows), int(k), pa, M.t.raw_data(), type, int(M.ld),
       stride_of(M.t), A.t.raw_data(), type, int(A.ld), stride_of(A.t), pb, out.raw_data(), type,
       int(cols), out_batch_stride, int(batch), compute, CUBLAS_GEMM_DEFAULT));
+  // Note [errors cuBLAS recovered from]: a GEMM of odd sizes at an unaligned address returns
+  // success but may leave the error of a configuration it tried and dropped as the thread's last
+  // CUDA error; the collectives' launchers read cudaGetLastError() after their launch and would
+  // report it as theirs (seen: "invalid argument" from a barrier after the collective matmuls'
+  // chunk GEMMs, 2 ranks, K = 17). cuBLAS said success, and a sticky error would come back from
+  // every later call, so a non-sticky one left here is cleared.
+  (void)cudaGetLastError();
 }
 
 // The destination of an out/in-place variant: itself when contiguous, else a temporary copied
