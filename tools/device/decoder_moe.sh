@@ -18,6 +18,9 @@
 #   bash tools/device/run.sh build && bash tools/device/decoder_moe.sh allreduce  # the all-reduce
 #                                            # tests, then the bench beside NCCL and PyTorch on
 #                                            # 4 GPUs (when there are) and on 2
+#   bash tools/device/decoder_moe.sh check   # build, the GPU tests of the kernels changed since
+#                                            # the last GPU run (test_cuda, _exec, _ops,
+#                                            # _llama_ops, _train_ops), then timing
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -58,6 +61,19 @@ timing() {  # name nproc, then torch_backend.py's extra arguments
   sed -n '/^torch_backend:/,$p' "$OUT/$name.log"
   [[ -s "$OUT/$name.json" ]] || tail -20 "$OUT/$name.log"
 }
+if [[ "$mode" == check ]]; then
+  step "build and run the GPU tests"
+  checks="test_cuda test_cuda_exec test_cuda_ops test_cuda_llama_ops test_cuda_train_ops"
+  cmake --build build/device -j "$(nproc)" --target $checks >"$OUT/build_checks.log" 2>&1 \
+    || { grep -E "error" -A3 "$OUT/build_checks.log" | head -40; }
+  for t in $checks; do
+    timeout 200 build/device/tests/cuda/$t >"$OUT/$t.log" 2>&1
+    echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]|Failure' -A4 "$OUT/$t.log" | head -20
+  done
+  bash "$0" timing
+  exit 0
+fi
 if [[ "$mode" == fused ]]; then
   step "fused-region GPU tests"
   timeout 120 build/device/tests/cuda/test_cuda_exec >"$OUT/test_cuda_exec.log" 2>&1

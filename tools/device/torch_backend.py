@@ -32,6 +32,7 @@ import tp_models  # noqa: E402
 import symmflow  # noqa: E402
 import symmflow.torch as sft  # noqa: E402
 from symmflow.torch import _backend  # noqa: E402
+from symmflow.torch._runner import PartitionRunner  # noqa: E402
 
 
 def median_us(fn, iters):
@@ -66,14 +67,19 @@ def run_model(case, args, device, results):
     with torch.no_grad():
         want = model(*inputs)
         timings["eager"] = median_us(lambda: model(*inputs), args.iters)
-        # The last two: the same without the norm fusions (Note [skipping fusions]).
+        # NO_NORM=1 adds the same without the norm fusions (Note [skipping fusions]); the DLPack
+        # row is the default mode with every tensor converted as before Note [pointer call].
         no_norm = "raise_rms_norm,fuse_allreduce_rmsnorm"
-        variants = {"symmflow": (None, True, ""), "symmflow (no cuda graph)": (None, False, ""),
-                    "symmflow reduce-overhead": ("reduce-overhead", True, ""),
-                    "symmflow, no norm fusion": (None, True, no_norm),
-                    "symmflow r-o, no norm fusion": ("reduce-overhead", True, no_norm)}
-        for name, (mode, graphs, skip) in variants.items():
+        variants = {"symmflow": (None, True, "", True),
+                    "symmflow, DLPack call (before)": (None, True, "", False),
+                    "symmflow (no cuda graph)": (None, False, "", True),
+                    "symmflow reduce-overhead": ("reduce-overhead", True, "", True)}
+        if os.environ.get("NO_NORM") == "1":
+            variants["symmflow, no norm fusion"] = (None, True, no_norm, True)
+            variants["symmflow r-o, no norm fusion"] = ("reduce-overhead", True, no_norm, True)
+        for name, (mode, graphs, skip, pointers) in variants.items():
             os.environ["SYMMFLOW_SKIP_PASSES"] = skip
+            PartitionRunner.pointer_path = pointers
             try:
                 torch._dynamo.reset()
                 # torch.compile takes a mode or options, not both
@@ -82,7 +88,7 @@ def run_model(case, args, device, results):
                 check(name, compiled(*inputs).cpu(), want.cpu(), rows)
                 timings[name] = median_us(lambda: compiled(*inputs), args.iters)
                 report = sft.last_report()
-                if skip:
+                if skip or not pointers:
                     continue
                 results.setdefault("reports", {})[case] = {
                     "partitions": report.partition_count, "boundaries": report.boundaries,
@@ -92,6 +98,7 @@ def run_model(case, args, device, results):
                                            for c in p.explain.get("collectives", [])})}
             except Exception:  # noqa: BLE001 - reported in the table
                 rows.append({"what": name, "ok": False, "error": traceback.format_exc()[-1500:]})
+        PartitionRunner.pointer_path = True
         os.environ["SYMMFLOW_SKIP_PASSES"] = ""
         if not args.no_inductor:
             for mode in ("default", "reduce-overhead"):

@@ -7,7 +7,7 @@ by capability (_partition): runs of ops symmflow has become partitions, each imp
 symmflow IR (_fx_import), compiled by the full pipeline (placement in symmetric memory, planning,
 race check) and bound to this rank as a Session; the ops between stay PyTorch's, and every
 boundary is recorded with the op that caused it. A compiled partition runs with PyTorch's tensors
-bound by DLPack without copies (Note [binding torch tensors]).
+bound by address without copies (Note [binding torch tensors] in _runner.py).
 
 Every allocation and rendezvous happens when a partition is compiled, which dynamo does on the
 first call with a new shape (its guards decide recompiles); nothing is cached across worlds: a
@@ -34,28 +34,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 import symmflow
 
 from . import _cudagraphs, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
-
-# Note [streams]: on a GPU a compiled partition runs on PyTorch's current stream: Session.run_into
-# gets that stream, the plan's work forks off it and joins back (Note [caller's stream] in
-# src/exec/executable_device.cpp), and no host thread waits. The outputs are torch tensors the
-# runner allocates with PyTorch's caching allocator on that stream, written by the run itself, so
-# inside torch.cuda.graph (and mode="reduce-overhead", _cudagraphs) the whole call is captured
-# into PyTorch's graph. Inputs already on the GPU and contiguous are read in place (the plan's own
-# CUDA graph is captured per input binding: Note [device inputs], same file).
-
-# Note [CPU scalars on a GPU]: PyTorch mixes 0-dim CPU tensors with GPU tensors (transformers'
-# masks fill with a CPU scalar constant); a GPU partition takes such an input as a GPU copy, made
-# once per constant (the same tensor, unchanged, on later calls; counted as constant_uploads), so a
-# steady-state call, and a CUDA graph capture after the first call, copies nothing. A node that
-# mixes a larger CPU tensor with GPU tensors stays in PyTorch (unsupported_reason in
-# _fx_import.py).
-
-# Note [binding torch tensors]: a partition's inputs reach Session.run as the torch tensors
-# themselves (DLPack, no copy); a non-contiguous input is made contiguous first and counted in the
-# report (`input_copies`). On the CPU outputs come back as tensors that own a copy of the plan's
-# result (torch.from_dlpack of Session.run's owned outputs); on a GPU they are torch tensors the
-# run writes (Note [streams]). Either way they stay valid after the next call.
-
+from ._runner import PartitionRunner
 
 @dataclasses.dataclass
 class PartitionReport:
@@ -150,11 +129,17 @@ _reports: list[CompileReport] = []
 
 
 _last_session = None
+_last_runner = None
 
 
 def last_session():
     """The Session of the partition compiled last (for measurements of the Python path)."""
     return _last_session
+
+
+def last_runner():
+    """The PartitionRunner of the partition compiled last (its pointer_calls, checked_calls)."""
+    return _last_runner
 
 
 def last_report() -> CompileReport | None:
@@ -175,88 +160,6 @@ def _catalogue(device_kind: str = "cpu"):
     if device_kind == "cuda":
         symmflow.check_device("cuda")
     return _opmap.load_catalogue()
-
-
-class _PartitionRunner:
-    """A compiled partition bound to this rank: called with the partition's torch tensors."""
-
-    def __init__(self, imported, session, rank, report: CompileReport, single_output: bool,
-                 device: str = "cpu"):
-        self.imported, self.session, self.rank, self.report = imported, session, rank, report
-        self.single_output = single_output  # the submodule returns one value, not a tuple
-        self.cuda = session.device_description != "cpu"
-        self.device = torch.device(device)
-        self.outputs = [(tuple(o.shape), _library.TORCH_DTYPES[o.dtype]) for o in session.outputs]
-        self.counted = False
-        self.device_copies: dict[int, tuple] = {}  # input index -> (cpu tensor, version, copy)
-        self.verify = None  # the partition's FX module under SYMMFLOW_TORCH_VERIFY=1
-        self.strides: dict[int, tuple] = {}  # output index -> the strides PyTorch traced
-        self.restrided = False
-
-    def _restride(self, outs: tuple) -> tuple:
-        """Note [output strides]: outputs laid out as PyTorch traced them."""
-        outs = list(outs)
-        copies = 0
-        for i, stride in self.strides.items():
-            t = outs[i]
-            if isinstance(t, torch.Tensor) and t.stride() != stride:
-                laid = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
-                outs[i] = laid.copy_(t)
-                copies += 1
-        if not self.restrided:
-            self.report.output_copies += copies
-            self.restrided = True
-        return tuple(outs)
-
-    def _on_device(self, index: int, t: torch.Tensor) -> torch.Tensor:
-        """The GPU copy of a 0-dim CPU input, made once while the same unchanged tensor (a
-        graph constant) comes back."""
-        cached = self.device_copies.get(index)
-        if cached is not None and cached[0] is t and cached[1] == t._version:
-            return cached[2]
-        copy = t.to(self.device)
-        self.device_copies[index] = (t, t._version, copy)
-        return copy
-
-    def __call__(self, *args):
-        tensors, copies, uploads = [], 0, 0
-        for i, a in enumerate(args):
-            if self.cuda and not a.is_cuda:  # Note [CPU scalars on a GPU]
-                a = self._on_device(i, a)
-                uploads += 1
-            if not a.is_contiguous():
-                a = a.contiguous()
-                copies += 1
-            tensors.append(a.detach())
-        if not self.counted:  # the report counts one call's copies
-            self.report.input_copies += copies
-            self.report.constant_uploads += uploads
-            self.counted = True
-        before = [a.clone() for a in args] if self.verify is not None else None
-        try:
-            if self.cuda:  # Note [streams]
-                device = tensors[0].device if tensors else torch.device("cuda")
-                results = [torch.empty(shape, dtype=dtype, device=device)
-                           for shape, dtype in self.outputs]
-                self.session.run_into(tensors, results,
-                                      stream=torch.cuda.current_stream(device).cuda_stream)
-            else:
-                results = [torch.from_dlpack(r) for r in self.session.run(tensors)]
-        except symmflow.Error:
-            raise
-        except BaseException as e:
-            self.rank.abort(f"{type(e).__name__}: {e}")
-            raise
-        outs = self.imported.assemble_outputs(args, results)
-        if self.strides:
-            outs = self._restride(outs)
-        if self.verify is not None:
-            for i, (b, a) in enumerate(zip(before, args)):
-                if not torch.equal(b, a):
-                    raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: input {i} of "
-                                         f"{self.verify.meta['symmflow_name']} was changed")
-            _verify(self, args, outs)
-        return outs[0] if self.single_output else outs
 
 
 def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: CompileReport,
@@ -282,11 +185,13 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     output = next(n for n in sub_gm.graph.nodes if n.op == "output")
     sub_gm.meta["symmflow_name"] = f"partition_{index}"
     single = not isinstance(output.args[0], (tuple, list))
-    runner = _PartitionRunner(imported, session, rank, report, single, device)
+    runner = PartitionRunner(imported, session, rank, report, single, device)
     if keep_layout:
         runner.strides = _traced_strides(output)
     if os.environ.get("SYMMFLOW_TORCH_VERIFY", "0") != "0":
         runner.verify = sub_gm
+    global _last_runner
+    _last_runner = runner
     return runner
 
 
@@ -322,20 +227,6 @@ def _traced_strides(output: torch.fx.Node) -> dict[int, tuple]:
         if isinstance(val, torch.Tensor) and not val.is_contiguous():
             strides[i] = tuple(val.stride())
     return strides
-
-
-def _verify(runner, args, outs) -> None:
-    want = runner.verify(*args)
-    want = [want] if not isinstance(want, (tuple, list)) else list(want)
-    for i, (w, g) in enumerate(zip(want, outs)):
-        if isinstance(w, torch.Tensor):
-            err = (w.double() - g.double()).abs().max().item() if w.numel() else 0.0
-            scale = max(w.double().abs().max().item() if w.numel() else 0.0, 1.0)
-            tol = 2e-2 if w.dtype in (torch.bfloat16, torch.float16) else 1e-4
-            if not err <= tol * scale or w.shape != g.shape:
-                raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: output {i} of {runner.verify.meta['symmflow_name']} "
-                                     f"differs from PyTorch's: max error {err}, shapes "
-                                     f"{tuple(w.shape)} {tuple(g.shape)}")
 
 
 def user_input_names(dynamo_gm: torch.fx.GraphModule) -> list[str] | None:

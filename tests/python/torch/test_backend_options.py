@@ -156,3 +156,85 @@ def test_a_new_collective_reaches_torch_ops_without_python_changes(world):
     with pytest.raises(Exception) as e:
         torch.ops.symmflow.reduce_out(x, 1, "sum", world, out)
     assert "symm_mem::reduce_out: root 1 out of range for group" in str(e.value)
+
+
+# --- Note [pointer call] (python/symmflow/torch/_runner.py) -------------------------------------
+
+class Many(torch.nn.Module):
+    """Twelve inputs (the decoder layer's count), one output."""
+
+    def forward(self, *ts):
+        acc = ts[0] * ts[1]
+        for i in range(2, 12, 2):
+            acc = acc + ts[i] * ts[i + 1]
+        return acc
+
+
+def test_steady_calls_pass_addresses_and_match_eager(world):
+    torch._dynamo.reset()
+    m = Many()
+    f = torch.compile(m, backend="symmflow")
+    with torch.no_grad():
+        for call in range(4):
+            xs = [torch.randn(5, 7, dtype=torch.float64) for _ in range(12)]
+            assert torch.equal(f(*xs), m(*xs)), call
+    runner = _backend.last_runner()
+    # the first call counts the report's copies through the checked path; the others pass addresses
+    assert (runner.checked_calls, runner.pointer_calls) == (1, 3)
+
+
+def test_pointer_path_off_gives_the_same_results(world, monkeypatch):
+    from symmflow.torch._runner import PartitionRunner
+    monkeypatch.setattr(PartitionRunner, "pointer_path", False)
+    torch._dynamo.reset()
+    m = Many()
+    f = torch.compile(m, backend="symmflow")
+    with torch.no_grad():
+        for _ in range(3):
+            xs = [torch.randn(5, 7) for _ in range(12)]
+            assert torch.equal(f(*xs), m(*xs))
+    assert (_backend.last_runner().checked_calls, _backend.last_runner().pointer_calls) == (3, 0)
+
+
+def test_a_call_the_specs_do_not_fit_takes_the_checked_path(world):
+    """A non-contiguous tensor is copied, a wrong shape or dtype is refused naming it: the
+    addresses alone would have read the wrong memory."""
+    torch._dynamo.reset()
+    m = Lin()
+    f = torch.compile(m, backend="symmflow")
+    x, y = torch.randn(2, 8), torch.randn(2, 8)
+    with torch.no_grad():
+        f(x, y)
+        runner = _backend.last_runner()
+        params = [m.lin.weight, m.lin.bias]
+        base = runner.checked_calls
+        assert torch.allclose(runner(*params, x, y), m(x, y))
+        assert runner.checked_calls == base and runner.pointer_calls >= 1
+        strided = torch.randn(8, 2).t()
+        assert torch.allclose(runner(*params, strided, y), m(strided, y))
+        assert runner.checked_calls == base + 1
+        pointer_calls = runner.pointer_calls
+        with pytest.raises(symmflow.Error) as e:
+            runner(*params, torch.randn(3, 8), y)
+        assert "input 2 ('x') of program 'partition_0' is f32[2, 8], got f32[3, 8]" in str(e.value)
+        with pytest.raises(symmflow.Error) as e:
+            runner(*params, x.double(), y)
+        assert "input 2 ('x') of program 'partition_0' is f32[2, 8], got f64[2, 8]" in str(e.value)
+        assert runner.pointer_calls == pointer_calls  # both refused by the checked path
+
+
+def test_run_pointers_checks_the_counts(world):
+    rank = sft.init()
+    program = symmflow.compile(symmflow.Program(
+        "graph f(x: f32[4, 3], y: f32[4, 3]) {\n  z = aten::add.Tensor(x, y)\n  return z\n}\n",
+        world_size=1))
+    session = symmflow.Session(program, rank)
+    x, y, out = torch.arange(12.0).reshape(4, 3), torch.ones(4, 3), torch.empty(4, 3)
+    assert session.run_pointers([x.data_ptr(), y.data_ptr()], [out.data_ptr()]) is None
+    assert torch.equal(out, x + 1)
+    with pytest.raises(symmflow.Error) as e:
+        session.run_pointers([x.data_ptr()], [out.data_ptr()])
+    assert str(e.value) == "run_pointers: the program takes 2 inputs, got 1"
+    with pytest.raises(symmflow.Error) as e:
+        session.run_pointers([x.data_ptr(), y.data_ptr()], [])
+    assert str(e.value) == "run_pointers: the program takes 1 outputs, got 0"
