@@ -2,7 +2,8 @@
 // src/exec/executable_device.cpp), at 1 and 2 ranks (two ranks share the GPU on a one-GPU host),
 // every output against the cpu interpreter on the same inputs:
 //  - device inputs read in place (no copy), a graph per binding, more bindings than are kept;
-//  - runs ordered on a stream of the caller's, with no host wait, outputs into caller tensors;
+//  - runs ordered on a stream of the caller's, with no host wait, outputs into caller tensors,
+//    the graph replayed on that stream itself (Note [replay on the caller's stream]);
 //  - runs captured into the caller's own CUDA graph (global capture mode at world 1, as
 //    torch.cuda.graph uses), replayed with new input values.
 // Skipped without a GPU.
@@ -147,6 +148,31 @@ TEST_P(CudaStream, RunsFollowAndPrecedeTheCallersStream) {
       expect_matches(c, host, {out},
                      fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
     }
+    // Note [replay on the caller's stream]: the first run captured the graph and joined back into
+    // the caller's stream; the next ones launched it there.
+    EXPECT_NE(exe.device_description().find("2 replay(s) launched on the caller's stream"),
+              std::string::npos) << exe.device_description();
+    // A run of its own after those (the compute stream must follow them), then runs on the legacy
+    // default stream (nullptr: the first joins back, the second replays there), then a run on the
+    // caller's stream again, whose first run after the others takes the full path.
+    for (int iter = 3; iter < 7; ++iter) {
+      std::vector<Tensor> host = host_inputs(c, rt.rank(), iter + 1);
+      for (size_t i = 0; i < host.size(); ++i) {
+        CUDA_OK(cudaMemcpy(dev_in[i].raw_data(), host[i].raw_data(), host[i].nbytes(),
+                           cudaMemcpyHostToDevice));
+      }
+      exec::RunOptions options;
+      if (iter == 4 || iter == 5) options.stream = static_cast<void*>(nullptr);
+      if (iter == 6) options.stream = static_cast<void*>(caller);
+      options.into = {out};
+      exe.run(dev_in, options);
+      exe.synchronize();  // waits for a graph launched on any stream
+      CUDA_OK(cudaStreamSynchronize(caller));
+      expect_matches(c, host, {out},
+                     fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
+    }
+    EXPECT_NE(exe.device_description().find("3 replay(s) launched on the caller's stream"),
+              std::string::npos) << exe.device_description();
     CUDA_OK(cudaStreamDestroy(caller));
   }, ThreadsOptions{60});
 }

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <deque>
 
 #include "exec/cuda/backend.hpp"
@@ -39,9 +40,11 @@ class CudaBackend : public exec::DeviceBackend {
     SF_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
     SF_CUDA_CHECK(cudaEventCreateWithFlags(&caller_fork_, cudaEventDisableTiming));
     SF_CUDA_CHECK(cudaEventCreateWithFlags(&caller_join_, cudaEventDisableTiming));
+    SF_CUDA_CHECK(cudaEventCreateWithFlags(&caller_replayed_, cudaEventDisableTiming));
   }
 
   ~CudaBackend() override {
+    if (replayed_on_caller_) cudaEventSynchronize(caller_replayed_);
     cudaStreamSynchronize(streams_[0]);
     for (Captured& g : graphs_cache_) cudaGraphExecDestroy(g.exec);
     for (cudaEvent_t e : events_) {
@@ -51,6 +54,7 @@ class CudaBackend : public exec::DeviceBackend {
     cudaEventDestroy(join_);
     cudaEventDestroy(caller_fork_);
     cudaEventDestroy(caller_join_);
+    cudaEventDestroy(caller_replayed_);
     cudaStreamDestroy(streams_[0]);
     cudaStreamDestroy(streams_[1]);
   }
@@ -96,6 +100,11 @@ class CudaBackend : public exec::DeviceBackend {
       SF_CUDA_CHECK(cudaStreamIsCapturing(caller, &status));
       SF_CHECK(status != cudaStreamCaptureStatusInvalidated,
                "Executable::run: the caller's stream is in an invalidated CUDA graph capture");
+      if (status == cudaStreamCaptureStatusNone && replay_on_caller(before, after, binding, caller))
+        return;
+    }
+    follow_caller_replays();
+    if (on_caller) {
       SF_CUDA_CHECK(cudaEventRecord(caller_fork_, caller));
       SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[0], caller_fork_, 0));
     }
@@ -116,6 +125,49 @@ class CudaBackend : public exec::DeviceBackend {
       SF_CUDA_CHECK(cudaEventRecord(caller_join_, streams_[0]));
       SF_CUDA_CHECK(cudaStreamWaitEvent(caller, caller_join_, 0));
     }
+    joined_caller_ = on_caller && status == cudaStreamCaptureStatusNone ? caller : kNoCaller;
+  }
+
+  // Note [replay on the caller's stream]: the run's fork off the caller's stream and its join
+  // back (Note [caller's stream]) cost four CUDA calls around the graph's launch, a large part of
+  // a small run's host time. A captured graph needs none of them: it carries its own streams as
+  // dependencies and may be launched on any stream, where it follows the stream's earlier work
+  // and precedes its later work. So when this binding's graph exists and the previous run joined
+  // back into this same stream (so all of this backend's earlier work is ordered before it), the
+  // graph is launched on the caller's stream itself, with the run's copies around it on that
+  // stream too, and one event recorded after it. Any run that takes the full path afterwards
+  // first makes the compute stream wait for that event, and synchronize(), the eviction of a
+  // graph and the destructor wait for it: the event, not the caller's stream, which its owner may
+  // have destroyed by then.
+  bool replay_on_caller(const std::function<void()>& before, const std::function<void()>& after,
+                        const exec::RunBinding& binding, cudaStream_t caller) {
+    if (!graphs_ || joined_caller_ != caller) return false;
+    auto it = std::find_if(graphs_cache_.begin(), graphs_cache_.end(),
+                           [&](const Captured& g) { return g.key == binding.key; });
+    if (it == graphs_cache_.end()) return false;
+    stable_ = binding.stable;
+    StreamGuard guard(caller);
+    before();
+    SF_CUDA_CHECK(cudaGraphLaunch(it->exec, caller));
+    if (it != graphs_cache_.begin()) std::iter_swap(it, graphs_cache_.begin());
+    after();
+    SF_CUDA_CHECK(cudaEventRecord(caller_replayed_, caller));
+    replayed_on_caller_ = true;
+    ++caller_replays_;
+    return true;
+  }
+
+  // The compute stream follows the graphs launched on a caller's stream (Note [replay on the
+  // caller's stream]).
+  void follow_caller_replays() {
+    if (!replayed_on_caller_) return;
+    SF_CUDA_CHECK(cudaStreamWaitEvent(streams_[0], caller_replayed_, 0));
+    replayed_on_caller_ = false;
+    joined_caller_ = kNoCaller;
+  }
+
+  void wait_for_caller_replays() {
+    if (replayed_on_caller_) SF_CUDA_CHECK(cudaEventSynchronize(caller_replayed_));
   }
 
   // Enqueues the steps into a capture: kernels' scratch becomes the graph's allocation and free
@@ -158,6 +210,7 @@ class CudaBackend : public exec::DeviceBackend {
     SF_CUDA_CHECK(made);
     if (graphs_cache_.size() >= kGraphsKept) {
       SF_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));  // the oldest may still run
+      wait_for_caller_replays();
       cudaGraphExecDestroy(graphs_cache_.back().exec);
       graphs_cache_.pop_back();
     }
@@ -186,6 +239,7 @@ class CudaBackend : public exec::DeviceBackend {
   }
 
   void synchronize() override {
+    wait_for_caller_replays();
     SF_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
     for (Communicator* c : comms_) c->check();
   }
@@ -200,6 +254,8 @@ class CudaBackend : public exec::DeviceBackend {
             : "CUDA graph captured on the first run";
     if (caller_captures_ > 0)
       graph += fmt::format(", {} run(s) captured into the caller's graph", caller_captures_);
+    if (caller_replays_ > 0)
+      graph += fmt::format(", {} replay(s) launched on the caller's stream", caller_replays_);
     size_t on_comm = 0, early = 0;
     for (const exec::StepStream& s : steps_) {
       on_comm += s.stream == 1;
@@ -247,8 +303,15 @@ class CudaBackend : public exec::DeviceBackend {
   };
   static constexpr size_t kGraphsKept = 4;
   std::deque<Captured> graphs_cache_;
-  size_t captures_ = 0, caller_captures_ = 0;
+  size_t captures_ = 0, caller_captures_ = 0, caller_replays_ = 0;
   cudaEvent_t caller_fork_ = nullptr, caller_join_ = nullptr;
+  // Note [replay on the caller's stream]: the stream the last full run joined back into (none:
+  // kNoCaller, as nullptr is the legacy default stream), and whether a graph launched on a
+  // caller's stream may still run (caller_replayed_ recorded after it).
+  static inline const cudaStream_t kNoCaller = reinterpret_cast<cudaStream_t>(~uintptr_t(0));
+  cudaStream_t joined_caller_ = kNoCaller;
+  cudaEvent_t caller_replayed_ = nullptr;
+  bool replayed_on_caller_ = false;
   const std::vector<std::vector<exec::ByteRange>>* stable_ = nullptr;  // this run's binding
   size_t graph_nodes_ = 0;
 };
