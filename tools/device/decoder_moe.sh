@@ -21,6 +21,8 @@
 #   bash tools/device/decoder_moe.sh check   # build, the GPU tests of the kernels changed since
 #                                            # the last GPU run (test_cuda, _exec, _ops,
 #                                            # _llama_ops, _train_ops), then timing
+#   bash tools/device/decoder_moe.sh host    # where a compiled call's host time goes
+#                                            # (tools/device/host_path.py, one GPU)
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -72,6 +74,14 @@ if [[ "$mode" == check ]]; then
     grep -E '^\[  FAILED  \]|Failure' -A4 "$OUT/$t.log" | head -20
   done
   bash "$0" timing
+  exit 0
+fi
+if [[ "$mode" == host ]]; then
+  step "host time of a compiled call, world 1"
+  PYTHONUNBUFFERED=1 timeout 300 torchrun --nproc-per-node 1 --master-port $((29600 + RANDOM % 200)) \
+    tools/device/host_path.py >"$OUT/host_path.log" 2>&1
+  echo "host_path: exit $?"
+  sed -n '/ncalls/,$p' "$OUT/host_path.log" | grep -v "^\[" | head -60
   exit 0
 fi
 if [[ "$mode" == fused ]]; then
