@@ -47,6 +47,22 @@ def host_us(fn, iters, sync=False):
     return statistics.median(times) * 1e6
 
 
+def gpu_us(fn, iters):
+    """GPU time between events recorded on the current stream around `fn`, median."""
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(iters):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        begin.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
 def newest(kind):
     found = [o for o in gc.get_objects() if type(o) is kind]
     return found[-1] if found else None
@@ -73,6 +89,7 @@ def main():
         runner = _backend.last_runner()
         rows.append(("symmflow default: call", host_us(lambda: default(*inputs), args.iters)))
         rows.append(("  synchronised", host_us(lambda: default(*inputs), args.iters, True)))
+        rows.append(("  GPU time (events)", gpu_us(lambda: default(*inputs), args.iters)))
         session = runner.session
         outs = runner._empty_outputs()
         rows.append(("  torch.empty of the outputs", host_us(runner._empty_outputs, args.iters)))
@@ -93,6 +110,12 @@ def main():
         rows.append(("  Session.run_pointers", host_us(
             lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=0, stream=stream),
             args.iters)))
+        rows.append(("    synchronised", host_us(
+            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=0, stream=stream),
+            args.iters, True)))
+        rows.append(("    GPU time (events)", gpu_us(
+            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=0, stream=stream),
+            args.iters)))
         torch._dynamo.reset()
         ro = torch.compile(model, backend="symmflow", mode="reduce-overhead")
         ro(*inputs)
@@ -100,10 +123,13 @@ def main():
         graphed = newest(_cudagraphs.GraphedCallable)
         rows.append(("symmflow reduce-overhead: call", host_us(lambda: ro(*inputs), args.iters)))
         rows.append(("  synchronised", host_us(lambda: ro(*inputs), args.iters, True)))
+        rows.append(("  GPU time (events)", gpu_us(lambda: ro(*inputs), args.iters)))
         if graphed is not None:
             gargs = graphed.static_args
             rows.append(("  GraphedCallable call", host_us(lambda: graphed(*gargs), args.iters)))
             rows.append(("  CUDAGraph.replay", host_us(graphed.graph.replay, args.iters)))
+            rows.append(("    synchronised", host_us(graphed.graph.replay, args.iters, True)))
+            rows.append(("    GPU time (events)", gpu_us(graphed.graph.replay, args.iters)))
             rows.append(("  outputs (clone)", host_us(graphed._outputs, args.iters)))
         prof = cProfile.Profile()
         prof.enable()
@@ -117,6 +143,7 @@ def main():
             ind(*inputs)
         rows.append(("inductor reduce-overhead: call", host_us(lambda: ind(*inputs), args.iters)))
         rows.append(("  synchronised", host_us(lambda: ind(*inputs), args.iters, True)))
+        rows.append(("  GPU time (events)", gpu_us(lambda: ind(*inputs), args.iters)))
     if dist.get_rank() == 0:
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)

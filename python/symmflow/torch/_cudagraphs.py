@@ -16,6 +16,15 @@ from __future__ import annotations
 
 import torch
 
+# Note [replay checks]: a replay checks, per argument, only what its capture fixed, in one pass
+# over lists made at capture: an argument read in place must be at the captured address (a tensor
+# at that address has the captured shape, dtype and strides: dynamo's guards fix them, and
+# symmflow compiles static shapes only), one copied into a static buffer must be a GPU tensor of
+# the buffer's shape and dtype (copy_ would broadcast or convert silently), a non-tensor must
+# equal the captured value. Anything else re-captures. The steady-state call does nothing more
+# (it cost 38 us of host time a call for the decoder layer's 12 tensors when every argument's
+# shape, strides and address were compared through generic loops; tools/device/host_path.py).
+
 
 class GraphedCallable:
     """`fn` captured by PyTorch's CUDA graphs from its second call on (see the module doc)."""
@@ -32,32 +41,36 @@ class GraphedCallable:
         return [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
 
     def __call__(self, *args):
+        if self.graph is not None and self._replayable(args):  # the steady state
+            for buffer, i in self.copied:
+                buffer.copy_(args[i])
+            self.graph.replay()
+            self.replays += 1
+            return self._outputs()
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or any(not t.is_cuda for t in tensors):
             return self.fn(*args)
         if self.first_ptrs is None:  # warm-up: compiles, allocates, rendezvouses
             self.first_ptrs = self._ptrs(args)
             return self.fn(*args)
-        if self.graph is None or not self._fits(args):
-            self._capture(args)
-        else:
-            for buffer, a in zip(self.buffers, args):
-                if buffer is not None:
-                    buffer.copy_(a)
-            self.graph.replay()
-            self.replays += 1
+        self._capture(args)
         return self._outputs()
 
-    def _fits(self, args) -> bool:
-        if len(args) != len(self.static_args):
+    def _replayable(self, args) -> bool:
+        """Whether the captured graph serves these arguments (Note [replay checks])."""
+        if len(args) != self.n_args:
             return False
-        for a, s, buffer in zip(args, self.static_args, self.buffers):
-            if not isinstance(a, torch.Tensor):
-                if a != s:
-                    return False
-            elif a.shape != s.shape or a.dtype != s.dtype or a.stride() != s.stride():
+        for i, ptr in self.in_place:
+            a = args[i]
+            if not isinstance(a, torch.Tensor) or a.data_ptr() != ptr:
                 return False
-            elif buffer is None and a.data_ptr() != s.data_ptr():
+        for buffer, i in self.copied:
+            a = args[i]
+            if (not isinstance(a, torch.Tensor) or not a.is_cuda or a.shape != buffer.shape
+                    or a.dtype != buffer.dtype):
+                return False
+        for i, value in self.constants:
+            if args[i] != value:
                 return False
         return True
 
@@ -73,6 +86,13 @@ class GraphedCallable:
                 self.buffers.append(None)
                 self.static_args.append(a)
         self.first_ptrs = ptrs  # a re-capture keeps in place what stayed since this call
+        self.n_args = len(args)
+        self.in_place = [(i, s.data_ptr()) for i, (s, b) in
+                         enumerate(zip(self.static_args, self.buffers))
+                         if b is None and isinstance(s, torch.Tensor)]
+        self.copied = [(b, i) for i, b in enumerate(self.buffers) if b is not None]
+        self.constants = [(i, s) for i, s in enumerate(self.static_args)
+                          if not isinstance(s, torch.Tensor)]
         torch.cuda.current_stream().synchronize()
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):

@@ -81,6 +81,34 @@ def test_graphed_callable_passes_cpu_calls_through():
     assert len(calls) == 3 and g.captures == 0 and g.replays == 0
 
 
+def test_graphed_callable_replays_only_what_its_capture_fixed():
+    """Note [replay checks], on the lists a capture leaves (no GPU needed: no graph is run).
+    In place: the captured address; copied: a GPU tensor of the buffer's shape and dtype;
+    anything else: the captured value."""
+    class OnGpu(torch.Tensor):  # a host tensor that says it is on a GPU (only is_cuda is read)
+        @property
+        def is_cuda(self):
+            return True
+
+    def gpu(t):
+        return t.as_subclass(OnGpu)
+
+    g = _cudagraphs.GraphedCallable(lambda *a: a)
+    weight, buffer = torch.zeros(4), gpu(torch.zeros(2, 3))
+    g.n_args, g.in_place, g.copied, g.constants = 3, [(0, weight.data_ptr())], [(buffer, 1)], \
+        [(2, 0.5)]
+    fits = g._replayable
+    assert fits((weight, gpu(torch.ones(2, 3)), 0.5))
+    assert not fits((weight, buffer))  # another argument count
+    assert not fits((torch.zeros(4), buffer, 0.5))  # the in-place argument moved
+    assert not fits((0.0, buffer, 0.5))  # not a tensor where one was read in place
+    assert not fits((weight, torch.ones(2, 3), 0.5))  # a host tensor to copy
+    assert not fits((weight, gpu(torch.zeros(3, 2)), 0.5))  # the copied argument's shape
+    assert not fits((weight, gpu(torch.zeros(2, 3, dtype=torch.float64)), 0.5))
+    assert not fits((weight, 1.0, 0.5))
+    assert not fits((weight, buffer, 0.25))  # another constant
+
+
 def test_run_into_writes_torch_outputs_and_checks_them(world):
     rank = sft.init()
     program = symmflow.compile(symmflow.Program(
