@@ -311,7 +311,8 @@ void Executable::run_step(Step& step) {
       if (device_) {
         device_->run_fused(*ps.body, ins, outs);
       } else {
-        run_fused(*ps.body, ins, outs);
+        if (!step.fused) step.fused = std::make_unique<FusedProgram>(*ps.body);
+        stats_.prepared_fused += step.fused->run(ins, outs);  // Note [fused programs prepared once]
       }
       return;
     }

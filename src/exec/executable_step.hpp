@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/fused.hpp"
 #include "symmflow/ops/value.hpp"
 
 namespace symmflow::exec {
@@ -26,6 +27,9 @@ struct Executable::Step {
   const Kernel* kernel = nullptr;  // null: resolved per call (no tensor operand to key it by)
   Device device;
   int keyed_by = -1;  // the operand whose device picked the kernel
+  // A fused step's region on the host, prepared by its first run (Note [fused programs prepared
+  // once] in exec/fused.hpp).
+  std::unique_ptr<FusedProgram> fused;
 };
 
 // The registered backend for options.device (executable_device.cpp); InvalidUsage when none is.

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <map>
 #include <unordered_map>
 
@@ -70,8 +71,14 @@ class FusedRun {
   }
 
   void run_chunks();
+  // The next call's tensors in place of the last one's, when their layout is the one this run
+  // was prepared for (each input flat or gathered as before); false, binding nothing, otherwise.
+  bool rebind(std::span<const Tensor> inputs, std::span<const Tensor> outputs);
+  // Drops the views of the call's tensors (Note [fused programs prepared once]).
+  void release();
 
  private:
+  void bind_gathered(Gathered& b, size_t i);
   void gather(const Gathered& b, const Tensor& dst, int64_t off, int64_t len) const;
   void index_values();
   void place_inputs_and_outputs();
@@ -101,6 +108,7 @@ class FusedRun {
   std::vector<bool> is_scratch_, is_output_;
   std::vector<bool> gathered_;  // a gathered input: base_ is its chunk-sized buffer
   std::vector<std::pair<int, int>> identity_outputs_;  // (output index, value id) copied per chunk
+  std::vector<bool> output_is_identity_;               // per output: in identity_outputs_
   std::vector<Instruction> program_;
 };
 
@@ -145,13 +153,8 @@ void FusedRun::place_inputs_and_outputs() {
       base_[i] = inputs_[i].as_strided({numel_}, {1}, 0);
       continue;
     }
-    Gathered b{int(i), static_cast<const char*>(inputs_[i].raw_data()),
-               dtype_size(v->type().dtype), Strides(shape_.size(), 0)};
-    const Shape& from = v->type().shape;
-    const size_t lead = shape_.size() - from.size();
-    for (size_t d = 0; d < from.size(); ++d) {
-      if (from[d] == shape_[lead + d]) b.strides[lead + d] = inputs_[i].strides()[d];
-    }
+    Gathered b{int(i), nullptr, dtype_size(v->type().dtype), Strides(shape_.size(), 0)};
+    bind_gathered(b, i);
     gathered_inputs_.push_back(std::move(b));
     base_[i] = Tensor::empty({chunk_}, v->type().dtype);  // refilled per chunk; never pooled
     gathered_[i] = true;
@@ -160,13 +163,63 @@ void FusedRun::place_inputs_and_outputs() {
     const ir::Value* v = body_.outputs()[r];
     check_tensor(outputs_[r], v, false);
     int vid = id_.at(v);
-    if (v->is_input() || base_[size_t(vid)].defined()) {
+    const bool identity = v->is_input() || base_[size_t(vid)].defined();
+    output_is_identity_.push_back(identity);
+    if (identity) {
       identity_outputs_.emplace_back(int(r), vid);
     } else {
       base_[size_t(vid)] = outputs_[r].as_strided({numel_}, {1}, 0);
     }
     if (!v->is_input()) is_output_[size_t(vid)] = true;
   }
+}
+
+// Input i's address and strides over the region (0 on broadcast dims) into b.
+void FusedRun::bind_gathered(Gathered& b, size_t i) {
+  b.data = static_cast<const char*>(inputs_[i].raw_data());
+  const Shape& from = body_.inputs()[i]->type().shape;
+  const size_t lead = shape_.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    b.strides[lead + d] = from[d] == shape_[lead + d] ? inputs_[i].strides()[d] : 0;
+  }
+}
+
+bool FusedRun::rebind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  if (inputs.size() != body_.inputs().size() || outputs.size() != body_.outputs().size())
+    return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || inputs[i].is_meta() || flat_input(inputs[i]) == gathered_[i])
+      return false;
+  }
+  inputs_ = inputs;
+  outputs_ = outputs;
+  size_t g = 0;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    check_tensor(inputs_[i], body_.inputs()[i], true);
+    if (gathered_[i]) {
+      bind_gathered(gathered_inputs_[g++], i);
+    } else {
+      base_[i] = inputs_[i].as_strided({numel_}, {1}, 0);
+    }
+  }
+  for (size_t r = 0; r < outputs_.size(); ++r) {
+    const ir::Value* v = body_.outputs()[r];
+    check_tensor(outputs_[r], v, false);
+    if (!output_is_identity_[r]) base_[size_t(id_.at(v))] = outputs_[r].as_strided({numel_}, {1}, 0);
+  }
+  return true;
+}
+
+void FusedRun::release() {
+  for (size_t v = 0; v < values_.size(); ++v) {
+    if ((v < inputs_.size() && !gathered_[v]) || is_output_[v]) base_[v] = Tensor();
+  }
+  for (Instruction& ins : program_) {  // the last chunk's views
+    for (const auto& [a, vid] : ins.slots) ins.bound[a] = Value();
+  }
+  for (Gathered& b : gathered_inputs_) b.data = nullptr;
+  inputs_ = {};
+  outputs_ = {};
 }
 
 // Instructions, with scratch assigned by liveness.
@@ -289,6 +342,37 @@ void FusedRun::gather(const Gathered& b, const Tensor& dst, int64_t off, int64_t
 void run_fused(const ir::Graph& body, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
                int64_t chunk_elems) {
   FusedRun(body, inputs, outputs, chunk_elems).run_chunks();
+}
+
+struct FusedProgram::Prepared {
+  std::unique_ptr<FusedRun> run;
+};
+
+FusedProgram::FusedProgram(const ir::Graph& body, int64_t chunk_elems)
+    : body_(&body), chunk_elems_(chunk_elems), prepared_(std::make_unique<Prepared>()) {}
+
+FusedProgram::~FusedProgram() = default;
+
+bool FusedProgram::run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  std::unique_ptr<FusedRun>& r = prepared_->run;
+  bool reused = false;
+  try {
+    reused = r && r->rebind(inputs, outputs);
+  } catch (...) {
+    r.reset();  // half bound: holds the call's tensors
+    throw;
+  }
+  if (!reused) {
+    r.reset();  // a failed preparation leaves nothing half-bound behind
+    r = std::make_unique<FusedRun>(*body_, inputs, outputs, chunk_elems_);
+    ++preparations_;
+  }
+  struct Release {
+    FusedRun& r;
+    ~Release() { r.release(); }
+  } release{*r};
+  r->run_chunks();
+  return reused;
 }
 
 }  // namespace symmflow::exec

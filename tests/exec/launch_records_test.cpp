@@ -1,7 +1,8 @@
 // Note [launch records] (exec/executable.cpp): every call step with a tensor operand runs from the
 // record its first call prepared, run after run, on 1, 2 and 4 ranks; results stay the
 // interpreter's; an op whose tensors come in a list only (cat) and a factory (arange) still run,
-// placed per call; and no record keeps a caller's tensor alive after the run.
+// placed per call; and no record keeps a caller's tensor alive after the run. Fused steps run
+// from the program their first run prepared (Note [fused programs prepared once]).
 #include <gtest/gtest.h>
 
 #include "support/graphs.hpp"
@@ -74,6 +75,38 @@ TEST(LaunchRecords, ListOperandsAndFactoriesRunAndHoldNoCallerTensor) {
     got.clear();
     EXPECT_EQ(x.storage().use_count(), 1) << "a record still holds input x";
     EXPECT_EQ(y.storage().use_count(), 1) << "a record still holds input y";
+  }
+}
+
+constexpr const char* kFusedChain = R"sf(graph g(x: f32[8, 33], y: f32[8, 33], z: f32[33]) {
+  a = aten::add.Tensor(x, y)
+  b = aten::mul.Scalar(a, 2.0)
+  c = aten::mul.Tensor(b, z)
+  d = aten::neg(c)
+  return d
+}
+)sf";
+
+// Note [fused programs prepared once] (exec/fused.hpp): a fused step's region is prepared by the
+// first run and later runs reuse it, on new tensors each time, with the interpreter's results;
+// no program keeps the run's tensors alive.
+TEST(LaunchRecords, FusedStepsRunFromTheProgramTheirFirstRunPrepared) {
+  std::shared_ptr<const passes::Plan> plan = passes::compile(testing::parse(kFusedChain));
+  std::shared_ptr<const ir::Graph> source = testing::parse(kFusedChain);
+  size_t fused = 0;
+  for (const passes::PlanStep& s : plan->steps) fused += s.kind == passes::StepKind::fused;
+  ASSERT_EQ(fused, 1u) << "the chain is one fused region";
+  Executable exe(plan);
+  for (int seed = 0; seed < 3; ++seed) {
+    Tensor x = make_input({8, 33}, DType::f32, 0, seed), y = make_input({8, 33}, DType::f32, 0, 7);
+    Tensor z = make_input({33}, DType::f32, 0, seed + 3);
+    std::vector<Tensor> want = exec::interpret(*source, {x, y, z});
+    std::vector<Tensor> got = exe.run({x, y, z});
+    testing::expect_same(got[0], want[0], "d");
+    EXPECT_EQ(exe.last_stats().prepared_fused, seed == 0 ? 0u : 1u) << "run " << seed;
+    got.clear();
+    EXPECT_EQ(x.storage().use_count(), 1) << "a fused program still holds input x";
+    EXPECT_EQ(z.storage().use_count(), 1) << "a fused program still holds input z";
   }
 }
 

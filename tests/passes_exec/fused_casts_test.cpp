@@ -193,6 +193,62 @@ TEST(FusedCasts, StridedInputsAreReadByTheirStrides) {
   }
 }
 
+// Note [fused programs prepared once]: a FusedProgram prepares at its first run and reruns from
+// that preparation while each input keeps its layout (flat, or gathered by strides: new addresses
+// and strides are bound), prepares again when one changes, and equals run_fused every time; it
+// keeps none of a run's tensors alive after it, an error included; a second output of the same
+// value (an identity copy) is bound each run too.
+TEST(FusedProgram, PreparesOnceWhileTheLayoutStays) {
+  auto g = ir::parse_graph(R"(graph f(x: f32[6, 5], s: bf16[6, 5], e: f32[5]) {
+  r, q = fused(x, s, e) {
+    a = aten::_to_copy(s, dtype=f32)
+    b = aten::mul.Tensor(x, a)
+    c = aten::add.Tensor(b, e)
+    return c, c
+  }
+  return r, q
+}
+)");
+  const ir::Graph& body = *g->nodes()[0]->body();
+  exec::FusedProgram program(body, 7);
+  std::mt19937 rng(5);
+  auto run_both = [&](const Tensor& x, const Tensor& s, const Tensor& e, bool reuse,
+                      const char* what) {
+    SCOPED_TRACE(what);
+    Tensor want = Tensor::empty({6, 5}, DType::f32), want2 = Tensor::empty({6, 5}, DType::f32);
+    Tensor got = Tensor::empty({6, 5}, DType::f32), got2 = Tensor::empty({6, 5}, DType::f32);
+    Tensor ins[] = {x, s, e};
+    Tensor wants[] = {want, want2};
+    Tensor gots[] = {got, got2};
+    exec::run_fused(body, ins, wants, 7);
+    EXPECT_EQ(program.run(ins, gots), reuse);
+    EXPECT_TRUE(bitwise_equal(got, want));
+    EXPECT_TRUE(bitwise_equal(got2, want));
+    EXPECT_EQ(got.storage().use_count(), 2) << "the program still holds an output";  // gots[]
+  };
+  Tensor big = random_tensor({6, 10}, DType::bf16, rng);
+  for (int run = 0; run < 3; ++run) {  // x flat, s a strided slice, e broadcast: new tensors each run
+    Tensor x = random_tensor({6, 5}, DType::f32, rng), e = random_tensor({5}, DType::f32, rng);
+    Tensor s = big.as_strided({6, 5}, {10, 2}, run % 2);
+    run_both(x, s, e, run > 0, "same layout");
+    EXPECT_EQ(x.storage().use_count(), 1) << "the program still holds input x";
+  }
+  EXPECT_EQ(program.preparations(), 1u);
+  Tensor xt = random_tensor({5, 6}, DType::f32, rng).as_strided({6, 5}, {1, 6}, 0);
+  run_both(xt, big.as_strided({6, 5}, {10, 2}, 0), random_tensor({5}, DType::f32, rng), false,
+           "x now strided: prepared again");
+  run_both(random_tensor({6, 5}, DType::f32, rng), random_tensor({6, 5}, DType::bf16, rng),
+           random_tensor({5}, DType::f32, rng), false, "x flat and s dense: prepared again");
+  EXPECT_EQ(program.preparations(), 3u);
+  Tensor x = random_tensor({6, 5}, DType::f32, rng);
+  Tensor wrong = random_tensor({6, 5}, DType::f32, rng);  // s must be bf16
+  Tensor out = Tensor::empty({6, 5}, DType::f32), out2 = Tensor::empty({6, 5}, DType::f32);
+  Tensor ins[] = {x, wrong, random_tensor({5}, DType::f32, rng)};
+  Tensor outs[] = {out, out2};
+  EXPECT_THROW(program.run(ins, outs), Error);
+  EXPECT_EQ(x.storage().use_count(), 2) << "the program holds x after an error";  // ins[] and x
+}
+
 // An input that does not broadcast to the region's shape is refused with its name.
 TEST(FusedCasts, RefusesAnInputThatDoesNotBroadcast) {
   auto g = ir::parse_graph(R"(graph f(x: f32[4, 6], m: f32[4, 1]) {

@@ -91,6 +91,9 @@ struct RunStats {
   // Op calls made from their step's launch record (Note [launch records] in executable.cpp):
   // every call step with a tensor operand (not only a tensor list).
   size_t prepared_calls = 0;
+  // Fused steps run on the host from the program an earlier run prepared (Note [fused programs
+  // prepared once] in exec/fused.hpp).
+  size_t prepared_fused = 0;
 };
 
 class Executable {
