@@ -30,6 +30,10 @@ const std::vector<PassInfo>& graph_passes() {
       {"raise_rms_norm", raise_rms_norm,
        "the decompositions of RMSNorm (pow, mean, add, rsqrt, mul, casts) become aten::rms_norm",
        true},
+      {"raise_rotary", raise_rotary,
+       "the rotary embedding's decomposition (slices, neg, cat, products, sum) becomes "
+       "fused::rotary_embedding",
+       true},
       {"fuse_allreduce_rmsnorm", fuse_allreduce_rmsnorm,
        "all-reduce -> residual add -> rms_norm becomes symm_mem::fused_all_reduce_add_rms_norm",
        true},
@@ -69,7 +73,7 @@ constexpr bool kVerifyEachByDefault = false;
 #endif
 
 // Note [skipping fusions]
-// The fusions (raise_rms_norm, fuse_allreduce_rmsnorm, decompose_collective_matmul,
+// The fusions (raise_rms_norm, raise_rotary, fuse_allreduce_rmsnorm, decompose_collective_matmul,
 // fuse_pointwise) only make a plan faster:
 // it computes the same without them. Naming them in CompileOptions::skip_passes or in
 // SYMMFLOW_SKIP_PASSES turns them off, so a benchmark can show what each one is worth in the same

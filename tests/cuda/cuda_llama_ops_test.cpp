@@ -2,7 +2,7 @@
 // embedding, scaled_dot_product_attention, the views permute / expand / unsqueeze / _unsafe_view,
 // _to_copy f32 <-> bf16, the rotary slice/neg/cat pattern, split_with_sizes / split.Tensor,
 // native_layer_norm, index_put with a bool mask, index_put accumulate=True with integer indices,
-// reciprocal and integer sums) against the cpu kernels on the same inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
+// reciprocal and integer sums, fused::rotary_embedding) against the cpu kernels on the same inputs, every element: odd sizes, 1-sized dims, grouped KV heads 4:1 and 2:1, L = 1 and 17,
 // permuted (strided) q/k/v read in place, f32/bf16/f16/f64; and the refusals that are the GPU's
 // own (a key length past shared memory). Skipped without a GPU.
 #include <cmath>
@@ -219,6 +219,34 @@ TEST_F(CudaLlamaOps, ViewsRotaryAndToCopyMatchCpu) {
   Tensor b = to_host(gb);
   expect_close(cpu_t("aten::_to_copy", {gb}, {{"dtype", DType::f32}}),
                cpu_t("aten::_to_copy", {b}, {{"dtype", DType::f32}}), 0, "_to_copy bf16->f32");
+}
+
+// fused::rotary_embedding (raise_rotary's op) on the GPU equals the aten chain it replaces run on
+// the CPU, bit for bit: x a permuted [S, H, D] view read in place (the decoder layer's q, and a
+// head dim of 128 with 16 tokens, 16 heads), cos and sin broadcast over the heads, odd sizes.
+TEST_F(CudaLlamaOps, FusedRotaryEqualsTheChainBitwise) {
+  struct Case {
+    int64_t s, h, d;
+  };
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (Case c : {Case{7, 3, 10}, Case{16, 16, 128}, Case{1, 1, 2}}) {
+      Tensor q = random({c.s, c.h, c.d}, d, 21), cos = random({c.s, c.d}, d, 22, -1, 1);
+      Tensor sin = random({c.s, c.d}, d, 23, -1, 1);
+      auto chain = [&](const Tensor& qq, const Tensor& cc, const Tensor& ss) {
+        Tensor x = cpu_t("aten::permute", {qq, std::vector<int64_t>{1, 0, 2}});
+        Tensor x1 = cpu_t("aten::slice.Tensor", {x, int64_t(-1), int64_t(0), c.d / 2});
+        Tensor x2 = cpu_t("aten::slice.Tensor", {x, int64_t(-1), c.d / 2, Value()});
+        Tensor r = cpu_t("aten::cat", {std::vector<Tensor>{cpu_t("aten::neg", {x2}), x1}, int64_t(-1)});
+        return cpu_t("aten::add.Tensor",
+                     {cpu_t("aten::mul.Tensor", {x, cc}), cpu_t("aten::mul.Tensor", {r, ss})});
+      };
+      Tensor gq = to_device(q);
+      Tensor gx = cpu_t("aten::permute", {gq, std::vector<int64_t>{1, 0, 2}});
+      Tensor got = cpu_t("fused::rotary_embedding", {gx, to_device(cos), to_device(sin)});
+      expect_close(got, chain(q, cos, sin), 0,
+                   fmt::format("{} [{}, {}, {}]", dtype_name(d), c.s, c.h, c.d));
+    }
+  }
 }
 
 // The ops with several results (Note [list returns]): split_with_sizes / split.Tensor give views

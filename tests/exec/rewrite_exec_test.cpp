@@ -6,9 +6,13 @@
 //   - decompose_collective_matmul: DTensor's sequence-parallel all-gather -> mms and mm ->
 //     reduce-scatter become symm_mem::fused_all_gather_matmul / fused_matmul_reduce_scatter (at
 //     2, 3 and 4 ranks, f32 and bf16, odd sizes);
+//   - raise_rotary: the rotary embedding's slices, neg, cat, products and sum become
+//     fused::rotary_embedding (f32, bf16, f16, f64; bit for bit), and its bad arguments are refused;
 //   - the example plugin's pattern (examples/custom_op/myops.cpp): with the plugin loaded,
 //     aten::add.Tensor + aten::gelu becomes myops::bias_gelu after the rewrite_patterns slot.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <fstream>
 #include <sstream>
@@ -181,6 +185,72 @@ TEST(CollectiveMatmulSize, SmallerChainsStayAsTheyAre) {  // Note [when to decom
                                   "decompose_collective_matmul");
   EXPECT_EQ(c.after.find("fused_"), std::string::npos) << c.after;
   EXPECT_NE(c.after.find("_low_contention_all_gather"), std::string::npos) << c.after;
+}
+
+// raise_rotary (Note [rotary from its decomposition]): q and k of a decoder layer, permuted
+// projections with cos and sin broadcast over the heads, in every float dtype and an awkward
+// head dim (10: halves of 5); the compiled plan equals the chain run op by op, bit for bit.
+std::string rotary_text(const char* dt) {
+  return fmt::format(R"sf(graph rope(q: {0}[7, 3, 10], k: {0}[7, 2, 10], cos: {0}[7, 10], sin: {0}[7, 10]) {{
+  x = aten::permute(q, [1, 0, 2])
+  y = aten::permute(k, [1, 0, 2])
+  x1 = aten::slice.Tensor(x, 2, 0, 5)
+  x2 = aten::slice.Tensor(x, 2, 5, 9223372036854775807)
+  a = aten::mul.Tensor(x, cos)
+  n = aten::neg(x2)
+  r = aten::cat([n, x1], -1)
+  b = aten::mul.Tensor(r, sin)
+  qr = aten::add.Tensor(a, b)
+  y1 = aten::slice.Tensor(y, -1, 0, 5)
+  y2 = aten::slice.Tensor(y, -1, 5, 10)
+  c = aten::mul.Tensor(cos, y)
+  m = aten::neg(y2)
+  t = aten::cat([m, y1], 2)
+  d = aten::mul.Tensor(sin, t)
+  kr = aten::add.Tensor(d, c)
+  return qr, kr
+}}
+)sf", dt);
+}
+
+TEST(Rotary, RaisesAndMatchesTheChainBitForBit) {
+  for (const char* dt : {"f32", "bf16", "f16", "f64"}) {
+    const std::string text = rotary_text(dt);
+    Compiled c = compile_with_print(text, 1, "raise_rotary");
+    EXPECT_NE(c.after.find("qr = fused::rotary_embedding(x, cos, sin)"), std::string::npos)
+        << c.after;
+    EXPECT_NE(c.after.find("kr = fused::rotary_embedding(y, cos, sin)"), std::string::npos)
+        << c.after;
+    for (const char* gone : {"aten::cat", "aten::neg", "aten::slice", "aten::mul"})
+      EXPECT_EQ(c.after.find(gone), std::string::npos) << gone << " in\n" << c.after;
+    expect_plan_equals_eager(c, text, 1);
+  }
+}
+
+// Bad arguments of fused::rotary_embedding are refused when the node is built, naming them.
+TEST(Rotary, BadArgumentsAreRefusedWithTheirReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"o = fused::rotary_embedding(odd, odd, odd)",
+       "fused::rotary_embedding: argument 'x' is f32[4, 7]; its last dim (the head dim) must be "
+       "even"},
+      {"o = fused::rotary_embedding(x, h, x)",
+       "fused::rotary_embedding: argument 'cos' is bf16[4, 8] but must have x's dtype (f32)"},
+      {"o = fused::rotary_embedding(x, x, w)",
+       "fused::rotary_embedding: argument 'sin' is f32[3, 8], which does not broadcast to x's "
+       "shape [4, 8]"},
+      {"o = fused::rotary_embedding(i, i, i)",
+       "fused::rotary_embedding: argument 'x' is i64[4, 8]; rotary embedding takes floats"},
+  };
+  for (const auto& [line, want] : cases) {
+    const std::string text = std::string("graph g(x: f32[4, 8], odd: f32[4, 7], h: bf16[4, 8], ") +
+                             "w: f32[3, 8], i: i64[4, 8]) {\n  " + line + "\n  return o\n}\n";
+    try {
+      testing::parse(text, 1);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
 
 class PluginPattern : public ::testing::TestWithParam<int> {};

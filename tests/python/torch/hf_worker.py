@@ -94,7 +94,9 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
             "constant_uploads": report.constant_uploads if report else None,
             "symm_inputs_produced": report.all_reduce_inputs_in_place() if report else None,
             "collectives": sorted({str(c.get("op")) for p in report.partitions
-                                   for c in p.explain.get("collectives", [])}) if report else None}
+                                   for c in p.explain.get("collectives", [])}) if report else None,
+            "rotary_steps": sum(s["name"] == "fused::rotary_embedding" for p in report.partitions
+                                for s in p.explain.get("steps", [])) if report else None}
 
 
 def main() -> int:

@@ -29,6 +29,10 @@ def _whole(results):
         assert r["boundaries"] == [], json.dumps(r)
         assert r["copies_added"] == 0 and r["input_copies"] == 0, json.dumps(r)
         assert r["symm_inputs_produced"] is True, json.dumps(r)
+        if not r["case"].startswith("gpt2"):  # rotary models: q's and k's rotate_half chains of
+            # every layer are one fused::rotary_embedding each (Note [rotary from its
+            # decomposition]); GPT-2 has learned positions, no rotary
+            assert r["rotary_steps"] >= 2 and r["rotary_steps"] % 2 == 0, json.dumps(r)
 
 
 DENSE_2 = ["llama:dtensor:mask", "llama:tp_plan:mask", "llama:sp:mask", "qwen2:dtensor",
