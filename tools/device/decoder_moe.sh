@@ -21,6 +21,7 @@
 #   bash tools/device/decoder_moe.sh check   # build, the GPU tests of the kernels changed since
 #                                            # the last GPU run (test_cuda, _exec, _ops,
 #                                            # _llama_ops, _train_ops), then timing
+#   bash tools/device/decoder_moe.sh tp4     # the decoder layer and the MLP at TP4 alone
 #   bash tools/device/decoder_moe.sh host    # where a compiled call's host time goes
 #                                            # (tools/device/host_path.py, one GPU)
 # Logs go to $OUT (logs.tgz); a table last.
@@ -121,6 +122,12 @@ if [[ "$mode" == allreduce ]]; then
     step "all-reduce at $n ranks beside NCCL and PyTorch"
     allreduce_bench "$n"
   done
+  step done
+  exit 0
+fi
+if [[ "$mode" == tp4 ]]; then  # the decoder layer and the MLP at TP4 alone
+  step "TP4: decoder layer and MLP through the backend"
+  timing tp4 4
   step done
   exit 0
 fi
