@@ -116,11 +116,12 @@ TEST(RewritePatterns, RegisteredPatternsRunInThePipelineSlotAfterFunctionalize) 
   }
   std::vector<std::string> order;
   for (const passes::PassInfo& p : passes::graph_passes()) order.push_back(p.name);
-  ASSERT_GE(order.size(), 5u);
+  ASSERT_GE(order.size(), 6u);
   EXPECT_EQ(order[1], "functionalize");
   EXPECT_EQ(order[2], "rewrite_patterns");
   EXPECT_EQ(order[3], "raise_rms_norm");
-  EXPECT_EQ(order[4], "fuse_allreduce_rmsnorm");
+  EXPECT_EQ(order[4], "raise_rotary");
+  EXPECT_EQ(order[5], "fuse_allreduce_rmsnorm");
   g_sigmoid_calls = 0;
   passes::CompileOptions options;
   std::vector<std::string> seen;
