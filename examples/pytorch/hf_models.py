@@ -27,39 +27,56 @@ MODELS = ("llama", "qwen2", "qwen3", "mistral", "gpt2", "mixtral", "qwen3_moe")
 STYLES = ("dtensor", "tp_plan", "sp")
 
 
-def _config(name: str):
+# "small": the test models; "4096": the dense models at the decoder shapes of issue 27 (hidden
+# 4096, 32 query and 8 KV heads of 128, FFN 11008, two layers; the vocabulary stays VOCAB so the
+# decoder stack is what is timed), for tools/device/hf_timing.py.
+SIZES = {
+    "small": dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=4, head_dim=16),
+    "4096": dict(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
+                 num_key_value_heads=8, head_dim=128),
+}
+
+
+def _config(name: str, size: str = "small"):
     import transformers as tf
 
-    common = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-                  tie_word_embeddings=False)
+    dims = dict(SIZES[size])
+    head_dim = dims.pop("head_dim")
+    common = dict(vocab_size=VOCAB, num_hidden_layers=2, max_position_embeddings=64,
+                  tie_word_embeddings=False, **dims)
     if name == "llama":
         return tf.LlamaConfig(**common)
     if name == "qwen2":
         return tf.Qwen2Config(**common)
     if name == "qwen3":
-        return tf.Qwen3Config(head_dim=16, **common)
+        return tf.Qwen3Config(head_dim=head_dim, **common)
     if name == "mistral":
         return tf.MistralConfig(sliding_window=4, **common)
     if name == "mixtral":
         return tf.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **common)
     if name == "qwen3_moe":
         return tf.Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-                                 head_dim=16, decoder_sparse_step=1, **common)
+                                 head_dim=head_dim, decoder_sparse_step=1, **common)
     if name == "gpt2":
         return tf.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     raise ValueError(f"unknown model '{name}' (one of {', '.join(MODELS)})")
 
 
-def make_model(name: str, dtype: torch.dtype = torch.float32):
-    """The full model, random weights from seed 0, in eval mode, attention in PyTorch's SDPA."""
+def make_model(name: str, dtype: torch.dtype = torch.float32, size: str = "small",
+               device: str | None = None):
+    """The full model, random weights from seed 0, in eval mode, attention in PyTorch's SDPA;
+    `size` one of SIZES; built on `device` (the CPU by default)."""
     import transformers as tf
 
-    config = _config(name)
+    if size != "small" and name in ("gpt2", "mixtral", "qwen3_moe"):
+        raise ValueError(f"size '{size}' is for the dense rotary models, not {name}")
+    config = _config(name, size)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    model = tf.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    with torch.device(device or "cpu"):
+        model = tf.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
     with torch.no_grad():  # non-trivial norm weights, so a wrong norm cannot hide
         for n, p in model.named_parameters():
             if "norm" in n or "ln_" in n:

@@ -22,6 +22,8 @@
 #                                            # the last GPU run (test_cuda, _exec, _ops,
 #                                            # _llama_ops, _train_ops), then timing
 #   bash tools/device/decoder_moe.sh tp4     # the decoder layer and the MLP at TP4 alone
+#   bash tools/device/decoder_moe.sh hf      # transformers' Llama and Qwen3 decoder stacks at
+#                                            # hidden 4096, TP2 (tools/device/hf_timing.py)
 #   bash tools/device/decoder_moe.sh host    # where a compiled call's host time goes
 #                                            # (tools/device/host_path.py, one GPU)
 # Logs go to $OUT (logs.tgz); a table last.
@@ -75,6 +77,15 @@ if [[ "$mode" == check ]]; then
     grep -E '^\[  FAILED  \]|Failure' -A4 "$OUT/$t.log" | head -20
   done
   bash "$0" timing
+  exit 0
+fi
+if [[ "$mode" == hf ]]; then
+  step "TP2: transformers decoder stacks at hidden 4096"
+  PYTHONUNBUFFERED=1 timeout 420 torchrun --nproc-per-node ${NPROC:-2} --master-port $((29600 + RANDOM % 200)) \
+    tools/device/hf_timing.py --models "${MODELS:-llama,qwen3}" --iters "${ITERS:-20}" >"$OUT/hf_timing.log" 2>&1
+  echo "hf_timing: exit $?"
+  sed -n '/^hf_timing:/,$p' "$OUT/hf_timing.log"
+  grep -E "Error|error" "$OUT/hf_timing.log" | grep -v Warning | head -5
   exit 0
 fi
 if [[ "$mode" == host ]]; then
