@@ -45,21 +45,11 @@ namespace {
 
 using node_match::arg;
 using node_match::is_op;
+using node_match::is_output;
 using node_match::literal_is;
-
-ir::Value* value_arg(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = arg(n, name);
-  return a && a->kind == ir::Arg::Kind::value ? a->value : nullptr;
-}
-
-bool is_output(const ir::Graph& g, const ir::Value* v) {
-  return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
-}
-
-// The only use of `v` when it has exactly one and is not a graph output.
-ir::Node* sole_use(const ir::Graph& g, const ir::Value* v) {
-  return v->uses().size() == 1 && !is_output(g, v) ? v->uses()[0] : nullptr;
-}
+using node_match::other_factor;
+using node_match::sole_use;
+using node_match::value_arg;
 
 // A plain dtype cast: _to_copy with a dtype and every other argument left to its default.
 std::optional<DType> cast_to(const ir::Node* n) {
@@ -78,15 +68,6 @@ std::optional<DType> cast_to(const ir::Node* n) {
     }
   }
   return to;
-}
-
-// mul.Tensor of `v` and another value (either order): that value, else null.
-ir::Value* other_factor(const ir::Node* mul, const ir::Value* v) {
-  if (!is_op(mul, "aten::mul.Tensor")) return nullptr;
-  ir::Value* a = value_arg(*mul, "self");
-  ir::Value* b = value_arg(*mul, "other");
-  if (!a || !b) return nullptr;
-  return a == v ? b : b == v ? a : nullptr;
 }
 
 struct Chain {

@@ -30,7 +30,7 @@
 namespace symmflow::passes {
 
 // Note [rotary from its decomposition]
-// Six kernels a head group (a neg, a cat of two copies, and the fused products and sum) become
+// Four kernels (a neg, a cat of two copies, and the fused products and sum) become
 // one, which reads x, cos and sin once: in the decoder layer of a Llama-style model, q and k each
 // take this chain. The op's result is the chain's bit for bit, so raising it is always allowed;
 // it is still a fusion (SYMMFLOW_SKIP_PASSES=raise_rotary turns it off: Note [skipping fusions]).
@@ -39,20 +39,11 @@ namespace {
 
 using node_match::arg;
 using node_match::is_op;
+using node_match::is_output;
 using node_match::literal_is;
-
-ir::Value* value_arg(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = arg(n, name);
-  return a && a->kind == ir::Arg::Kind::value ? a->value : nullptr;
-}
-
-bool is_output(const ir::Graph& g, const ir::Value* v) {
-  return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
-}
-
-ir::Node* sole_use(const ir::Graph& g, const ir::Value* v) {
-  return v->uses().size() == 1 && !is_output(g, v) ? v->uses()[0] : nullptr;
-}
+using node_match::other_factor;
+using node_match::sole_use;
+using node_match::value_arg;
 
 // An int literal argument, or std::nullopt (None, or not a literal int).
 std::optional<int64_t> int_arg(const ir::Node& n, std::string_view name) {
@@ -83,15 +74,6 @@ std::optional<std::pair<int64_t, int64_t>> last_dim_slice(const ir::Node* n, con
   std::optional<int64_t> start = bound("start", 0), end = bound("end", size);
   if (!start || !end) return std::nullopt;
   return std::pair{*start, *end};
-}
-
-// mul.Tensor of `v` and another value (either order): that value, else null.
-ir::Value* other_factor(const ir::Node* mul, const ir::Value* v) {
-  if (!is_op(mul, "aten::mul.Tensor")) return nullptr;
-  ir::Value* a = value_arg(*mul, "self");
-  ir::Value* b = value_arg(*mul, "other");
-  if (!a || !b) return nullptr;
-  return a == v ? b : b == v ? a : nullptr;
 }
 
 struct Chain {

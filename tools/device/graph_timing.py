@@ -1,8 +1,10 @@
-"""Timing shared by the PyTorch comparison scripts: fn captured `calls` times as one CUDA graph,
-replayed `replays` times after `warmup` replays, each replay started together on every rank; a
-sample is one replay's time / calls on the slowest rank; returns the median sample in µs. The C++
-benches time symmflow the same way (bench/cuda/bench_util.hpp)."""
+"""Timing shared by the PyTorch comparison scripts. time_graph: fn captured `calls` times as one
+CUDA graph, replayed `replays` times after `warmup` replays, each replay started together on every
+rank; a sample is one replay's time / calls on the slowest rank; returns the median sample in µs.
+The C++ benches time symmflow the same way (bench/cuda/bench_util.hpp). call_median_us: whole
+calls as a user makes them (compiled functions, eager models)."""
 import statistics
+import time
 
 import torch
 import torch.distributed as dist
@@ -33,3 +35,21 @@ def time_graph(fn, calls=1, replays=30, warmup=3):
     t = torch.tensor(samples, device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return statistics.median(t.tolist())
+
+
+def call_median_us(fn, iters, warmup=3, synchronised=True):
+    """Median µs of `iters` calls of fn after `warmup` ones. synchronised: a call's time runs until
+    the GPU has finished it; else until fn returns (its host time), the GPU synchronised after the
+    timing."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        if synchronised:
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(times)

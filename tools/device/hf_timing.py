@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 import traceback
 
 import torch
@@ -29,19 +27,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
 import hf_models  # noqa: E402
 
 import symmflow.torch as sft  # noqa: E402
+from graph_timing import call_median_us  # noqa: E402
 
 
 def median_us(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+    return call_median_us(fn, iters)
 
 
 def run_model(name, args, device):

@@ -19,7 +19,6 @@ import os
 import pstats
 import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -30,21 +29,11 @@ import tp_models  # noqa: E402
 
 import symmflow.torch as sft  # noqa: E402
 from symmflow.torch import _backend, _cudagraphs  # noqa: E402
+from graph_timing import call_median_us  # noqa: E402
 
 
 def host_us(fn, iters, sync=False):
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        fn()
-        if sync:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-        torch.cuda.synchronize()
-    return statistics.median(times) * 1e6
+    return call_median_us(fn, iters, warmup=10, synchronised=sync)
 
 
 def gpu_us(fn, iters):

@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 import traceback
 
 import torch
@@ -33,19 +31,11 @@ import symmflow  # noqa: E402
 import symmflow.torch as sft  # noqa: E402
 from symmflow.torch import _backend  # noqa: E402
 from symmflow.torch._runner import PartitionRunner  # noqa: E402
+from graph_timing import call_median_us  # noqa: E402
 
 
 def median_us(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
+    return call_median_us(fn, iters)
 
 
 def check(name, got, want, rows):
