@@ -23,7 +23,9 @@
 #                                            # _llama_ops, _train_ops), then timing
 #   bash tools/device/decoder_moe.sh tp4     # the decoder layer and the MLP at TP4 alone
 #   bash tools/device/decoder_moe.sh hf      # transformers' Llama and Qwen3 decoder stacks at
-#                                            # hidden 4096, TP2 (tools/device/hf_timing.py)
+#                                            # hidden 4096, TP2 (tools/device/hf_timing.py;
+#                                            # about 7 minutes for both models on 2 H200s:
+#                                            # MODELS=llama for one, HF_TIMEOUT to change 540 s)
 #   bash tools/device/decoder_moe.sh host    # where a compiled call's host time goes
 #                                            # (tools/device/host_path.py, one GPU)
 # Logs go to $OUT (logs.tgz); a table last.
@@ -81,7 +83,7 @@ if [[ "$mode" == check ]]; then
 fi
 if [[ "$mode" == hf ]]; then
   step "TP2: transformers decoder stacks at hidden 4096"
-  PYTHONUNBUFFERED=1 timeout 420 torchrun --nproc-per-node ${NPROC:-2} --master-port $((29600 + RANDOM % 200)) \
+  PYTHONUNBUFFERED=1 timeout ${HF_TIMEOUT:-540} torchrun --nproc-per-node ${NPROC:-2} --master-port $((29600 + RANDOM % 200)) \
     tools/device/hf_timing.py --models "${MODELS:-llama,qwen3}" --iters "${ITERS:-20}" >"$OUT/hf_timing.log" 2>&1
   echo "hf_timing: exit $?"
   sed -n '/^hf_timing:/,$p' "$OUT/hf_timing.log"
