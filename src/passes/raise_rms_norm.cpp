@@ -43,13 +43,7 @@ namespace symmflow::passes {
 
 namespace {
 
-using node_match::arg;
-using node_match::is_op;
-using node_match::is_output;
-using node_match::literal_is;
-using node_match::other_factor;
-using node_match::sole_use;
-using node_match::value_arg;
+using namespace node_match;  // the shared matchers (node_match.hpp)
 
 // A plain dtype cast: _to_copy with a dtype and every other argument left to its default.
 std::optional<DType> cast_to(const ir::Node* n) {

@@ -37,13 +37,7 @@ namespace symmflow::passes {
 
 namespace {
 
-using node_match::arg;
-using node_match::is_op;
-using node_match::is_output;
-using node_match::literal_is;
-using node_match::other_factor;
-using node_match::sole_use;
-using node_match::value_arg;
+using namespace node_match;  // the shared matchers (node_match.hpp)
 
 // An int literal argument, or std::nullopt (None, or not a literal int).
 std::optional<int64_t> int_arg(const ir::Node& n, std::string_view name) {
