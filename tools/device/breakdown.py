@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
 import tp_models  # noqa: E402
 
 import symmflow.torch  # noqa: E402,F401  (registers the backend)
+from graph_timing import join_gpu_world  # noqa: E402
 
 
 def kernel_table(fn, iters):
@@ -56,11 +57,7 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--top", type=int, default=14)
     args = p.parse_args()
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(device)
+    rank, world, device = join_gpu_world()
     out = []
     for case in args.cases.split(","):
         kw = dict(hidden=4096, heads=32, kv_heads=8, ffn=11008) if case == "decoder" else \

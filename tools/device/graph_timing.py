@@ -10,6 +10,19 @@ import torch
 import torch.distributed as dist
 
 
+def join_gpu_world():
+    """Joins torchrun's world over NCCL (NVLink multicast off, as the lent machines need) with
+    this rank on GPU rank % GPUs; returns (rank, world, device)."""
+    import os
+
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return rank, world, device
+
+
 def time_graph(fn, calls=1, replays=30, warmup=3):
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

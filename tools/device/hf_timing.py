@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
 import hf_models  # noqa: E402
 
 import symmflow.torch as sft  # noqa: E402
-from graph_timing import call_median_us  # noqa: E402
+from graph_timing import call_median_us, join_gpu_world  # noqa: E402
 
 
 def median_us(fn, iters):
@@ -73,11 +73,7 @@ def main():
     p.add_argument("--models", default="llama,qwen3")
     p.add_argument("--iters", type=int, default=30)
     args = p.parse_args()
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(device)
+    rank, world, device = join_gpu_world()
     sft.init()
     rows = [run_model(name, args, device) for name in args.models.split(",")]
     if rank == 0:
