@@ -29,7 +29,7 @@ import tp_models  # noqa: E402
 
 import symmflow.torch as sft  # noqa: E402
 from symmflow.torch import _backend, _cudagraphs  # noqa: E402
-from graph_timing import call_median_us  # noqa: E402
+from graph_timing import call_median_us, join_gpu_world  # noqa: E402
 
 
 def host_us(fn, iters, sync=False):
@@ -61,9 +61,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iters", type=int, default=200)
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
+    _, _, device = join_gpu_world()  # run with one process: the device is GPU 0
     sft.init()
     kw = dict(hidden=4096, heads=32, kv_heads=8, ffn=11008)
     model = tp_models.make_model("decoder", torch.bfloat16, **kw).to(device)
@@ -97,13 +95,13 @@ def main():
         out_ptrs = [o.data_ptr() for o in outs]
         stream = runner._stream()
         rows.append(("  Session.run_pointers", host_us(
-            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=0, stream=stream),
+            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=device.index, stream=stream),
             args.iters)))
         rows.append(("    synchronised", host_us(
-            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=0, stream=stream),
+            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=device.index, stream=stream),
             args.iters, True)))
         rows.append(("    GPU time (events)", gpu_us(
-            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=0, stream=stream),
+            lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=device.index, stream=stream),
             args.iters)))
         torch._dynamo.reset()
         ro = torch.compile(model, backend="symmflow", mode="reduce-overhead")
