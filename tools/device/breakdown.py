@@ -1,13 +1,17 @@
 """Where the GPU time of a compiled layer goes (issue 27, item 1): per-kernel GPU time of one call.
 
-    torchrun --nproc-per-node N tools/device/breakdown.py [--cases decoder,mlp] [--iters 20]
+    torchrun --nproc-per-node N tools/device/breakdown.py [--cases decoder,mlp,hf_llama,hf_qwen3]
+                                                          [--iters 20]
 
 For the decoder layer and the 8-layer MLP of examples/pytorch/tp_models.py (bf16, 16 tokens,
 hidden 4096; the decoder with 32/8 heads and FFN 11008, as tools/device/torch_backend.py times
 them), compiled by symmflow without its own CUDA graph (so every kernel is its own launch) and by
 inductor, under torch.profiler with CUDA activities: the GPU time of each kernel per call (summed
 over the calls, divided by --iters), grouped by kernel name, largest first, with the sum of kernel
-time beside the wall time per call. The gap between the two is launch overhead and idle GPU.
+time beside the wall time per call. The gap between the two is launch overhead and idle GPU. The cases hf_llama and
+hf_qwen3 are transformers' stacks of examples/pytorch/hf_models.py at size "4096" (two layers,
+made tensor-parallel with DTensor's parallelize_module), called on 16 token ids, as
+tools/device/hf_timing.py times them.
 Rank 0 prints the tables last.
 """
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
+import hf_models  # noqa: E402
 import tp_models  # noqa: E402
 
 import symmflow.torch  # noqa: E402,F401  (registers the backend)
@@ -51,6 +56,22 @@ def kernel_table(fn, iters):
     return wall_us, table
 
 
+def make_case(case, rank, world, device):
+    """(model, positional inputs, keyword inputs) of one case, on `device`."""
+    if case.startswith("hf_"):
+        name = case[3:]
+        full = hf_models.make_model(name, torch.bfloat16, size="4096", device=str(device))
+        model = hf_models.parallelize(full, name, "dtensor")
+        return model, [], {"input_ids": hf_models.make_input_ids(batch=1, seq=16).to(device)}
+    kw = dict(hidden=4096, heads=32, kv_heads=8, ffn=11008) if case == "decoder" else \
+        dict(hidden=4096)
+    model = tp_models.make_model(case, torch.bfloat16, **kw).to(device)
+    inputs = [t.to(device) for t in tp_models.make_inputs(
+        case, torch.bfloat16, tokens=16, hidden=4096, heads=kw.get("heads", 8), rank=rank,
+        world=world)]
+    return model, inputs, {}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--cases", default="decoder,mlp")
@@ -60,19 +81,14 @@ def main():
     rank, world, device = join_gpu_world()
     out = []
     for case in args.cases.split(","):
-        kw = dict(hidden=4096, heads=32, kv_heads=8, ffn=11008) if case == "decoder" else \
-            dict(hidden=4096)
-        model = tp_models.make_model(case, torch.bfloat16, **kw).to(device)
-        inputs = [t.to(device) for t in tp_models.make_inputs(
-            case, torch.bfloat16, tokens=16, hidden=4096, heads=kw.get("heads", 8), rank=rank,
-            world=world)]
+        model, inputs, kwargs = make_case(case, rank, world, device)
         with torch.no_grad():
             for name, compile_kw in (("symmflow (no own graph)",
                                       dict(backend="symmflow", options={"cuda_graph": False})),
                                      ("inductor", {})):
                 torch._dynamo.reset()
                 compiled = torch.compile(model, **compile_kw)
-                wall, table = kernel_table(lambda: compiled(*inputs), args.iters)
+                wall, table = kernel_table(lambda: compiled(*inputs, **kwargs), args.iters)
                 out.append((case, world, name, wall, table))
     if rank == 0:
         for case, w, name, wall, table in out:

@@ -8,7 +8,9 @@
 #                                            # backend beside eager and inductor, symmflow also
 #                                            # without its norm fusions (Note [skipping fusions]),
 #                                            # then the decoder layer at world 1
-#   bash tools/device/decoder_moe.sh breakdown  # GPU time per kernel (tools/device/breakdown.py)
+#   bash tools/device/decoder_moe.sh breakdown  # GPU time per kernel (tools/device/breakdown.py;
+#                                            # CASES=hf_llama,hf_qwen3 TOP=30 for transformers'
+#                                            # stacks)
 #   bash tools/device/decoder_moe.sh fused   # the fused-region GPU tests, then timing, then
 #                                            # breakdown, in one call
 #   bash tools/device/run.sh build && bash tools/device/decoder_moe.sh four  # on four GPUs: the
@@ -109,8 +111,8 @@ if [[ "$mode" == fused ]]; then
 fi
 if [[ "$mode" == breakdown ]]; then
   step "TP2: GPU time per kernel of the decoder layer, symmflow beside inductor"
-  PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 2 --master-port $((29600 + RANDOM % 200)) \
-    tools/device/breakdown.py --cases "${CASES:-decoder}" >"$OUT/breakdown.log" 2>&1
+  PYTHONUNBUFFERED=1 timeout ${BD_TIMEOUT:-240} torchrun --nproc-per-node 2 --master-port $((29600 + RANDOM % 200)) \
+    tools/device/breakdown.py --cases "${CASES:-decoder}" --top "${TOP:-14}" >"$OUT/breakdown.log" 2>&1
   echo "breakdown: exit $?"
   sed -n '/, world /,$p' "$OUT/breakdown.log" | grep -v "^\[\|Warning\|wait_tensor\|^[12]\.\|before the output"
   exit 0
