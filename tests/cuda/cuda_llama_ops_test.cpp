@@ -179,16 +179,43 @@ TEST_F(CudaLlamaOps, MaskedAttentionMatchesCpu) {
   }
 }
 
-TEST_F(CudaLlamaOps, AttentionRefusesKeysPastSharedMemory) {
-  Tensor q = to_device(random({1, 1, 1, 4}, DType::f32, 1));
-  Tensor k = to_device(random({1, 1, 12289, 4}, DType::f32, 2));
+// Note [attention tiles]: keys past one tile (here 12289 in float, 6112 in f64: the forward's
+// former limit) run through the online softmax, causal and masked included; head dims whose rows
+// do not fit in shared memory are refused, named.
+TEST_F(CudaLlamaOps, AttentionTakesAnyKeyLengthAndRefusesHugeHeads) {
+  uint64_t seed = 70;
+  for (DType d : {DType::f32, DType::bf16, DType::f64}) {
+    for (bool causal : {false, true}) {
+      auto [q, gq] = attention_input(1, 2, 3, 8, d, seed++, true);
+      auto [k, gk] = attention_input(1, 1, 12289, 8, d, seed++, false);
+      auto [v, gv] = attention_input(1, 1, 12289, 5, d, seed++, true);
+      KwArgs kw{{"is_causal", causal}, {"enable_gqa", true}};
+      expect_close(cpu_t("aten::scaled_dot_product_attention", {gq, gk, gv}, kw),
+                   cpu_t("aten::scaled_dot_product_attention", {q, k, v}, kw), tol(d),
+                   fmt::format("sdpa {} S=12289 causal={}", dtype_name(d), causal));
+    }
+    // A bool mask that drops whole tiles at the start of some rows and every key of one row.
+    auto [q, gq] = attention_input(1, 2, 4, 16, d, seed++, false);
+    auto [k, gk] = attention_input(1, 2, 300, 16, d, seed++, false);
+    auto [v, gv] = attention_input(1, 2, 300, 16, d, seed++, false);
+    Tensor m = Tensor::empty({4, 300}, DType::boolean);
+    for (int64_t n = 0; n < 4 * 300; ++n) {
+      const int64_t i = n / 300, j = n % 300;
+      store_double(m.view(), n, i != 2 && j >= 150 * i && j % 7 != 0);
+    }
+    expect_close(cpu_t("aten::scaled_dot_product_attention", {gq, gk, gv, to_device(m)}),
+                 cpu_t("aten::scaled_dot_product_attention", {q, k, v, m}), tol(d),
+                 fmt::format("masked sdpa {} S=300", dtype_name(d)));
+  }
+  Tensor q = to_device(random({1, 1, 1, 6200}, DType::f32, 1));
   try {
-    call("aten::scaled_dot_product_attention", {q, k, k});
+    call("aten::scaled_dot_product_attention", {q, q, q});
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "aten::scaled_dot_product_attention: key length 12289 is too long for the cuda "
-                  "kernel (its scores need 49156 bytes of shared memory, at most 48896)"),
+                  "aten::scaled_dot_product_attention: head dims 6200 and 6200 are too large for "
+                  "the cuda kernel (a key's rows of k and v need 49604 bytes of shared memory "
+                  "beside q's row and the output's, at most 48896 in all)"),
               std::string::npos)
         << e.what();
   }

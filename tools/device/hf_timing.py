@@ -8,7 +8,8 @@ Each model of examples/pytorch/hf_models.py at size "4096" (hidden 4096, 32/8 he
 GPU with the same seed on every rank and made tensor-parallel with DTensor's parallelize_module
 (style "dtensor", as torchtitan does), one process per GPU. Input: 16 token ids (batch 1), no
 mask. Variants: eager; symmflow (default and mode="reduce-overhead"); inductor (default and
-reduce-overhead). Every compiled logit is compared with eager's (bf16 tolerance relative to the
+reduce-overhead); beside each synchronised time, the host time of a call (until it returns,
+the GPU synchronised after the clock stops). Every compiled logit is compared with eager's (bf16 tolerance relative to the
 largest logit); times are medians of --iters synchronised calls after warm-up. Rank 0 prints a
 table last, with symmflow's partitions and its fused rotary steps per model.
 """
@@ -30,7 +31,8 @@ import symmflow.torch as sft  # noqa: E402
 from graph_timing import call_median_us, join_gpu_world  # noqa: E402
 
 
-def median_us(fn, iters):
+def median_us(fn, iters, host_times, label):
+    host_times[label] = call_median_us(fn, iters, synchronised=False)
     return call_median_us(fn, iters)
 
 
@@ -38,11 +40,12 @@ def run_model(name, args, device):
     full = hf_models.make_model(name, torch.bfloat16, size="4096", device=str(device))
     model = hf_models.parallelize(full, name, "dtensor")
     ids = hf_models.make_input_ids(batch=1, seq=16).to(device)
-    row = {"model": name, "times": {}, "errors": {}, "notes": []}
+    row = {"model": name, "times": {}, "host": {}, "errors": {}, "notes": []}
     with torch.no_grad():
         want = model(input_ids=ids).logits.float()
         scale = max(want.abs().max().item(), 1.0)
-        row["times"]["eager"] = median_us(lambda: model(input_ids=ids), args.iters)
+        row["times"]["eager"] = median_us(lambda: model(input_ids=ids), args.iters,
+                                            row["host"], "eager")
         variants = [("symmflow", dict(backend="symmflow")),
                     ("symmflow r-o", dict(backend="symmflow", mode="reduce-overhead")),
                     ("inductor", dict()),
@@ -54,7 +57,8 @@ def run_model(name, args, device):
                 got = compiled(input_ids=ids).logits.float()
                 got = compiled(input_ids=ids).logits.float()  # r-o: the captured replay
                 row["errors"][label] = (got - want).abs().max().item() / scale
-                row["times"][label] = median_us(lambda: compiled(input_ids=ids), args.iters)
+                row["times"][label] = median_us(lambda: compiled(input_ids=ids), args.iters,
+                                                row["host"], label)
                 if label == "symmflow":
                     report = sft.last_report()
                     row["partitions"] = report.partition_count
@@ -90,6 +94,7 @@ def main():
             errs = " ".join(f"{k}={v:.2g}" for k, v in r["errors"].items())
             print(f"  {r['model']:<8}" + "".join(f"{t.get(l, float('nan')):14.1f}" for l in labels)
                   + f"   {ratio:.2f}x   {errs}   {r.get('partitions')}, {r.get('rotary_steps')}")
+            print("    host" + "".join(f"{r['host'].get(l, float('nan')):14.1f}" for l in labels))
             for note in r["notes"]:
                 print(f"  FAILED {note}")
     dist.destroy_process_group()

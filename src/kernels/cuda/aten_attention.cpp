@@ -5,9 +5,10 @@
 // graph; other layouts (leading dims that do not merge, non-contiguous indices) are copied
 // contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's
 // (aten_meta), except that an out-of-range embedding index cannot be raised from the GPU: its row
-// comes out as NaN. Attention refuses a key length whose scores do not fit in 48 KiB of shared
-// memory less 256 bytes (12224 keys in float, 6112 in f64; half that for the backward, which also
-// keeps each score's gradient), naming it. scaled_dot_product_attention_backward: Note [attention
+// comes out as NaN. Attention takes any key length (Note [attention tiles] in attention.cu) and
+// refuses head dims whose rows of q, k and v do not fit in 48 KiB of shared memory less 256 bytes;
+// its backward refuses a key length whose scores and their gradients do not fit there (6112 keys
+// in float, 3056 in f64), naming it. scaled_dot_product_attention_backward: Note [attention
 // backward].
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/program.hpp"
@@ -102,11 +103,13 @@ void sdpa_kernel(KernelCall& call) {
       op, query, key, value, call.arg("attn_mask"), call.arg("dropout_p"), call.arg("is_causal"),
       call.arg("scale"), call.arg("enable_gqa"));
   check_float(op, query.dtype());
-  const int64_t shared = attention_shared_bytes(info.kv_len, query.dtype() == DType::f64);
-  SF_CHECK(shared <= kMaxSharedBytes,
-           "{}: key length {} is too long for the cuda kernel (its scores need {} bytes of shared "
-           "memory, at most {})",
-           op, info.kv_len, shared, kMaxSharedBytes);
+  const bool wide = query.dtype() == DType::f64;
+  const int64_t tile = attention_tile(info.head_dim, info.v_dim, wide, kMaxSharedBytes);
+  SF_CHECK(tile > 0,
+           "{}: head dims {} and {} are too large for the cuda kernel (a key's rows of k and v "
+           "need {} bytes of shared memory beside q's row and the output's, at most {} in all)",
+           op, info.head_dim, info.v_dim,
+           (info.head_dim + info.v_dim + 1) * (wide ? 8 : 4), kMaxSharedBytes);
   Tensor q_keep, k_keep, v_keep;
   AttentionOperand q = operand_of(query, info.batch, q_keep);
   AttentionOperand k = operand_of(key, info.batch, k_keep);
@@ -119,7 +122,7 @@ void sdpa_kernel(KernelCall& call) {
   SF_CUDA_CHECK(cudaError_t(launch_attention(q, k, v, mask, y.raw_data(), pw_type(query.dtype()),
                                              info.batch, info.heads, info.kv_heads, info.q_len,
                                              info.kv_len, info.head_dim, info.v_dim, info.causal,
-                                             info.scale, current_stream())));
+                                             info.scale, tile, current_stream())));
   finish_into(dst, y);
 }
 

@@ -1,27 +1,29 @@
 // The attention and embedding kernels (attention.hpp).
 //
 // Attention: one block of 128 threads per (batch, head, query row), reading q, k and v through
-// their strides (a permuted view is read in place). The scores of the row live in
-// shared memory (one per key): warps take keys in turn and compute scale * q . k_j, a block-wide
-// max and sum of exp(s - max) follow, then threads take output columns in turn and sum
-// p_j * v[j, col] over the keys. The arithmetic is the CPU kernel's (kernels/cpu/attention.cpp),
-// in float (double for f64), so results agree up to summation order; written for clarity, not
-// speed (no tiling, no tensor cores). A mask (AttentionMask) is read through its broadcast
-// strides in the scores' loop. The backward (attention_backward_kernel) recomputes a row's
-// probabilities the same way and accumulates dk and dv with atomic adds.
+// their strides (a permuted view is read in place), the keys in tiles staged in shared memory
+// with an online softmax (Note [attention tiles]). The arithmetic is the CPU kernel's
+// (kernels/cpu/attention.cpp) in float (double for f64), so results agree up to summation order
+// and the softmax's rescaling; no tensor cores. A mask (AttentionMask) is read through its
+// broadcast strides in the scores' loop. The backward (attention_backward_kernel) keeps the
+// row's scores in shared memory (one per key), recomputes its probabilities and accumulates dk
+// and dv with atomic adds.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <tuple>
+#include <type_traits>
 
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/typed_access.cuh"
 
 namespace symmflow::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int64_t kMaxTile = 64;  // keys per tile (Note [attention tiles])
 
 // Block-wide reduction of one value per thread (max when `is_max`, else sum).
 template <typename A>
@@ -75,15 +77,48 @@ __device__ A row_scores(const AttentionOperand& q, const AttentionOperand& k,
   return mx;
 }
 
-template <typename A>
+// An element of storage type S as the accumulator type A, and back (bf16 and f16 through float).
+template <typename A, typename S>
+__device__ __forceinline__ A load_acc(const void* p, int64_t i) {
+  const S x = static_cast<const S*>(p)[i];
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+    return A(x);
+  } else {
+    return A(to_f(x));
+  }
+}
+template <typename A, typename S>
+__device__ __forceinline__ void store_acc(void* p, int64_t i, A x) {
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+    static_cast<S*>(p)[i] = S(x);
+  } else {
+    static_cast<S*>(p)[i] = from_f<S>(float(x));
+  }
+}
+
+// Note [attention tiles]: one block per query row (b, h, i) walks the row's keys in tiles of
+// `tile` keys. Each tile's rows of k and v are first copied into shared memory by all threads at
+// once (every load of the tile in flight together; a row of 16 keys read key after key from
+// global memory took 13-16 us on an H200, latency-bound), then the scores come from shared memory
+// (a warp per key, lanes over the head dimension), and the output columns accumulate with an
+// online softmax: the running maximum and sum of exp(s - max) rescale what the earlier tiles added
+// (the flash-attention recurrence), so the key length no longer bounds shared memory, and a row
+// of at most `tile` keys is one pass. Columns of the output accumulate in shared memory (one per
+// column, a thread's columns its own), so any v_dim fits. A tile whose keys are all masked with
+// none unmasked before it adds nothing (its maximum is -inf); a row with every key masked comes out
+// as zeros, PyTorch's result.
+template <typename A, typename S>
 __global__ void attention_kernel(const AttentionOperand q, const AttentionOperand k,
                                  const AttentionOperand v, const AttentionMask m, void* o,
-                                 PwType t, int64_t heads,
-                                 int64_t kv_heads, int64_t L, int64_t S, int64_t E, int64_t Ev,
-                                 bool causal, A scale) {
+                                 int64_t heads, int64_t kv_heads, int64_t L, int64_t S_len,
+                                 int64_t E, int64_t Ev, bool causal, A scale, int64_t tile) {
   extern __shared__ __align__(16) unsigned char smem[];
-  A* p = reinterpret_cast<A*>(smem);
-  const int64_t row = blockIdx.x;  // (b * heads + h) * L + i
+  A* qs = reinterpret_cast<A*>(smem);  // [E]
+  A* acc = qs + E;                      // [Ev]
+  A* ks = acc + Ev;                     // [tile, E]
+  A* vs = ks + tile * E;                // [tile, Ev]
+  A* p = vs + tile * Ev;                // [tile]
+  const int64_t row = blockIdx.x;       // (b * heads + h) * L + i
   const int64_t i = row % L;
   const int64_t bh = row / L;
   const int64_t b = bh / heads, h = bh % heads;
@@ -91,25 +126,63 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
   const int64_t q_row = b * q.strides[0] + h * q.strides[1] + i * q.strides[2];
   const int64_t k_head = b * k.strides[0] + hk * k.strides[1];
   const int64_t v_head = b * v.strides[0] + hk * v.strides[1];
-  const int64_t keys = causal ? (S < i + 1 ? S : i + 1) : S;
-  A mx = row_scores<A>(q, k, m, t, b, h, i, q_row, k_head, keys, E, scale, p);
-  mx = block_reduce(mx, true);
-  if (mx == A(-INFINITY)) {  // every key masked: zeros (PyTorch's result); uniform per block
-    for (int64_t c = threadIdx.x; c < Ev; c += blockDim.x) st(o, t, row * Ev + c, A(0));
-    return;
+  const int64_t m_row = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
+  const int64_t keys = causal ? (S_len < i + 1 ? S_len : i + 1) : S_len;
+  const int tid = int(threadIdx.x), lane = tid % 32, warps = int(blockDim.x) / 32;
+  for (int64_t e = tid; e < E; e += blockDim.x) {
+    qs[e] = load_acc<A, S>(q.data, q_row + e * q.strides[3]);
   }
-  A sum = 0;
-  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-    p[j] = exp(p[j] - mx);
-    sum += p[j];
-  }
-  sum = block_reduce(sum, false);  // its __syncthreads also publishes p
-  for (int64_t c = threadIdx.x; c < Ev; c += blockDim.x) {
-    A acc = 0;
-    for (int64_t j = 0; j < keys; ++j) {
-      acc += (p[j] / sum) * ld<A>(v.data, t, v_head + j * v.strides[2] + c * v.strides[3]);
+  for (int64_t c = tid; c < Ev; c += blockDim.x) acc[c] = A(0);
+  A run_max = -INFINITY, run_sum = 0;
+  for (int64_t j0 = 0; j0 < keys; j0 += tile) {
+    const int64_t n = keys - j0 < tile ? keys - j0 : tile;
+    __syncthreads();  // the last tile's readers are done; qs is visible on the first
+#pragma unroll 4
+    for (int64_t x = tid; x < n * E; x += blockDim.x) {
+      const int64_t j = x / E, e = x % E;
+      ks[x] = load_acc<A, S>(k.data, k_head + (j0 + j) * k.strides[2] + e * k.strides[3]);
     }
-    st(o, t, row * Ev + c, acc);
+#pragma unroll 4
+    for (int64_t x = tid; x < n * Ev; x += blockDim.x) {
+      const int64_t j = x / Ev, c = x % Ev;
+      vs[x] = load_acc<A, S>(v.data, v_head + (j0 + j) * v.strides[2] + c * v.strides[3]);
+    }
+    __syncthreads();
+    A mx = -INFINITY;
+    for (int64_t j = tid / 32; j < n; j += warps) {
+      A dot = 0;
+      for (int64_t e = lane; e < E; e += 32) dot += qs[e] * ks[j * E + e];
+      for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      A s = dot * scale;
+      if (m.data != nullptr) {
+        const int64_t at = m_row + (j0 + j) * m.strides[3];
+        if (m.is_bool) {
+          s = static_cast<const unsigned char*>(m.data)[at] != 0 ? s : A(-INFINITY);
+        } else {
+          s += ld<A>(m.data, m.type, at);
+        }
+      }
+      if (lane == 0) p[j] = s;
+      mx = max(mx, s);
+    }
+    const A new_max = max(run_max, block_reduce(mx, true));  // its __syncthreads publishes p
+    if (new_max == A(-INFINITY)) continue;                   // uniform per block
+    const A correction = exp(run_max - new_max);             // 0 while nothing was added
+    A part = 0;
+    for (int64_t j = tid; j < n; j += blockDim.x) {
+      p[j] = exp(p[j] - new_max);
+      part += p[j];
+    }
+    run_sum = run_sum * correction + block_reduce(part, false);  // publishes p
+    for (int64_t c = tid; c < Ev; c += blockDim.x) {
+      A a = acc[c] * correction;
+      for (int64_t j = 0; j < n; ++j) a += p[j] * vs[j * Ev + c];
+      acc[c] = a;
+    }
+    run_max = new_max;
+  }
+  for (int64_t c = tid; c < Ev; c += blockDim.x) {  // zeros when every key was masked
+    store_acc<A, S>(o, row * Ev + c, run_max == A(-INFINITY) ? A(0) : acc[c] / run_sum);
   }
 }
 
@@ -207,23 +280,38 @@ int64_t attention_shared_bytes(int64_t kv_len, bool wide) {
   return kv_len * int64_t(wide ? sizeof(double) : sizeof(float));
 }
 
+int64_t attention_tile(int64_t head_dim, int64_t v_dim, bool wide, int64_t max_shared) {
+  const int64_t unit = wide ? sizeof(double) : sizeof(float);
+  const int64_t fixed = (head_dim + v_dim) * unit, per_key = (head_dim + v_dim + 1) * unit;
+  if (max_shared < fixed + per_key) return 0;
+  const int64_t tile = (max_shared - fixed) / per_key;
+  return tile < kMaxTile ? tile : kMaxTile;
+}
+
 int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
                      const AttentionOperand& v, const AttentionMask& mask, void* o, PwType t,
                      int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
                      int64_t kv_len, int64_t head_dim, int64_t v_dim, bool causal, double scale,
-                     void* stream) {
+                     int64_t tile, void* stream) {
   const int64_t rows = batch * heads * q_len;
   if (rows == 0 || v_dim == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   const bool wide = t == PwType::f64;
-  const size_t shared = size_t(attention_shared_bytes(kv_len, wide));
-  if (wide) {
-    attention_kernel<double><<<unsigned(rows), kThreads, shared, s>>>(
-        q, k, v, mask, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal, scale);
-  } else {
-    attention_kernel<float><<<unsigned(rows), kThreads, shared, s>>>(
-        q, k, v, mask, o, t, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal,
-        float(scale));
+  const size_t unit = wide ? sizeof(double) : sizeof(float);
+  if (kv_len > 0 && kv_len < tile) tile = kv_len;  // less shared memory: more blocks an SM
+  const size_t shared = size_t(head_dim + v_dim + tile * (head_dim + v_dim + 1)) * unit;
+  auto run = [&](auto acc_tag, auto storage_tag) {
+    using A = decltype(acc_tag);
+    using S = decltype(storage_tag);
+    attention_kernel<A, S><<<unsigned(rows), kThreads, shared, s>>>(
+        q, k, v, mask, o, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal, A(scale),
+        tile);
+  };
+  switch (t) {
+    case PwType::f64: run(double(), double()); break;
+    case PwType::bf16: run(float(), __nv_bfloat16()); break;
+    case PwType::f16: run(float(), __half()); break;
+    default: run(float(), float()); break;
   }
   return int(cudaGetLastError());
 }
