@@ -137,6 +137,7 @@ TEST_F(CudaLlamaOps, AttentionMatchesCpu) {
                         {3, 3, 3, 17, 4, 1, 2, false},  {1, 1, 1, 1, 1, 1, 1, true},
                         {1, 4, 1, 2, 300, 64, 64, true},
                         {1, 16, 4, 16, 16, 128, 128, true},  // a TP2 decoder layer's shape
+                        {1, 16, 4, 1, 4096, 128, 128, false},  // decode: keys split over blocks
                         {1, 2, 2, 3, 40, 33, 31, false}};    // head dims past one warp
   uint64_t seed = 1;
   for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {

@@ -17,6 +17,7 @@ Rank 0 prints the tables last.
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import time
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
 import hf_models  # noqa: E402
 import tp_models  # noqa: E402
 
-import symmflow.torch  # noqa: E402,F401  (registers the backend)
+import symmflow.torch as sft  # noqa: E402  (registers the backend)
 from graph_timing import join_gpu_world  # noqa: E402
 
 
@@ -89,12 +90,21 @@ def main():
                 torch._dynamo.reset()
                 compiled = torch.compile(model, **compile_kw)
                 wall, table = kernel_table(lambda: compiled(*inputs, **kwargs), args.iters)
-                out.append((case, world, name, wall, table))
+                steps = ""
+                if name.startswith("symmflow"):  # the plan's steps by op, as explain names them
+                    counts = collections.Counter(s["name"] for p in sft.last_report().partitions
+                                                 for s in p.explain.get("steps", []))
+                    steps = ", ".join(f"{n} {c}" for n, c in counts.most_common()
+                                      if n not in ("aten::reshape", "aten::permute",
+                                                   "aten::unsqueeze"))
+                out.append((case, world, name, wall, table, steps))
     if rank == 0:
-        for case, w, name, wall, table in out:
+        for case, w, name, wall, table, steps in out:
             total = sum(us for us, _, _ in table)
             print(f"\n{case}, world {w}, {name}: wall {wall:.1f} us/call, kernels {total:.1f} us "
                   f"({len(table)} distinct, {sum(c for _, c, _ in table):.0f} launches/call)")
+            if steps:
+                print(f"  steps (views left out): {steps}")
             for us, count, kname in table[:args.top]:
                 print(f"  {us:8.1f} us {count:5.1f}x  {kname}")
     dist.destroy_process_group()

@@ -22,7 +22,10 @@
 #                                            # 4 GPUs (when there are) and on 2
 #   bash tools/device/decoder_moe.sh check   # build, the GPU tests of the kernels changed since
 #                                            # the last GPU run (test_cuda, _exec, _ops,
-#                                            # _llama_ops, _train_ops), then timing
+#                                            # _llama_ops, _train_ops), then timing; with
+#                                            # CHECKS="test_a test_b" those tests alone
+#   bash tools/device/decoder_moe.sh attention  # the attention kernel beside PyTorch's
+#                                            # (tools/device/attention_bench.py, one GPU)
 #   bash tools/device/decoder_moe.sh tp4     # the decoder layer and the MLP at TP4 alone
 #   bash tools/device/decoder_moe.sh hf      # transformers' Llama and Qwen3 decoder stacks at
 #                                            # hidden 4096, TP2 (tools/device/hf_timing.py;
@@ -72,7 +75,7 @@ timing() {  # name nproc, then torch_backend.py's extra arguments
 }
 if [[ "$mode" == check ]]; then
   step "build and run the GPU tests"
-  checks="test_cuda test_cuda_exec test_cuda_ops test_cuda_llama_ops test_cuda_train_ops"
+  checks=${CHECKS:-test_cuda test_cuda_exec test_cuda_ops test_cuda_llama_ops test_cuda_train_ops}
   cmake --build build/device -j "$(nproc)" --target $checks >"$OUT/build_checks.log" 2>&1 \
     || { grep -E "error" -A3 "$OUT/build_checks.log" | head -40; }
   for t in $checks; do
@@ -80,7 +83,16 @@ if [[ "$mode" == check ]]; then
     echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \]|Failure' -A4 "$OUT/$t.log" | head -20
   done
-  bash "$0" timing
+  [[ -n "${CHECKS:-}" ]] || bash "$0" timing
+  exit 0
+fi
+if [[ "$mode" == attention ]]; then
+  step "attention kernel beside PyTorch's, one GPU"
+  PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 1 --master-port $((29600 + RANDOM % 200)) \
+    tools/device/attention_bench.py >"$OUT/attention_bench.log" 2>&1
+  echo "attention_bench: exit $?"
+  sed -n '/^attention_bench/,$p' "$OUT/attention_bench.log"
+  grep -E "Error|error" "$OUT/attention_bench.log" | grep -v Warning | head -5
   exit 0
 fi
 if [[ "$mode" == hf ]]; then

@@ -119,10 +119,19 @@ void sdpa_kernel(KernelCall& call) {
   if (info.has_mask) mask = mask_of(call.arg("attn_mask").to_tensor(), info, m_keep);
   const Tensor& dst = call.out(0);
   Tensor y = contiguous_destination(dst);
-  SF_CUDA_CHECK(cudaError_t(launch_attention(q, k, v, mask, y.raw_data(), pw_type(query.dtype()),
-                                             info.batch, info.heads, info.kv_heads, info.q_len,
-                                             info.kv_len, info.head_dim, info.v_dim, info.causal,
-                                             info.scale, tile, current_stream())));
+  // Note [attention splits]: scratch for the splits' partial rows, a graph allocation inside a
+  // capture (Note [scratch inside a capture]).
+  const int64_t rows = info.batch * info.heads * info.q_len;
+  const int64_t splits = attention_splits(rows, info.kv_len, tile, multiprocessors());
+  Tensor partial;
+  if (splits > 1) {
+    partial = Tensor::uninitialized({rows * splits * (info.v_dim + 2)},
+                                    wide ? DType::f64 : DType::f32, query.device());
+  }
+  SF_CUDA_CHECK(cudaError_t(launch_attention(
+      q, k, v, mask, y.raw_data(), pw_type(query.dtype()), info.batch, info.heads, info.kv_heads,
+      info.q_len, info.kv_len, info.head_dim, info.v_dim, info.causal, info.scale, tile, splits,
+      splits > 1 ? partial.raw_data() : nullptr, current_stream())));
   finish_into(dst, y);
 }
 

@@ -111,7 +111,8 @@ template <typename A, typename S>
 __global__ void attention_kernel(const AttentionOperand q, const AttentionOperand k,
                                  const AttentionOperand v, const AttentionMask m, void* o,
                                  int64_t heads, int64_t kv_heads, int64_t L, int64_t S_len,
-                                 int64_t E, int64_t Ev, bool causal, A scale, int64_t tile) {
+                                 int64_t E, int64_t Ev, bool causal, A scale, int64_t tile,
+                                 int64_t split_keys, A* partial) {
   extern __shared__ __align__(16) unsigned char smem[];
   A* qs = reinterpret_cast<A*>(smem);  // [E]
   A* acc = qs + E;                      // [Ev]
@@ -127,14 +128,16 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
   const int64_t k_head = b * k.strides[0] + hk * k.strides[1];
   const int64_t v_head = b * v.strides[0] + hk * v.strides[1];
   const int64_t m_row = b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
-  const int64_t keys = causal ? (S_len < i + 1 ? S_len : i + 1) : S_len;
+  const int64_t row_keys = causal ? (S_len < i + 1 ? S_len : i + 1) : S_len;
+  const int64_t begin = int64_t(blockIdx.y) * split_keys;  // this block's keys [begin, keys)
+  const int64_t keys = row_keys < begin + split_keys ? row_keys : begin + split_keys;
   const int tid = int(threadIdx.x), lane = tid % 32, warps = int(blockDim.x) / 32;
   for (int64_t e = tid; e < E; e += blockDim.x) {
     qs[e] = load_acc<A, S>(q.data, q_row + e * q.strides[3]);
   }
   for (int64_t c = tid; c < Ev; c += blockDim.x) acc[c] = A(0);
   A run_max = -INFINITY, run_sum = 0;
-  for (int64_t j0 = 0; j0 < keys; j0 += tile) {
+  for (int64_t j0 = begin; j0 < keys; j0 += tile) {
     const int64_t n = keys - j0 < tile ? keys - j0 : tile;
     __syncthreads();  // the last tile's readers are done; qs is visible on the first
 #pragma unroll 4
@@ -181,8 +184,38 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
     }
     run_max = new_max;
   }
+  if (partial != nullptr) {  // a split: its maximum, sum and unnormalised columns
+    A* mine = partial + (row * gridDim.y + blockIdx.y) * (Ev + 2);
+    for (int64_t c = tid; c < Ev; c += blockDim.x) mine[2 + c] = acc[c];
+    if (tid == 0) mine[0] = run_max, mine[1] = run_sum;
+    return;
+  }
   for (int64_t c = tid; c < Ev; c += blockDim.x) {  // zeros when every key was masked
     store_acc<A, S>(o, row * Ev + c, run_max == A(-INFINITY) ? A(0) : acc[c] / run_sum);
+  }
+}
+
+// Note [attention splits]: a row's splits (each its maximum m_s, sum l_s and columns a_s) combined:
+// o = sum_s exp(m_s - M) a_s / sum_s exp(m_s - M) l_s with M the largest m_s; splits with no
+// unmasked key (m_s = -inf) weigh nothing, and a row without any gives zeros.
+template <typename A, typename S>
+__global__ void attention_combine_kernel(const A* partial, void* o, int64_t splits, int64_t Ev) {
+  const int64_t row = blockIdx.x;
+  const A* part = partial + row * splits * (Ev + 2);
+  A top = -INFINITY;
+  for (int64_t x = 0; x < splits; ++x) top = max(top, part[x * (Ev + 2)]);
+  A total = 0;
+  for (int64_t x = 0; x < splits; ++x) {
+    const A m = part[x * (Ev + 2)];
+    if (m != A(-INFINITY)) total += exp(m - top) * part[x * (Ev + 2) + 1];
+  }
+  for (int64_t c = threadIdx.x; c < Ev; c += blockDim.x) {
+    A sum = 0;
+    for (int64_t x = 0; x < splits; ++x) {
+      const A m = part[x * (Ev + 2)];
+      if (m != A(-INFINITY)) sum += exp(m - top) * part[x * (Ev + 2) + 2 + c];
+    }
+    store_acc<A, S>(o, row * Ev + c, top == A(-INFINITY) ? A(0) : sum / total);
   }
 }
 
@@ -280,6 +313,14 @@ int64_t attention_shared_bytes(int64_t kv_len, bool wide) {
   return kv_len * int64_t(wide ? sizeof(double) : sizeof(float));
 }
 
+int64_t attention_splits(int64_t rows, int64_t kv_len, int64_t tile, int sms) {
+  // Note [attention splits]: enough blocks for two a multiprocessor, each at least two tiles.
+  if (rows <= 0 || kv_len <= 2 * tile) return 1;
+  const int64_t want = (2 * int64_t(sms) + rows - 1) / rows;
+  const int64_t most = kv_len / (2 * tile);
+  return want < most ? (want < 1 ? 1 : want) : most;
+}
+
 int64_t attention_tile(int64_t head_dim, int64_t v_dim, bool wide, int64_t max_shared) {
   const int64_t unit = wide ? sizeof(double) : sizeof(float);
   const int64_t fixed = (head_dim + v_dim) * unit, per_key = (head_dim + v_dim + 1) * unit;
@@ -292,7 +333,7 @@ int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
                      const AttentionOperand& v, const AttentionMask& mask, void* o, PwType t,
                      int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
                      int64_t kv_len, int64_t head_dim, int64_t v_dim, bool causal, double scale,
-                     int64_t tile, void* stream) {
+                     int64_t tile, int64_t splits, void* partial, void* stream) {
   const int64_t rows = batch * heads * q_len;
   if (rows == 0 || v_dim == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
@@ -300,12 +341,19 @@ int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
   const size_t unit = wide ? sizeof(double) : sizeof(float);
   if (kv_len > 0 && kv_len < tile) tile = kv_len;  // less shared memory: more blocks an SM
   const size_t shared = size_t(head_dim + v_dim + tile * (head_dim + v_dim + 1)) * unit;
+  // Each split takes whole tiles; with one, the block writes the output itself.
+  const int64_t per_split = (kv_len + splits - 1) / splits;
+  const int64_t split_keys = splits > 1 ? (per_split + tile - 1) / tile * tile : kv_len + 1;
   auto run = [&](auto acc_tag, auto storage_tag) {
     using A = decltype(acc_tag);
     using S = decltype(storage_tag);
-    attention_kernel<A, S><<<unsigned(rows), kThreads, shared, s>>>(
+    A* part = splits > 1 ? static_cast<A*>(partial) : nullptr;
+    attention_kernel<A, S><<<dim3(unsigned(rows), unsigned(splits)), kThreads, shared, s>>>(
         q, k, v, mask, o, heads, kv_heads, q_len, kv_len, head_dim, v_dim, causal, A(scale),
-        tile);
+        tile, split_keys, part);
+    if (part != nullptr) {
+      attention_combine_kernel<A, S><<<unsigned(rows), kThreads, 0, s>>>(part, o, splits, v_dim);
+    }
   };
   switch (t) {
     case PwType::f64: run(double(), double()); break;

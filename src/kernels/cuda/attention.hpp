@@ -16,6 +16,11 @@ int64_t attention_shared_bytes(int64_t kv_len, bool wide);
 // max_shared bytes; at most 64; 0 when not even one key fits.
 int64_t attention_tile(int64_t head_dim, int64_t v_dim, bool wide, int64_t max_shared);
 
+// Blocks a query row's keys are split over (Note [attention splits] in attention.cu): 1 unless the
+// rows alone leave most of `sms` multiprocessors idle and each split gets two tiles or more
+// (decode, short queries over long keys).
+int64_t attention_splits(int64_t rows, int64_t kv_len, int64_t tile, int sms);
+
 // An attention operand seen as [batch, heads, len, dim]: its data and the element strides of
 // those four dims (any layout that can be seen so, e.g. a permuted view: nothing is copied).
 struct AttentionOperand {
@@ -36,14 +41,15 @@ struct AttentionMask {
 // o[b, h, i, :] = softmax_j(scale * q[b, h, i, :] . k[b, h / group, j, :]) v[b, h / group, j, :]
 // over j < kv_len (j <= i when causal), group = heads / kv_heads; q [B, H, L, E], k [B, Hkv, S, E],
 // v [B, Hkv, S, Ev], o [B, H, L, Ev] contiguous, all of type t (f32, bf16, f16, f64); float
-// accumulation (double for f64). One block per (b, h, i), the keys in tiles of `tile`
-// (attention_tile, > 0). With a mask, a row whose keys are all masked comes out as zeros
-// (PyTorch's result).
+// accumulation (double for f64). One block per (b, h, i) and split, the keys in tiles of `tile`
+// (attention_tile, > 0); with splits > 1 (attention_splits) `partial` is scratch of
+// batch * heads * q_len * splits * (v_dim + 2) floats (doubles for f64) that a second kernel
+// combines. With a mask, a row whose keys are all masked comes out as zeros (PyTorch's result).
 int launch_attention(const AttentionOperand& q, const AttentionOperand& k,
                      const AttentionOperand& v, const AttentionMask& mask, void* o, PwType t,
                      int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
                      int64_t kv_len, int64_t head_dim, int64_t v_dim, bool causal, double scale,
-                     int64_t tile, void* stream);
+                     int64_t tile, int64_t splits, void* partial, void* stream);
 
 // The gradients of attention (Note [attention backward] in ops/aten/meta_attention.cpp): one
 // block per (b, h, i) recomputes the row's probabilities as launch_attention does, writes dq's

@@ -78,18 +78,6 @@ Operand as_operand(const Tensor& t) {
   return {aten::clone(t), CUBLAS_OP_N, cols};  // contiguous
 }
 
-// The current GPU's multiprocessor count (cached per thread and device).
-int multiprocessors() {
-  static thread_local int device = -1, count = 0;
-  int current = 0;
-  SF_CUDA_CHECK(cudaGetDevice(&current));
-  if (current != device) {
-    SF_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, current));
-    device = current;
-  }
-  return count;
-}
-
 // out[b] = alpha * a[b] @ m[b] + beta * out[b] for `batch` matrices (batch strides in elements).
 void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& m, double alpha,
           double beta, int64_t batch) {

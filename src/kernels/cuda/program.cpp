@@ -10,6 +10,17 @@
 
 namespace symmflow::cuda {
 
+int multiprocessors() {
+  static thread_local int device = -1, count = 0;
+  int current = 0;
+  SF_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) {
+    SF_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, current));
+    device = current;
+  }
+  return count;
+}
+
 PwType pw_type(DType d) {
   switch (d) {
     case DType::f32: return PwType::f32;

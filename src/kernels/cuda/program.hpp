@@ -19,6 +19,8 @@ PwType pw_type(DType d);
 void check_float(std::string_view op, DType d);
 // InvalidUsage "op: tensor X is on D; every tensor operand must be on the GPU" unless t is.
 void check_on_gpu(std::string_view op, const Tensor& t);
+// The current GPU's multiprocessor count (cached per thread and device).
+int multiprocessors();
 // Note [kernel checks] (ops/registry.hpp) for kernels that take floats only: check_float's text
 // for the first result (or, for an op returning nothing, written argument) of another dtype.
 std::string float_only(const OpDef& op, std::span<const Value> args);
