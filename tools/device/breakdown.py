@@ -46,15 +46,24 @@ def kernel_table(fn, iters):
         torch.cuda.synchronize()
         wall_us = (time.perf_counter() - start) * 1e6 / iters
     rows = {}
+    kernels = []
     for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
+        if e.device_type != torch.autograd.DeviceType.CUDA or e.name.startswith("nccl:"):
             continue
         name = e.name if len(e.name) < 70 else e.name[:67] + "..."
         count, us = rows.get(name, (0, 0.0))
         rows[name] = (count + 1, us + e.device_time_total)
+        kernels.append((e.time_range.start, name, e.device_time_total))
     table = sorted(((us / iters, count / iters, name) for name, (count, us) in rows.items()),
                    reverse=True)
-    return wall_us, table
+    kernels.sort()
+    return wall_us, table, kernels[:len(kernels) // iters]  # the first call's, in order
+
+
+def short(name):
+    """A kernel's name without its namespace and template arguments."""
+    name = name.replace("void ", "").replace("symmflow::cuda::(anonymous namespace)::", "")
+    return name.split("<")[0].split("(")[0]
 
 
 def make_case(case, rank, world, device):
@@ -89,7 +98,7 @@ def main():
                                      ("inductor", {})):
                 torch._dynamo.reset()
                 compiled = torch.compile(model, **compile_kw)
-                wall, table = kernel_table(lambda: compiled(*inputs, **kwargs), args.iters)
+                wall, table, first = kernel_table(lambda: compiled(*inputs, **kwargs), args.iters)
                 steps = ""
                 if name.startswith("symmflow"):  # the plan's steps by op, as explain names them
                     counts = collections.Counter(s["name"] for p in sft.last_report().partitions
@@ -97,6 +106,9 @@ def main():
                     steps = ", ".join(f"{n} {c}" for n, c in counts.most_common()
                                       if n not in ("aten::reshape", "aten::permute",
                                                    "aten::unsqueeze"))
+                if name.startswith("symmflow"):  # the kernels of one call in launch order
+                    steps += "\n  kernels in order: " + ", ".join(
+                        f"{short(k)} {us:.1f}" for _, k, us in first)
                 out.append((case, world, name, wall, table, steps))
     if rank == 0:
         for case, w, name, wall, table, steps in out:

@@ -33,7 +33,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 import symmflow
 
-from . import _cudagraphs, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
+from . import _cudagraphs, _fold, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
 from ._runner import PartitionRunner
 
 @dataclasses.dataclass
@@ -72,6 +72,10 @@ class CompileReport:
     role: str = "inference"
     saved_tensors: int = 0
     saved_bytes: int = 0
+    # Nodes evaluated once at compile time and the constants they became (Note [folding
+    # input-independent values] in _fold.py).
+    folded_nodes: int = 0
+    folded_constants: int = 0
 
     @property
     def partition_count(self) -> int:
@@ -111,6 +115,9 @@ class CompileReport:
                  f"{self.input_copies} input copies, {self.output_copies} output copies, "
                  f"{self.constant_uploads} constants uploaded "
                  f"once, compiled in {self.compile_seconds:.2f} s"]
+        if self.folded_nodes:
+            lines.append(f"  {self.folded_nodes} input-independent node(s) evaluated once into "
+                         f"{self.folded_constants} constant(s)")
         if self.role != "inference":
             saved = (f": {self.saved_tensors} tensors ({self.saved_bytes} B) saved for the "
                      f"backward, outputs of its plans" if self.role == "forward" else "")
@@ -270,6 +277,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     _rename_inputs(gm, input_names)
     report = CompileReport(role=role)
     _count_saved(gm, report)
+    report.folded_nodes, report.folded_constants = _fold.fold_input_independent(gm)
     counter = iter(range(1 << 30))
     device = _runtime.device_of(example_inputs)
     split = _partition.partition(
@@ -307,9 +315,9 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
 # transformers' models compile whole) is called without the split graph module: its generated
 # forward and two nn.Module calls (the split module's and the partition's) cost about a third of
 # the backend's own per-call time on a CPU. The partition's runner is called with the graph's
-# inputs in the order the split module passes them, and its results are arranged as the split
-# module returns them; any other shape of split (PyTorch partitions, an output that is an input)
-# keeps the module.
+# inputs in the order the split module passes them (a constant of the graph, such as a folded one,
+# passed as itself), and its results are arranged as the split module returns them; any other
+# shape of split (PyTorch partitions, an output that is an input) keeps the module.
 def _direct_call(split_gm: torch.fx.GraphModule):
     """The split module's forward as one call of its only partition, or None."""
     nodes = list(split_gm.graph.nodes)
@@ -322,12 +330,16 @@ def _direct_call(split_gm: torch.fx.GraphModule):
     partition = getattr(split_gm, call.target)
     if not isinstance(partition, _partition.CompiledPartition):
         return None
-    if any(not isinstance(a, torch.fx.Node) or a.op != "placeholder" for a in call.args):
+    if any(not isinstance(a, torch.fx.Node) or a.op not in ("placeholder", "get_attr")
+           for a in call.args):
         return None
-    order = [placeholders.index(a) for a in call.args]
+    # Per partition argument: the graph input's index, or the constant itself.
+    order = [placeholders.index(a) if a.op == "placeholder" else _fold.attr(split_gm, a.target)
+             for a in call.args]
+    constant = [a.op == "get_attr" for a in call.args]
     picks = []  # per graph output: None (the call's value itself) or the index taken from it
     for n in nodes:
-        if n.op in ("placeholder", "call_module", "output"):
+        if n.op in ("placeholder", "get_attr", "call_module", "output"):
             continue
         if not (n.op == "call_function" and n.target is operator.getitem and n.args[0] is call
                 and isinstance(n.args[1], int)):
@@ -346,7 +358,7 @@ def _direct_call(split_gm: torch.fx.GraphModule):
     kind = type(spec) if isinstance(spec, (tuple, list)) else None
 
     def direct(*args):
-        result = runner(*[args[i] for i in order])
+        result = runner(*[i if c else args[i] for i, c in zip(order, constant)])
         if kind is None:
             return result if picks[0] is None else result[picks[0]]
         return kind(result if k is None else result[k] for k in picks)

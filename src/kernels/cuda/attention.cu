@@ -96,10 +96,47 @@ __device__ __forceinline__ void store_acc(void* p, int64_t i, A x) {
   }
 }
 
+// Keys [j0, j0 + n) of one head of x (rows of `dim` elements) into dst [n, dim] in shared
+// memory: warp w takes keys w, w + warps, ...; each lane issues up to 16 loads (4 keys, 4
+// elements each) before it stores them, so a tile's loads are in flight together, and no index is
+// divided per element.
+template <typename A, typename S>
+__device__ __forceinline__ void stage_tile(const AttentionOperand& x, int64_t head, int64_t j0,
+                                           int64_t n, int64_t dim, A* dst) {
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const int warps = int(blockDim.x) / 32;
+  for (int64_t base = warp; base < n; base += 4 * warps) {
+    for (int64_t e0 = 0; e0 < dim; e0 += 128) {
+      A r[4][4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = base + u * warps;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const int64_t e = e0 + lane + 32 * w;
+          r[u][w] = j < n && e < dim
+                        ? load_acc<A, S>(x.data, head + (j0 + j) * x.strides[2] + e * x.strides[3])
+                        : A(0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = base + u * warps;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const int64_t e = e0 + lane + 32 * w;
+          if (j < n && e < dim) dst[j * dim + e] = r[u][w];
+        }
+      }
+    }
+  }
+}
+
 // Note [attention tiles]: one block per query row (b, h, i) walks the row's keys in tiles of
-// `tile` keys. Each tile's rows of k and v are first copied into shared memory by all threads at
-// once (every load of the tile in flight together; a row of 16 keys read key after key from
-// global memory took 13-16 us on an H200, latency-bound), then the scores come from shared memory
+// `tile` keys. Each tile's rows of k and v are first copied into shared memory (stage_tile: up
+// to 16 loads in flight a lane; a row of 16 keys read key after key from global memory took
+// 13-16 us on an H200, latency-bound, and a copy that divided a 64-bit index per element was
+// slower still), then the scores come from shared memory
 // (a warp per key, lanes over the head dimension), and the output columns accumulate with an
 // online softmax: the running maximum and sum of exp(s - max) rescale what the earlier tiles added
 // (the flash-attention recurrence), so the key length no longer bounds shared memory, and a row
@@ -140,16 +177,8 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
   for (int64_t j0 = begin; j0 < keys; j0 += tile) {
     const int64_t n = keys - j0 < tile ? keys - j0 : tile;
     __syncthreads();  // the last tile's readers are done; qs is visible on the first
-#pragma unroll 4
-    for (int64_t x = tid; x < n * E; x += blockDim.x) {
-      const int64_t j = x / E, e = x % E;
-      ks[x] = load_acc<A, S>(k.data, k_head + (j0 + j) * k.strides[2] + e * k.strides[3]);
-    }
-#pragma unroll 4
-    for (int64_t x = tid; x < n * Ev; x += blockDim.x) {
-      const int64_t j = x / Ev, c = x % Ev;
-      vs[x] = load_acc<A, S>(v.data, v_head + (j0 + j) * v.strides[2] + c * v.strides[3]);
-    }
+    stage_tile<A, S>(k, k_head, j0, n, E, ks);
+    stage_tile<A, S>(v, v_head, j0, n, Ev, vs);
     __syncthreads();
     A mx = -INFINITY;
     for (int64_t j = tid / 32; j < n; j += warps) {

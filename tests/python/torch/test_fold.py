@@ -1,0 +1,138 @@
+"""Note [folding input-independent values] (python/symmflow/torch/_fold.py): position ids and
+causal masks built from arange are evaluated once into constants; random ops, graph outputs and
+values past MAX_BYTES are not; results equal eager (one process; a world of one)."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import symmflow.torch as sft
+from symmflow.torch import _backend, _fold
+
+
+def step_counts():
+    return collections.Counter(s["name"] for p in sft.last_report().partitions
+                               for s in p.explain.get("steps", []))
+
+
+class MaskedAttention(torch.nn.Module):
+    """A transformers-like attention: positions and a causal mask from arange, each call."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.register_buffer("inv_freq", torch.rand(dim // 2), persistent=False)
+
+    def forward(self, x):
+        n = x.shape[1]
+        pos = torch.arange(n) + 0
+        mask = pos[None, :] <= pos[:, None]
+        angles = pos[:, None].float() * self.inv_freq[None, :]
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q * torch.cat([angles.cos(), angles.sin()], dim=-1)
+        out = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None],
+                                             attn_mask=mask[None, None].expand(1, 1, n, n))
+        return out.reshape(x.shape)
+
+
+def test_positions_and_mask_fold_into_constants_and_match_eager(world, monkeypatch):
+    torch._dynamo.reset()
+    direct = []
+    original = _backend._direct_call
+    monkeypatch.setattr(_backend, "_direct_call",
+                        lambda split_gm: direct.append(original(split_gm)) or direct[-1])
+    torch.manual_seed(0)
+    model, x = MaskedAttention(), torch.randn(2, 12, 16)
+    with torch.no_grad():
+        want = model(x)
+        compiled = torch.compile(model, backend="symmflow")
+        got, again = compiled(x), compiled(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(again, want, rtol=1e-5, atol=1e-5)
+    report = sft.last_report()
+    assert report.folded_nodes >= 5, report.text()
+    assert 1 <= report.folded_constants < report.folded_nodes, report.text()
+    assert "input-independent node(s) evaluated once" in report.text()
+    counts = step_counts()
+    for op in ("aten::arange.start_step", "aten::arange", "aten::le.Tensor", "aten::ge.Tensor",
+               "aten::add.Scalar", "aten::_to_copy"):
+        assert counts[op] == 0, (op, counts)
+    # Not folded: what reads the input, and the product with inv_freq (a buffer: a graph input).
+    assert counts["aten::scaled_dot_product_attention"] == 1, counts
+    # The one-partition direct call passes the constants (Note [one-partition call]).
+    assert report.kinds == ["symmflow"], report.text()
+    assert len(direct) == 1 and direct[0] is not None
+
+
+def fold(fn, *inputs):
+    """fn traced to ATen by make_fx, folded; (graph module, nodes evaluated, constants made)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(fn)(*inputs)
+    evaluated, made = _fold.fold_input_independent(gm)
+    return gm, evaluated, made
+
+
+def call_targets(gm):
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_random_ops_outputs_and_large_values_stay():
+    x = torch.randn(4)
+
+    def random_mask(x):
+        return x * (torch.rand(4) > 0.5)
+
+    gm, evaluated, made = fold(random_mask, x)
+    assert made == 0 and any("rand" in t for t in call_targets(gm)), call_targets(gm)
+
+    def positions_out(x):  # an output that depends on no input stays computed each call
+        return x + 1, torch.arange(4) * 2
+
+    gm, evaluated, made = fold(positions_out, x)
+    assert evaluated == 2 and made == 0, (evaluated, made)
+    first, second = gm(x)[1], gm(x)[1]
+    assert first.data_ptr() != second.data_ptr()
+    torch.testing.assert_close(first, torch.arange(4) * 2)
+
+    def big(x):
+        n = int((_fold.MAX_BYTES // 4) ** 0.5) + 1  # an f32 n x n square past MAX_BYTES
+        return x.sum() + torch.ones(n, n).sum()
+
+    gm, evaluated, made = fold(big, x)
+    assert made == 0 and "aten.ones.default" in call_targets(gm), call_targets(gm)
+    torch.testing.assert_close(gm(x), big(x))
+
+
+def test_a_folded_chain_keeps_its_last_node_only_contiguous():
+    x = torch.randn(3, 5, 5)
+
+    def masked(x):
+        pos = torch.arange(5)
+        mask = (pos[None, :] <= pos[:, None]).expand(3, 5, 5)
+        return x.masked_fill(mask, 0.0)
+
+    gm, evaluated, made = fold(masked, x)
+    assert evaluated >= 4 and made == 1, (evaluated, made, call_targets(gm))
+    constants = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    assert len(constants) == 1 and constants[0].is_contiguous()
+    assert call_targets(gm) == ["aten.masked_fill.Scalar"], call_targets(gm)
+    torch.testing.assert_close(gm(x), masked(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_folded_graph_through_the_backend_with_dtypes(world, dtype):
+    torch._dynamo.reset()
+
+    def f(x):
+        pos = torch.arange(x.shape[-1], dtype=torch.float32)
+        return x * pos.to(x.dtype) + (pos * 0.5).cos().to(x.dtype)
+
+    x = torch.randn(3, 7, dtype=dtype)
+    with torch.no_grad():
+        got = torch.compile(f, backend="symmflow")(x)
+    torch.testing.assert_close(got, f(x))
+    assert sft.last_report().folded_constants >= 1
