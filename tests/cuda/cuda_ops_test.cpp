@@ -235,6 +235,12 @@ TEST(SkinnyGemm, TakesExactlyTheShapesItCanLoad) {
   EXPECT_FALSE(with([](SkinnyGemm& c) { c.ldx = 4100; }));
   EXPECT_FALSE(with([&](SkinnyGemm& c) { c.w = buf + 2; })) << "w not 16-byte aligned";
   EXPECT_FALSE(with([&](SkinnyGemm& c) { c.x = buf + 8; })) << "x not 16-byte aligned";
+  // w stored transposed ([n, k] rows, nn.Linear's weight): its leading dim covers k, not n.
+  EXPECT_TRUE(with([](SkinnyGemm& c) { c.w_t = true, c.n = 2560, c.k = 1024, c.ldw = 1024; }));
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.n = 2560, c.k = 1024, c.ldw = 1024; }))
+      << "ldw below n without w_t";
+  EXPECT_FALSE(with([](SkinnyGemm& c) { c.w_t = true, c.k = 1024, c.ldw = 1000; }))
+      << "ldw below k with w_t";
 }
 
 TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
@@ -256,6 +262,16 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
       expect_close(got, aten::mm(a, b), 2e-2, what);
       expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
                    what + " against cuBLAS");
+      // The same weight stored transposed ([n, k], ldw past k: a slice of wider rows).
+      Tensor bt = random({c.n, c.k + 8}, d, 29, -1, 1);
+      Tensor hb = aten::slice(bt, 1, 0, c.k), gbt = to_device(bt);
+      Tensor got_t = Tensor::empty({c.m, c.n}, d, ga.device());
+      SkinnyGemm gt{ga.raw_data(), gbt.raw_data(), got_t.raw_data(), c.m, c.n, c.k, c.k,
+                    c.k + 8, c.n};
+      gt.f16 = d == DType::f16;
+      gt.w_t = true;
+      ASSERT_EQ(cudaError_t(launch_skinny_gemm(gt, current_stream())), cudaSuccess) << what;
+      expect_close(got_t, aten::mm(a, aten::t(hb)), 2e-2, what + " w transposed");
     }
   }
   // Through mm: 128 column blocks fill an H100 or H200 in one wave, so mm takes the kernel.
@@ -276,6 +292,15 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
     expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
                  what + " against cuBLAS");
     expect_close(aten::mm(ga, gb), to_host(got), 0, what + " run twice");  // deterministic
+    // nn.Linear's layout: x @ w.t() with w [4096, 264] takes the kernel too (w_t).
+    Tensor w = random({4096, 264}, DType::bf16, 30, -1, 1);
+    Tensor gwt = aten::t(to_device(w));
+    EXPECT_EQ(skinny_gemm_fits({ga.raw_data(), gwt.raw_data(), nullptr, m, 4096, 264, 264, 264,
+                                4096, 1, 0, false, true}, 16, sms), skinny) << what;
+    Tensor got_t = aten::mm(ga, gwt);
+    expect_close(got_t, aten::mm(a, aten::t(w)), 2e-2, what + " x @ w.t()");
+    expect_close(got_t, to_host(with_cublas_only([&] { return aten::mm(ga, gwt); })), 1e-2,
+                 what + " x @ w.t() against cuBLAS");
   }
   // alpha and beta (addmm reads the output the bias was broadcast into).
   Tensor bias = random({4096}, DType::bf16, 24), m1 = random({4, 64}, DType::bf16, 25),

@@ -96,27 +96,30 @@ __device__ __forceinline__ void store_acc(void* p, int64_t i, A x) {
   }
 }
 
-// Keys [j0, j0 + n) of one head of x (rows of `dim` elements) into dst [n, dim] in shared
-// memory: warp w takes keys w, w + warps, ...; each lane issues up to 16 loads (4 keys, 4
-// elements each) before it stores them, so a tile's loads are in flight together, and no index is
-// divided per element.
+// Keys [j0, j0 + n) of one head of k and of v (rows of E and Ev elements) into ks [n, E] and vs
+// [n, Ev] in shared memory: warp w takes keys w, w + warps, ...; each lane issues up to 32 loads
+// (4 keys, 4 elements of k and 4 of v each) before it stores them, so a tile's loads are in
+// flight together, and no index is divided per element.
 template <typename A, typename S>
-__device__ __forceinline__ void stage_tile(const AttentionOperand& x, int64_t head, int64_t j0,
-                                           int64_t n, int64_t dim, A* dst) {
+__device__ __forceinline__ void stage_tile(const AttentionOperand& k, int64_t k_head,
+                                           const AttentionOperand& v, int64_t v_head, int64_t j0,
+                                           int64_t n, int64_t E, int64_t Ev, A* ks, A* vs) {
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   const int warps = int(blockDim.x) / 32;
+  const int64_t dims = E > Ev ? E : Ev;
   for (int64_t base = warp; base < n; base += 4 * warps) {
-    for (int64_t e0 = 0; e0 < dim; e0 += 128) {
-      A r[4][4];
+    for (int64_t e0 = 0; e0 < dims; e0 += 128) {
+      A rk[4][4], rv[4][4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int64_t j = base + u * warps;
+        const int64_t k_row = k_head + (j0 + j) * k.strides[2];
+        const int64_t v_row = v_head + (j0 + j) * v.strides[2];
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
           const int64_t e = e0 + lane + 32 * w;
-          r[u][w] = j < n && e < dim
-                        ? load_acc<A, S>(x.data, head + (j0 + j) * x.strides[2] + e * x.strides[3])
-                        : A(0);
+          rk[u][w] = j < n && e < E ? load_acc<A, S>(k.data, k_row + e * k.strides[3]) : A(0);
+          rv[u][w] = j < n && e < Ev ? load_acc<A, S>(v.data, v_row + e * v.strides[3]) : A(0);
         }
       }
 #pragma unroll
@@ -125,7 +128,8 @@ __device__ __forceinline__ void stage_tile(const AttentionOperand& x, int64_t he
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
           const int64_t e = e0 + lane + 32 * w;
-          if (j < n && e < dim) dst[j * dim + e] = r[u][w];
+          if (j < n && e < E) ks[j * E + e] = rk[u][w];
+          if (j < n && e < Ev) vs[j * Ev + e] = rv[u][w];
         }
       }
     }
@@ -134,7 +138,7 @@ __device__ __forceinline__ void stage_tile(const AttentionOperand& x, int64_t he
 
 // Note [attention tiles]: one block per query row (b, h, i) walks the row's keys in tiles of
 // `tile` keys. Each tile's rows of k and v are first copied into shared memory (stage_tile: up
-// to 16 loads in flight a lane; a row of 16 keys read key after key from global memory took
+// to 32 loads in flight a lane; a row of 16 keys read key after key from global memory took
 // 13-16 us on an H200, latency-bound, and a copy that divided a 64-bit index per element was
 // slower still), then the scores come from shared memory
 // (a warp per key, lanes over the head dimension), and the output columns accumulate with an
@@ -177,8 +181,7 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
   for (int64_t j0 = begin; j0 < keys; j0 += tile) {
     const int64_t n = keys - j0 < tile ? keys - j0 : tile;
     __syncthreads();  // the last tile's readers are done; qs is visible on the first
-    stage_tile<A, S>(k, k_head, j0, n, E, ks);
-    stage_tile<A, S>(v, v_head, j0, n, Ev, vs);
+    stage_tile<A, S>(k, k_head, v, v_head, j0, n, E, Ev, ks, vs);
     __syncthreads();
     A mx = -INFINITY;
     for (int64_t j = tid / 32; j < n; j += warps) {
@@ -343,10 +346,11 @@ int64_t attention_shared_bytes(int64_t kv_len, bool wide) {
 }
 
 int64_t attention_splits(int64_t rows, int64_t kv_len, int64_t tile, int sms) {
-  // Note [attention splits]: enough blocks for two a multiprocessor, each at least two tiles.
-  if (rows <= 0 || kv_len <= 2 * tile) return 1;
-  const int64_t want = (2 * int64_t(sms) + rows - 1) / rows;
-  const int64_t most = kv_len / (2 * tile);
+  // Note [attention splits]: enough blocks for eight a multiprocessor (their loads in flight
+  // together hide memory latency), each at least one tile.
+  if (rows <= 0 || kv_len <= tile) return 1;
+  const int64_t want = (8 * int64_t(sms) + rows - 1) / rows;
+  const int64_t most = kv_len / tile;
   return want < most ? (want < 1 ? 1 : want) : most;
 }
 

@@ -17,8 +17,8 @@ int64_t attention_shared_bytes(int64_t kv_len, bool wide);
 int64_t attention_tile(int64_t head_dim, int64_t v_dim, bool wide, int64_t max_shared);
 
 // Blocks a query row's keys are split over (Note [attention splits] in attention.cu): 1 unless the
-// rows alone leave most of `sms` multiprocessors idle and each split gets two tiles or more
-// (decode, short queries over long keys).
+// rows alone give fewer than eight blocks to each of `sms` multiprocessors and each split gets a
+// tile or more (decode, short queries over long keys).
 int64_t attention_splits(int64_t rows, int64_t kv_len, int64_t tile, int sms);
 
 // An attention operand seen as [batch, heads, len, dim]: its data and the element strides of

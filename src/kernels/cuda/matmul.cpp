@@ -93,13 +93,13 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
            "{}: internal: the cuda GEMM writes rows of contiguous elements", op);
   const int64_t out_batch_stride = d == 3 ? out.strides()[0] : rows * cols;
   Operand A = as_operand(a), M = as_operand(m);
-  if (batch == 1 && A.op == CUBLAS_OP_N && M.op == CUBLAS_OP_N &&
-      (type == CUDA_R_16BF || type == CUDA_R_16F)) {
+  if (batch == 1 && A.op == CUBLAS_OP_N && (type == CUDA_R_16BF || type == CUDA_R_16F)) {
     SkinnyGemm g{A.t.raw_data(), M.t.raw_data(), out.raw_data(), rows, cols, k, A.ld, M.ld, cols,
-                 float(alpha), float(beta), type == CUDA_R_16F};
+                 float(alpha), float(beta), type == CUDA_R_16F, M.op == CUBLAS_OP_T};
     if (skinny_gemm_fits(g, tunables().cuda_skinny_gemm_max_rows, multiprocessors())) {
       const StepLaunch& launch = current_launch();  // Note [early launch]
-      const size_t w_bytes = size_t((k - 1) * M.ld + cols) * dtype_size(out.dtype());
+      const int64_t w_elements = g.w_t ? (cols - 1) * M.ld + k : (k - 1) * M.ld + cols;
+      const size_t w_bytes = size_t(w_elements) * dtype_size(out.dtype());
       g.early = launch.early;
       g.w_stable = launch.after_communication && launch.is_stable(g.w, w_bytes);
       SF_CUDA_CHECK(cudaError_t(launch_skinny_gemm(g, current_stream())));

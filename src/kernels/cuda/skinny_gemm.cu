@@ -10,7 +10,9 @@
 //     block-wide barrier in the loop;
 //   - tensor cores do the arithmetic (mma m16n8k16, f32 accumulation): x is the 16-row A operand
 //     (rows past m are zeros), w's tiles are transposed on the way in by ldmatrix.trans; tiles
-//     are stored XOR-swizzled so those loads hit 8 different banks;
+//     are stored XOR-swizzled so those loads hit 8 different banks; a w stored transposed ([n, k]
+//     rows: nn.Linear's weight, as transformers' models hold it) is staged as 32 rows of n by 32
+//     of k and read by ldmatrix without .trans, which gives the mma the same B fragments;
 //   - the 8 partial sums of a column are added in warp order through shared memory, so results
 //     are deterministic (the same bits on every run and every rank).
 // One launch per GEMM, no workspace, no atomics: capturable into a CUDA graph as is. Measured and
@@ -99,7 +101,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
   }
 }
 
-template <typename T>
+template <typename T, bool WT>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int m,
                        int n, int k, int64_t ldx, int64_t ldw, int64_t ldy, float alpha,
@@ -115,10 +117,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int k0 = (first + s) * kStageK;
     const uint32_t wt = base + uint32_t((s % kStages) * kStageBytes);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // w: 32 rows x 4 chunks
+    for (int i = 0; i < 4; ++i) {  // w: 32 rows x 4 chunks (rows: k, or n when WT)
       const int idx = i * 32 + lane, r = idx >> 2, c = idx & 3;
-      const bool ok = k0 + r < k && n0 + c * 8 < n;
-      copy16(wt + swizzle(r, c), ok ? w + int64_t(k0 + r) * ldw + n0 + c * 8 : w, ok);
+      if constexpr (WT) {
+        const bool ok = n0 + r < n && k0 + c * 8 < k;
+        copy16(wt + swizzle(r, c), ok ? w + int64_t(n0 + r) * ldw + k0 + c * 8 : w, ok);
+      } else {
+        const bool ok = k0 + r < k && n0 + c * 8 < n;
+        copy16(wt + swizzle(r, c), ok ? w + int64_t(k0 + r) * ldw + n0 + c * 8 : w, ok);
+      }
     }
   };
   auto load_x = [&](int s) {
@@ -167,8 +174,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       ldmatrix(xt + swizzle((j & 1) * 8 + row8, ks * 2 + (j >> 1)), a);
 #pragma unroll
       for (int p = 0; p < 2; ++p) {  // column tiles 2p and 2p+1
-        uint32_t b[4];
-        ldmatrix_trans(wt + swizzle(ks * 16 + (j & 1) * 8 + row8, 2 * p + (j >> 1)), b);
+        uint32_t b[4];  // Note [skinny GEMM]: the same fragments from either layout of w
+        if constexpr (WT) {
+          ldmatrix(wt + swizzle((2 * p + (j >> 1)) * 8 + row8, ks * 2 + (j & 1)), b);
+        } else {
+          ldmatrix_trans(wt + swizzle(ks * 16 + (j & 1) * 8 + row8, 2 * p + (j >> 1)), b);
+        }
         mma<T>(acc[2 * p], a, b[0], b[1]);
         mma<T>(acc[2 * p + 1], a, b[2], b[3]);
       }
@@ -201,19 +212,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T>
+template <typename T, bool WT>
 cudaError_t launch(const SkinnyGemm& g, cudaStream_t s) {
   static thread_local int configured = -1;  // the device whose attribute this thread set
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (configured != device) {
-    cudaError_t e = cudaFuncSetAttribute(skinny_gemm_kernel<T>,
+    cudaError_t e = cudaFuncSetAttribute(skinny_gemm_kernel<T, WT>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     configured = device;
   }
   const unsigned blocks = unsigned((g.n + kBlockN - 1) / kBlockN);
-  return launch_kernel(skinny_gemm_kernel<T>, dim3(blocks), dim3(kWarps * 32), kSmemBytes, s,
+  return launch_kernel(skinny_gemm_kernel<T, WT>, dim3(blocks), dim3(kWarps * 32), kSmemBytes, s,
                        g.early, static_cast<const T*>(g.x), static_cast<const T*>(g.w),
                        static_cast<T*>(g.y), int(g.m), int(g.n), int(g.k), g.ldx, g.ldw, g.ldy,
                        g.alpha, g.beta, g.early && g.w_stable);
@@ -230,13 +241,14 @@ bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms) {
   const int64_t blocks = (g.n + kBlockN - 1) / kBlockN;
   return 2 * blocks >= sms && blocks <= sms && g.m >= 1 && g.m <= limit && g.n >= 8 && g.k >= 8 &&
          g.n % 8 == 0 && g.k % 8 == 0 && g.n < (int64_t(1) << 31) && g.k < (int64_t(1) << 31) &&
-         g.ldx % 8 == 0 && g.ldw % 8 == 0 && g.ldx >= g.k && g.ldw >= g.n && g.ldy >= g.n &&
-         aligned16(g.x) && aligned16(g.w);
+         g.ldx % 8 == 0 && g.ldw % 8 == 0 && g.ldx >= g.k && g.ldw >= (g.w_t ? g.k : g.n) &&
+         g.ldy >= g.n && aligned16(g.x) && aligned16(g.w);
 }
 
 int launch_skinny_gemm(const SkinnyGemm& g, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  return int(g.f16 ? launch<__half>(g, s) : launch<__nv_bfloat16>(g, s));
+  if (g.w_t) return int(g.f16 ? launch<__half, true>(g, s) : launch<__nv_bfloat16, true>(g, s));
+  return int(g.f16 ? launch<__half, false>(g, s) : launch<__nv_bfloat16, false>(g, s));
 }
 
 }  // namespace symmflow::cuda

@@ -9,7 +9,8 @@
 namespace symmflow::cuda {
 
 // y[m, n] = alpha * (x[m, k] @ w[k, n]) + beta * y, all row-major with leading dims ldx, ldw, ldy
-// (in elements); f32 accumulation; y is read only when beta != 0.
+// (in elements); f32 accumulation; y is read only when beta != 0. w_t: w is stored transposed,
+// as rows of k ([n, k] row-major, leading dim ldw: nn.Linear's weight).
 struct SkinnyGemm {
   const void* x = nullptr;
   const void* w = nullptr;
@@ -18,6 +19,7 @@ struct SkinnyGemm {
   int64_t ldx = 0, ldw = 0, ldy = 0;
   float alpha = 1, beta = 0;
   bool f16 = false;  // else bf16
+  bool w_t = false;  // w stored as [n, k] rows
   // Note [early launch]: a programmatic dependent launch; w_stable: nothing in flight writes w
   // and the kernel ahead leaves memory idle, so the kernel loads its first stages of w before
   // waiting for it.
@@ -27,7 +29,7 @@ struct SkinnyGemm {
 inline constexpr int64_t kSkinnyGemmMaxRows = 16;  // one tensor-core tile of rows
 
 // Whether the kernel takes this problem: 1 ≤ m ≤ min(max_rows, 16), n and k multiples of 8,
-// leading dims multiples of 8 and x, w 16-byte aligned (its loads are 16 bytes), n and k below
+// leading dims multiples of 8 (w's at least n, or k when w_t) and x, w 16-byte aligned (its loads are 16 bytes), n and k below
 // 2^31, and its n / 32 blocks fill between half and all of the GPU's `sms` multiprocessors in
 // one wave (where it beats cuBLAS; more or fewer blocks and cuBLAS wins, bench_cuda_gemm).
 // max_rows is tunables().cuda_skinny_gemm_max_rows (0 turns the kernel off).
