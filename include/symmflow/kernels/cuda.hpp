@@ -125,6 +125,9 @@ class Communicator {
 // `after_communication`, it may read memory inside one of the `stable` ranges before its wait for
 // the kernel ahead.
 struct StepLaunch {
+  // A step of a plan (not an eager call): its pointwise programs are compiled kernels (Note
+  // [plan steps compiled] in src/kernels/cuda/program.cpp).
+  bool in_plan = false;
   bool early = false;
   bool after_communication = false;
   std::vector<std::pair<const char*, const char*>> stable;  // [lo, hi) byte ranges

@@ -76,6 +76,7 @@ class CudaBackend : public exec::DeviceBackend {
     events_.assign(steps.size(), nullptr);
     launches_.assign(steps.size(), {});
     for (size_t s = 0; s < steps.size(); ++s) {
+      launches_[s].in_plan = true;
       launches_[s].early = steps[s].early;
       launches_[s].after_communication = steps[s].after_communication;
       // launches_[s].stable: set per binding when the steps are enqueued (enqueue()).

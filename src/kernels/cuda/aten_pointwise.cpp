@@ -32,8 +32,12 @@ void device_copy(const Tensor& dst, const Tensor& src) {
                                   cudaMemcpyDefault, static_cast<cudaStream_t>(current_stream())));
     return;
   }
+  // No rounding before the store's conversion: f32 holds every f32, bf16 and f16 value exactly,
+  // so copies among those compute in float; any other dtype goes through f64.
+  auto narrow = [](DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; };
   ProgramBuilder b(dst.shape());
-  b.store(dst, b.load(src, DType::f64));  // f64: no rounding before the store's conversion
+  const DType via = narrow(dst.dtype()) && narrow(src.dtype()) ? DType::f32 : DType::f64;
+  b.store(dst, b.load(src, via));
   b.launch();
 }
 

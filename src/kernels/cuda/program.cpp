@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/pointwise_codegen.hpp"
 #include "runtime/cuda/check.hpp"
+#include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
@@ -161,12 +162,25 @@ void ProgramBuilder::store(const Tensor& t, int reg) {
   emit(in);
 }
 
+// Note [plan steps compiled]: an aten pointwise op that runs as a step of a plan (a copy into a
+// strided layout, a residual add, a cast) runs as a compiled program (Note [pointwise codegen]),
+// like a fused region: the interpreted kernel took about 3 us for a 16 x 4096 add or a transposed
+// copy on an H200 (each instruction fetched and switched on), the compiled one 1-2 us. A plan has
+// a fixed set of shapes, so each step compiles once (about 0.1 s, on its first run); eager calls,
+// whose shapes are open-ended, stay interpreted.
 void ProgramBuilder::launch() {
+  if (tunables().cuda_pointwise_codegen && current_launch().in_plan) {
+    launch_compiled_pointwise(p_, current_stream());
+    return;
+  }
   SF_CUDA_CHECK(cudaError_t(launch_pointwise(p_, current_stream())));
 }
 
 void ProgramBuilder::launch_compiled() {
-  if (!tunables().cuda_pointwise_codegen) return launch();
+  if (!tunables().cuda_pointwise_codegen) {
+    SF_CUDA_CHECK(cudaError_t(launch_pointwise(p_, current_stream())));
+    return;
+  }
   launch_compiled_pointwise(p_, current_stream());
 }
 
