@@ -469,20 +469,24 @@ graph copy_steps(x: DT[16, 8, 64]) {
 
 TEST(CudaExecGraph, PlanPointwiseStepsRunCompiledWithTheInterpretersBits) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
-  run_threads(1, [](Runtime&) {
-    const int dev = bind_device();
-    for (const char* dt : {"bf16", "f16", "f32"}) {
-      std::string text = kCopySteps;
-      for (size_t at; (at = text.find("DT")) != std::string::npos;) text.replace(at, 2, dt);
-      auto plan = passes::compile(ir::parse_graph(text, {"copy_steps", 1}));
-      Tensor x = random(plan->graph->inputs()[0]->type(), 7);
-      std::vector<Tensor> want;  // eager: the interpreted kernel
-      const int before_eager = compiled_pointwise_kernels();
+  for (const char* dt : {"bf16", "f16", "f32"}) {
+    SCOPED_TRACE(dt);
+    std::string text = kCopySteps;
+    for (size_t at; (at = text.find("DT")) != std::string::npos;) text.replace(at, 2, dt);
+    auto plan = passes::compile(ir::parse_graph(text, {"copy_steps", 1}));
+    const Tensor x = random(plan->graph->inputs()[0]->type(), 7);
+    std::vector<Tensor> want;  // eager: the interpreted kernel
+    run_threads(1, [&](Runtime&) {
+      bind_device();
+      const int before = compiled_pointwise_kernels();
       Tensor t = call("aten::transpose.int", {to_device(x), int64_t(0), int64_t(1)}).to_tensor();
       Tensor c = call("aten::clone", {t}).to_tensor();
       want.push_back(to_host(c));
       want.push_back(to_host(call("aten::_to_copy", {c}, {{"dtype", DType::f32}}).to_tensor()));
-      EXPECT_EQ(compiled_pointwise_kernels(), before_eager) << dt << ": eager calls compiled";
+      EXPECT_EQ(compiled_pointwise_kernels(), before) << "eager calls compiled a kernel";
+    });
+    run_threads(1, [&](Runtime&) {
+      const int dev = bind_device();
       const int before = compiled_pointwise_kernels();
       exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
       for (int iter = 0; iter < 2; ++iter) {
@@ -490,12 +494,12 @@ TEST(CudaExecGraph, PlanPointwiseStepsRunCompiledWithTheInterpretersBits) {
         ASSERT_EQ(got.size(), 2u);
         for (size_t o = 0; o < 2; ++o) {
           EXPECT_EQ(to_host(got[o]).to_doubles(), want[o].to_doubles())
-              << dt << " output " << o << " run " << iter;
+              << "output " << o << " run " << iter;
         }
       }
-      EXPECT_GE(compiled_pointwise_kernels(), before + 1) << dt << ": the plan's copy steps";
-    }
-  });
+      EXPECT_GE(compiled_pointwise_kernels(), before + 1) << "the plan's copy steps";
+    });
+  }
 }
 
 TEST(CudaExecGraph, AnOpWithoutACudaKernelIsRefusedAtConstruction) {

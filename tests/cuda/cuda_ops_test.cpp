@@ -220,7 +220,19 @@ TEST(SkinnyGemm, TakesExactlyTheShapesItCanLoad) {
   EXPECT_FALSE(skinny_gemm_fits(g, 0, 132)) << "0 turns the kernel off";
   EXPECT_FALSE(skinny_gemm_fits(g, 16, 100)) << "128 blocks: more than one wave";
   EXPECT_TRUE(skinny_gemm_fits(g, 16, 256)) << "128 blocks: half of 256 multiprocessors";
-  EXPECT_FALSE(skinny_gemm_fits(g, 16, 257)) << "fewer blocks than half the multiprocessors";
+  // Note [skinny GEMM split]: fewer blocks than half the multiprocessors split k over a cluster.
+  EXPECT_EQ(skinny_gemm_split(g, 16, 132), 1);
+  EXPECT_EQ(skinny_gemm_split(g, 16, 257), 2) << "128 blocks: split in 2 for 257 multiprocessors";
+  auto split_for = [&](int64_t n) {
+    SkinnyGemm c = g;
+    c.n = n, c.ldw = n, c.ldy = n;
+    return skinny_gemm_split(c, 16, 132);
+  };
+  EXPECT_EQ(split_for(2048), 2) << "64 column blocks";
+  EXPECT_EQ(split_for(1024), 4);
+  EXPECT_EQ(split_for(512), 8) << "a TP2 decoder's k or v projection";
+  EXPECT_EQ(split_for(256), 0) << "8 blocks of 8: still less than half";
+  EXPECT_EQ(split_for(5504), 0) << "172 blocks: more than one wave";
   auto with = [&](auto edit) {
     SkinnyGemm c = g;
     edit(c);
@@ -260,6 +272,16 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
       g.f16 = d == DType::f16;
       ASSERT_EQ(cudaError_t(launch_skinny_gemm(g, current_stream())), cudaSuccess) << what;
       expect_close(got, aten::mm(a, b), 2e-2, what);
+      // k split over clusters of 2 and 8 blocks (shares of no stage included): the same sums.
+      for (int split : {2, 8}) {
+        Tensor got_s = Tensor::empty({c.m, c.n}, d, ga.device());
+        SkinnyGemm gs = g;
+        gs.y = got_s.raw_data();
+        gs.split = split;
+        ASSERT_EQ(cudaError_t(launch_skinny_gemm(gs, current_stream())), cudaSuccess) << what;
+        expect_close(got_s, aten::mm(a, b), 2e-2, fmt::format("{} split {}", what, split));
+        expect_close(got_s, to_host(got), 1e-2, fmt::format("{} split {} vs none", what, split));
+      }
       expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
                    what + " against cuBLAS");
       // The same weight stored transposed ([n, k], ldw past k: a slice of wider rows).
@@ -292,6 +314,15 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
     expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
                  what + " against cuBLAS");
     expect_close(aten::mm(ga, gb), to_host(got), 0, what + " run twice");  // deterministic
+    // k and v of a TP2 decoder (512 columns): the kernel, k split over clusters of 8.
+    Tensor kv = random({264, 512}, DType::bf16, 31, -1, 1);
+    if (sms >= 128 && sms <= 256) {
+      EXPECT_EQ(skinny_gemm_split({ga.raw_data(), kv.raw_data(), nullptr, m, 512, 264, 264, 512,
+                                   512}, 16, sms), 8) << what;
+    }
+    Tensor gkv = to_device(kv);
+    expect_close(aten::mm(ga, gkv), aten::mm(a, kv), 2e-2, what + " x 512 columns");
+    expect_close(aten::mm(ga, gkv), to_host(aten::mm(ga, gkv)), 0, what + " split: deterministic");
     // nn.Linear's layout: x @ w.t() with w [4096, 264] takes the kernel too (w_t).
     Tensor w = random({4096, 264}, DType::bf16, 30, -1, 1);
     Tensor gwt = aten::t(to_device(w));

@@ -20,8 +20,17 @@
 // split over a thread-block cluster reduced through distributed shared memory (10% slower),
 // the L2::256B hint (2% slower than 128B), warps taking every 8th stage of k instead of an
 // eighth in one piece (10% slower), one cp.async.bulk (TMA engine) per 64-byte row segment with
-// mbarrier completion (3x slower: 34 µs). With fewer blocks than half the multiprocessors, or
-// more than one wave, cuBLAS wins; skinny_gemm_fits leaves those shapes to it.
+// mbarrier completion (3x slower: 34 µs). With more than one wave cuBLAS wins; skinny_gemm_fits
+// leaves those shapes to it.
+//
+// Note [skinny GEMM split]: a weight of few columns (a decoder's k and v projections at TP2: 512
+// columns, 16 blocks) left most multiprocessors idle, so cuBLAS took it (split-K and a second,
+// reducing kernel: 6.2 µs for 16 x 4096 x 512 on an H200). Such a GEMM now splits k over 2, 4 or
+// 8 blocks of one thread-block cluster (the fewest that give half the multiprocessors a block):
+// each streams its share of w as above and leaves its 16 x 32 sums in shared memory; after a
+// cluster barrier the first block adds the shares in order through distributed shared memory
+// and stores y. One launch, no workspace, deterministic, capturable.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -46,7 +55,9 @@ constexpr int kXTileBytes = 16 * kRowBytes;       // x: 16 rows x 32 k
 constexpr int kStageBytes = kWTileBytes + kXTileBytes;
 constexpr int kWarpBytes = kStages * kStageBytes;
 constexpr int kSmemBytes = kWarps * kWarpBytes;  // 96 KiB
-static_assert(kWarps * 16 * kBlockN * 4 <= kSmemBytes, "the partial sums reuse the pipeline");
+constexpr int kMaxSplit = 8;                     // blocks of a cluster (the portable most)
+static_assert((kWarps + 1) * 16 * kBlockN * 4 <= kSmemBytes,
+              "the warps' partial sums and the block's reuse the pipeline");
 
 // Byte offset of 16-byte chunk c of row r in a tile of 64-byte rows, swizzled so that the eight
 // rows one ldmatrix reads (same logical chunk) land in eight different 16-byte bank groups.
@@ -105,12 +116,16 @@ template <typename T, bool WT>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int m,
                        int n, int k, int64_t ldx, int64_t ldw, int64_t ldy, float alpha,
-                       float beta, bool w_stable) {
+                       float beta, bool w_stable, int split) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int n0 = int(blockIdx.x) * kBlockN;
+  // Note [skinny GEMM split]: blocks [tile * split, (tile + 1) * split) are one cluster, each
+  // an equal share of k's stages.
+  const int tile = int(blockIdx.x) / split, share = int(blockIdx.x) % split;
+  const int n0 = tile * kBlockN;
   const int stages = (k + kStageK - 1) / kStageK;
-  const int first = stages * warp / kWarps, count = stages * (warp + 1) / kWarps - first;
+  const int lo = stages * share / split, len = stages * (share + 1) / split - lo;
+  const int first = lo + len * warp / kWarps, count = lo + len * (warp + 1) / kWarps - first;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem)) + uint32_t(warp * kWarpBytes);
 
   auto load_w = [&](int s) {  // stage s of this warp into buffer s % kStages
@@ -200,16 +215,37 @@ __global__ void __launch_bounds__(kWarps * 32)
     hi[1] = acc[nt][3];
   }
   __syncthreads();
+  float* block_sum = part + kWarps * 16 * kBlockN;  // [16 rows][32 columns]: this block's share
   for (int o = int(threadIdx.x); o < 16 * kBlockN; o += kWarps * 32) {
     const int r = o / kBlockN, c = o % kBlockN;
-    if (r >= m || n0 + c >= n) continue;
     float sum = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) sum += part[(i * 16 + r) * kBlockN + c];
+    if (split > 1) {
+      block_sum[o] = sum;
+      continue;
+    }
+    if (r >= m || n0 + c >= n) continue;
     T* out = y + int64_t(r) * ldy + n0 + c;
     const float v = beta != 0 ? alpha * sum + beta * to_f(*out) : alpha * sum;
     *out = from_f<T>(v);
   }
+  if (split == 1) return;  // uniform: every block of the launch
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every share is in its block's shared memory
+  if (share == 0) {  // the cluster's first block adds the shares in order: deterministic
+    for (int o = int(threadIdx.x); o < 16 * kBlockN; o += kWarps * 32) {
+      const int r = o / kBlockN, c = o % kBlockN;
+      if (r >= m || n0 + c >= n) continue;
+      float sum = 0;
+      for (int q = 0; q < split; ++q) sum += cluster.map_shared_rank(block_sum, q)[o];
+      T* out = y + int64_t(r) * ldy + n0 + c;
+      const float v = beta != 0 ? alpha * sum + beta * to_f(*out) : alpha * sum;
+      *out = from_f<T>(v);
+    }
+  }
+  cluster.sync();  // the first block has read every share before any block exits
 }
 
 template <typename T, bool WT>
@@ -223,11 +259,31 @@ cudaError_t launch(const SkinnyGemm& g, cudaStream_t s) {
     if (e != cudaSuccess) return e;
     configured = device;
   }
-  const unsigned blocks = unsigned((g.n + kBlockN - 1) / kBlockN);
-  return launch_kernel(skinny_gemm_kernel<T, WT>, dim3(blocks), dim3(kWarps * 32), kSmemBytes, s,
-                       g.early, static_cast<const T*>(g.x), static_cast<const T*>(g.w),
-                       static_cast<T*>(g.y), int(g.m), int(g.n), int(g.k), g.ldx, g.ldw, g.ldy,
-                       g.alpha, g.beta, g.early && g.w_stable);
+  const int split = g.split < 1 ? 1 : g.split;
+  const unsigned blocks = unsigned((g.n + kBlockN - 1) / kBlockN * split);
+  cudaLaunchAttribute attr[2] = {};
+  int used = 0;
+  if (g.early) {  // Note [early launch]
+    attr[used].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[used++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (split > 1) {  // Note [skinny GEMM split]
+    attr[used].id = cudaLaunchAttributeClusterDimension;
+    attr[used].val.clusterDim.x = unsigned(split);
+    attr[used].val.clusterDim.y = 1;
+    attr[used++].val.clusterDim.z = 1;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(kWarps * 32);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = s;
+  config.attrs = attr;
+  config.numAttrs = unsigned(used);
+  return cudaLaunchKernelEx(&config, skinny_gemm_kernel<T, WT>, static_cast<const T*>(g.x),
+                            static_cast<const T*>(g.w), static_cast<T*>(g.y), int(g.m), int(g.n),
+                            int(g.k), g.ldx, g.ldw, g.ldy, g.alpha, g.beta,
+                            g.early && g.w_stable, split);
 }
 
 bool aligned16(const void* p) {
@@ -236,13 +292,22 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
-bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms) {
+int skinny_gemm_split(const SkinnyGemm& g, int64_t max_rows, int sms) {
   const int64_t limit = max_rows < kSkinnyGemmMaxRows ? max_rows : kSkinnyGemmMaxRows;
-  const int64_t blocks = (g.n + kBlockN - 1) / kBlockN;
-  return 2 * blocks >= sms && blocks <= sms && g.m >= 1 && g.m <= limit && g.n >= 8 && g.k >= 8 &&
+  const int64_t tiles = (g.n + kBlockN - 1) / kBlockN;
+  int split = 1;  // Note [skinny GEMM split]: the fewest shares that fill half the GPU
+  while (2 * tiles * split < sms && split < kMaxSplit) split *= 2;
+  const int64_t blocks = tiles * split;
+  const bool fits =
+      2 * blocks >= sms && blocks <= sms && g.m >= 1 && g.m <= limit && g.n >= 8 && g.k >= 8 &&
          g.n % 8 == 0 && g.k % 8 == 0 && g.n < (int64_t(1) << 31) && g.k < (int64_t(1) << 31) &&
          g.ldx % 8 == 0 && g.ldw % 8 == 0 && g.ldx >= g.k && g.ldw >= (g.w_t ? g.k : g.n) &&
          g.ldy >= g.n && aligned16(g.x) && aligned16(g.w);
+  return fits ? split : 0;
+}
+
+bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms) {
+  return skinny_gemm_split(g, max_rows, sms) > 0;
 }
 
 int launch_skinny_gemm(const SkinnyGemm& g, void* stream) {

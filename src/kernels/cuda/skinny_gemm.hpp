@@ -24,16 +24,24 @@ struct SkinnyGemm {
   // and the kernel ahead leaves memory idle, so the kernel loads its first stages of w before
   // waiting for it.
   bool early = false, w_stable = false;
+  // Note [skinny GEMM split]: blocks of one cluster that share k (1, 2, 4 or 8), as
+  // skinny_gemm_split gives it.
+  int split = 1;
 };
 
 inline constexpr int64_t kSkinnyGemmMaxRows = 16;  // one tensor-core tile of rows
 
 // Whether the kernel takes this problem: 1 ≤ m ≤ min(max_rows, 16), n and k multiples of 8,
 // leading dims multiples of 8 (w's at least n, or k when w_t) and x, w 16-byte aligned (its loads are 16 bytes), n and k below
-// 2^31, and its n / 32 blocks fill between half and all of the GPU's `sms` multiprocessors in
-// one wave (where it beats cuBLAS; more or fewer blocks and cuBLAS wins, bench_cuda_gemm).
+// 2^31, and its n / 32 blocks (times its split) fill between half and all of the GPU's `sms`
+// multiprocessors in one wave (where it beats cuBLAS; more blocks and cuBLAS wins,
+// bench_cuda_gemm).
 // max_rows is tunables().cuda_skinny_gemm_max_rows (0 turns the kernel off).
 bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms);
+// The split (Note [skinny GEMM split] in skinny_gemm.cu) that makes the problem fit: the fewest
+// of 1, 2, 4 or 8 blocks per 32 columns that give at least half of `sms` a block; 0 when it does
+// not fit (skinny_gemm_fits is split > 0).
+int skinny_gemm_split(const SkinnyGemm& g, int64_t max_rows, int sms);
 
 // Launches on `stream` (capturable) and returns the cudaError_t of the launch. It computes any
 // shape skinny_gemm_fits allows but the one-wave rule (slower there, still right).
