@@ -26,6 +26,7 @@
 #                                            # CHECKS="test_a test_b" those tests alone
 #   bash tools/device/decoder_moe.sh attention  # the attention kernel beside PyTorch's
 #                                            # (tools/device/attention_bench.py, one GPU)
+#   bash tools/device/decoder_moe.sh tp2     # the decoder layer and the MLP at TP2 alone
 #   bash tools/device/decoder_moe.sh tp4     # the decoder layer and the MLP at TP4 alone
 #   bash tools/device/decoder_moe.sh hf      # transformers' Llama and Qwen3 decoder stacks at
 #                                            # hidden 4096, TP2 (tools/device/hf_timing.py;
@@ -149,6 +150,12 @@ if [[ "$mode" == allreduce ]]; then
     step "all-reduce at $n ranks beside NCCL and PyTorch"
     allreduce_bench "$n"
   done
+  step done
+  exit 0
+fi
+if [[ "$mode" == tp2 ]]; then  # the decoder layer and the MLP at TP2 alone
+  step "TP2: decoder layer and MLP through the backend"
+  timing tp2 2
   step done
   exit 0
 fi
