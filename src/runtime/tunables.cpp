@@ -100,8 +100,12 @@ const std::vector<Row>& rows() {
                "(programmatic dependent launch); behind a collective the skinny GEMM loads its weight "
                "meanwhile"),
       BOOL_ROW(cuda_pointwise_codegen,
-               "1: a fused pointwise region on the GPU runs as its own kernel compiled at run time "
-               "(NVRTC, cached); 0: as a program of the pointwise interpreter"),
+               "1: a fused pointwise region, and a plan's pointwise step, on the GPU runs as its "
+               "own kernel compiled at run time (NVRTC, cached); 0: as a program of the pointwise "
+               "interpreter"),
+      BOOL_ROW(cuda_skinny_gemm_split,
+               "1: a skinny GEMM of too few columns to fill half the GPU splits k over a cluster "
+               "of 2 to 8 blocks (Note [skinny GEMM split]); 0: such GEMMs go to cuBLAS"),
       BOOL_ROW(collective_agreement,
                "1: every collective's barrier carries a signature of the call (op, reduce op, "
                "dtype, element count, group), so ranks that disagree raise on every rank naming "
