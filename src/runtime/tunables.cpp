@@ -105,7 +105,8 @@ const std::vector<Row>& rows() {
                "interpreter"),
       BOOL_ROW(cuda_skinny_gemm_split,
                "1: a skinny GEMM of too few columns to fill half the GPU splits k over a cluster "
-               "of 2 to 8 blocks (Note [skinny GEMM split]); 0: such GEMMs go to cuBLAS"),
+               "of 2 to 8 blocks (Note [skinny GEMM split]); 0: such GEMMs go to cuBLAS (the "
+               "default until its effect is measured alone)"),
       BOOL_ROW(collective_agreement,
                "1: every collective's barrier carries a signature of the call (op, reduce op, "
                "dtype, element count, group), so ranks that disagree raise on every rank naming "

@@ -26,7 +26,7 @@ struct Tunables {
   int64_t collective_matmul_min_bytes = 4 << 20;  // decompose_collective_matmul from this size
   bool cuda_early_launch = true;              // GPU steps start early (Note [early launch])
   bool cuda_pointwise_codegen = true;         // fused regions, plan steps: NVRTC kernels
-  bool cuda_skinny_gemm_split = true;         // Note [skinny GEMM split]: k over a cluster
+  bool cuda_skinny_gemm_split = false;        // Note [skinny GEMM split]: k over a cluster
   bool collective_agreement = true;           // collectives' barriers carry a call signature
   bool debug_collectives = false;             // cross-rank fingerprint check of every collective
   bool rank_agreement = true;                 // ranks agree on plan and inputs (exec/agreement.cpp)
