@@ -87,22 +87,26 @@ if [[ "$mode" == check ]]; then
   [[ -n "${CHECKS:-}" ]] || bash "$0" timing
   exit 0
 fi
+# A tools/device script under torchrun: name (its log, and the line its table starts with),
+# processes, timeout, then the script's arguments; prints the table and any error lines.
+table_script() {
+  local name=$1 n=$2 limit=$3
+  shift 3
+  PYTHONUNBUFFERED=1 timeout "$limit" torchrun --nproc-per-node "$n" \
+    --master-port $((29600 + RANDOM % 200)) "tools/device/$name.py" "$@" >"$OUT/$name.log" 2>&1
+  echo "$name: exit $?"
+  sed -n "/^$name/,\$p" "$OUT/$name.log"
+  grep -E "Error|error" "$OUT/$name.log" | grep -v Warning | head -5
+}
 if [[ "$mode" == attention ]]; then
   step "attention kernel beside PyTorch's, one GPU"
-  PYTHONUNBUFFERED=1 timeout 240 torchrun --nproc-per-node 1 --master-port $((29600 + RANDOM % 200)) \
-    tools/device/attention_bench.py >"$OUT/attention_bench.log" 2>&1
-  echo "attention_bench: exit $?"
-  sed -n '/^attention_bench/,$p' "$OUT/attention_bench.log"
-  grep -E "Error|error" "$OUT/attention_bench.log" | grep -v Warning | head -5
+  table_script attention_bench 1 240
   exit 0
 fi
 if [[ "$mode" == hf ]]; then
   step "TP2: transformers decoder stacks at hidden 4096"
-  PYTHONUNBUFFERED=1 timeout ${HF_TIMEOUT:-540} torchrun --nproc-per-node ${NPROC:-2} --master-port $((29600 + RANDOM % 200)) \
-    tools/device/hf_timing.py --models "${MODELS:-llama,qwen3}" --iters "${ITERS:-20}" >"$OUT/hf_timing.log" 2>&1
-  echo "hf_timing: exit $?"
-  sed -n '/^hf_timing:/,$p' "$OUT/hf_timing.log"
-  grep -E "Error|error" "$OUT/hf_timing.log" | grep -v Warning | head -5
+  table_script hf_timing "${NPROC:-2}" "${HF_TIMEOUT:-540}" --models "${MODELS:-llama,qwen3}" \
+    --iters "${ITERS:-20}"
   exit 0
 fi
 if [[ "$mode" == host ]]; then

@@ -43,6 +43,15 @@ __device__ A block_reduce(A v, bool is_max) {
   return total;
 }
 
+// A score s of key element `at` of the mask: kept or -inf (bool), or plus the mask's value; s
+// itself without a mask.
+template <typename A>
+__device__ __forceinline__ A masked(A s, const AttentionMask& m, int64_t at) {
+  if (m.data == nullptr) return s;
+  if (m.is_bool) return static_cast<const unsigned char*>(m.data)[at] != 0 ? s : A(-INFINITY);
+  return s + ld<A>(m.data, m.type, at);
+}
+
 // The scores of query row (b, h, i) over its `keys` allowed keys into p (scale, mask), and this
 // thread's maximum of them (the caller reduces it over the block). A warp per key: its lanes take
 // the head dimension in turn (coalesced loads of q and of the key's row) and sum by shuffles, so
@@ -62,15 +71,7 @@ __device__ A row_scores(const AttentionOperand& q, const AttentionOperand& k,
              ld<A>(k.data, t, k_head + j * k.strides[2] + e * k.strides[3]);
     }
     for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    A s = dot * scale;
-    if (m.data != nullptr) {
-      const int64_t at = m_row + j * m.strides[3];
-      if (m.is_bool) {
-        s = static_cast<const unsigned char*>(m.data)[at] != 0 ? s : A(-INFINITY);
-      } else {
-        s += ld<A>(m.data, m.type, at);
-      }
-    }
+    const A s = masked(dot * scale, m, m_row + j * m.strides[3]);
     if (lane == 0) p[j] = s;
     mx = max(mx, s);
   }
@@ -188,15 +189,7 @@ __global__ void attention_kernel(const AttentionOperand q, const AttentionOperan
       A dot = 0;
       for (int64_t e = lane; e < E; e += 32) dot += qs[e] * ks[j * E + e];
       for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-      A s = dot * scale;
-      if (m.data != nullptr) {
-        const int64_t at = m_row + (j0 + j) * m.strides[3];
-        if (m.is_bool) {
-          s = static_cast<const unsigned char*>(m.data)[at] != 0 ? s : A(-INFINITY);
-        } else {
-          s += ld<A>(m.data, m.type, at);
-        }
-      }
+      const A s = masked(dot * scale, m, m_row + (j0 + j) * m.strides[3]);
       if (lane == 0) p[j] = s;
       mx = max(mx, s);
     }
