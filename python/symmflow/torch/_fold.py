@@ -40,8 +40,8 @@ _NEVER = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_stride
 # are computed here once, by PyTorch on the graph's device, and enter the partition as constants
 # (made contiguous so that binding them copies nothing; the same tensor every call, like the
 # graph's own constants, Note [CPU scalars on a GPU] in _runner.py). Only a chain's last node is
-# kept, so the intermediate values are freed; explain and the CompileReport count them
-# (`folded_nodes`, `folded_constants`).
+# kept, so the intermediate values are freed; the CompileReport counts them (`folded_nodes`,
+# `folded_constants`, and a line of its text).
 def _foldable(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
