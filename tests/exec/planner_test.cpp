@@ -226,9 +226,15 @@ TEST(Planner, PropertiesOnRandomGraphs) {
 TEST(Planner, LargeGraphsPlanFast) {
   for (int reach : {2, 1000000}) {  // a chain; and values used from anywhere (many live at once)
     std::shared_ptr<ir::Graph> g = random_graph(10000, 7, reach);
-    auto t0 = std::chrono::steady_clock::now();
-    auto plan = passes::emit_plan(g, passes::plan_memory(*g));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The fastest of three plans: a shared machine's load slows any one of them (a CI run saw
+    // 0.54 and 0.95 s beside a parallel build; alone, the same binary takes well under 0.5).
+    std::shared_ptr<const passes::Plan> plan;
+    double s = 1e9;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto t0 = std::chrono::steady_clock::now();
+      plan = passes::emit_plan(g, passes::plan_memory(*g));
+      s = std::min(s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     const double limit = 10.0;  // sanitizers slow everything down; the bound is for release builds
 #else
