@@ -457,15 +457,38 @@ TEST(CudaExecGraph, EarlyLaunchGivesTheBitsOfPlainLaunches) {
 
 // Note [plan steps compiled] (kernels/cuda/program.cpp): a plan's standalone pointwise steps (a
 // transposed copy, a cast) run as compiled programs, bit for bit what the interpreted kernel
-// gives; eager calls of the same ops compile nothing.
+// gives; eager calls of the same ops compile nothing. A standalone pow (which codegen does not
+// spell: its special exponents are the interpreter's) runs interpreted inside the plan too.
 constexpr const char* kCopySteps = R"(
 graph copy_steps(x: DT[16, 8, 64]) {
   t = aten::transpose.int(x, 0, 1)
   c = aten::clone(t)
   f = aten::_to_copy(c, dtype=f32)
-  return c, f
+  p = aten::pow.Tensor_Scalar(x, 3.0)
+  q = aten::pow.Tensor_Scalar(x, 0.5)
+  return c, f, p, q
 }
 )";
+
+TEST(CudaCodegen, PowIsLeftToTheInterpreter) {  // no GPU needed: only the program is looked at
+  PwProgram p;
+  p.n_operands = 2;
+  p.n_instrs = 3;
+  p.code[0].op = PwOp::load;
+  p.code[1].op = PwOp::mul;
+  p.code[2].op = PwOp::store;
+  p.code[2].a = 1;
+  EXPECT_TRUE(pointwise_compilable(p));
+  p.code[1].op = PwOp::pow;
+  p.code[1].c = 3.0;
+  EXPECT_FALSE(pointwise_compilable(p));
+  try {
+    pointwise_source(p);
+    ADD_FAILURE() << "pointwise_source spelled a pow";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no spelling"), std::string::npos) << e.what();
+  }
+}
 
 TEST(CudaExecGraph, PlanPointwiseStepsRunCompiledWithTheInterpretersBits) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
@@ -478,26 +501,29 @@ TEST(CudaExecGraph, PlanPointwiseStepsRunCompiledWithTheInterpretersBits) {
     std::vector<Tensor> want;  // eager: the interpreted kernel
     run_threads(1, [&](Runtime&) {
       bind_device();
-      const int before = compiled_pointwise_kernels();
-      Tensor t = call("aten::transpose.int", {to_device(x), int64_t(0), int64_t(1)}).to_tensor();
+      const int64_t before = compiled_pointwise_launches();
+      const Tensor xd = to_device(x);
+      Tensor t = call("aten::transpose.int", {xd, int64_t(0), int64_t(1)}).to_tensor();
       Tensor c = call("aten::clone", {t}).to_tensor();
       want.push_back(to_host(c));
       want.push_back(to_host(call("aten::_to_copy", {c}, {{"dtype", DType::f32}}).to_tensor()));
-      EXPECT_EQ(compiled_pointwise_kernels(), before) << "eager calls compiled a kernel";
+      for (double e : {3.0, 0.5})
+        want.push_back(to_host(call("aten::pow.Tensor_Scalar", {xd, e}).to_tensor()));
+      EXPECT_EQ(compiled_pointwise_launches(), before) << "eager calls launched a compiled kernel";
     });
     run_threads(1, [&](Runtime&) {
       const int dev = bind_device();
-      const int before = compiled_pointwise_kernels();
+      const int64_t before = compiled_pointwise_launches();
       exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
       for (int iter = 0; iter < 2; ++iter) {
         std::vector<Tensor> got = exe.run({to_device(x)});
-        ASSERT_EQ(got.size(), 2u);
-        for (size_t o = 0; o < 2; ++o) {
+        ASSERT_EQ(got.size(), 4u);
+        for (size_t o = 0; o < 4; ++o) {
           EXPECT_EQ(to_host(got[o]).to_doubles(), want[o].to_doubles())
               << "output " << o << " run " << iter;
         }
       }
-      EXPECT_GE(compiled_pointwise_kernels(), before + 1) << "the plan's copy steps";
+      EXPECT_GE(compiled_pointwise_launches(), before + 1) << "the plan's copy steps";
     });
   }
 }

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "support/scoped_tunables.hpp"
 #include "support/tensors.hpp"
 
 #include "kernels/cuda/skinny_gemm.hpp"
@@ -204,12 +205,10 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
 // Runs f with GEMMs of few rows sent to cuBLAS instead of the skinny kernel.
 template <typename F>
 auto with_cublas_only(F&& f) {
-  Tunables saved = tunables(), t = saved;
+  Tunables t = tunables();
   t.cuda_skinny_gemm_max_rows = 0;
-  set_tunables(t);
-  auto result = f();
-  set_tunables(saved);
-  return result;
+  testing::ScopedTunables cublas(t);
+  return f();
 }
 
 TEST(SkinnyGemm, TakesExactlyTheShapesItCanLoad) {
@@ -309,7 +308,12 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
     if (sms >= 128 && sms <= 256) {
       EXPECT_TRUE(skinny) << what << " on " << sms << " multiprocessors";
     }
+    int64_t launched = skinny_gemm_launches();
     Tensor got = aten::mm(ga, gb);
+    const bool h100_or_h200 = sms >= 128 && sms <= 256;  // one wave: the kernel, unsplit
+    if (h100_or_h200) {
+      EXPECT_EQ(skinny_gemm_launches(), launched + 1) << what << ": the kernel ran";
+    }
     expect_close(got, aten::mm(a, b), 2e-2, what);
     expect_close(got, to_host(with_cublas_only([&] { return aten::mm(ga, gb); })), 1e-2,
                  what + " against cuBLAS");
@@ -321,20 +325,30 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
                                    512}, 16, sms), 8) << what;
     }
     Tensor gkv = to_device(kv);
-    Tunables saved = tunables(), split_on = saved;
-    split_on.cuda_skinny_gemm_split = true;  // off by default (Note [skinny GEMM split])
-    set_tunables(split_on);
-    Tensor got_kv = aten::mm(ga, gkv);
-    expect_close(got_kv, aten::mm(a, kv), 2e-2, what + " x 512 columns");
-    expect_close(aten::mm(ga, gkv), to_host(got_kv), 0, what + " split: deterministic");
-    set_tunables(saved);
+    Tensor got_kv;
+    {
+      Tunables split_on = tunables();
+      split_on.cuda_skinny_gemm_split = true;  // off by default (Note [skinny GEMM split])
+      testing::ScopedTunables on(split_on);
+      launched = skinny_gemm_launches();
+      got_kv = aten::mm(ga, gkv);
+      if (h100_or_h200) {
+        EXPECT_EQ(skinny_gemm_launches(), launched + 1) << what << " x 512: split";
+      }
+      expect_close(got_kv, aten::mm(a, kv), 2e-2, what + " x 512 columns");
+      expect_close(aten::mm(ga, gkv), to_host(got_kv), 0, what + " split: deterministic");
+    }
     expect_close(aten::mm(ga, gkv), to_host(got_kv), 1e-2, what + " split against cuBLAS");
     // nn.Linear's layout: x @ w.t() with w [4096, 264] takes the kernel too (w_t).
     Tensor w = random({4096, 264}, DType::bf16, 30, -1, 1);
     Tensor gwt = aten::t(to_device(w));
     EXPECT_EQ(skinny_gemm_fits({ga.raw_data(), gwt.raw_data(), nullptr, m, 4096, 264, 264, 264,
                                 4096, 1, 0, false, true}, 16, sms), skinny) << what;
+    launched = skinny_gemm_launches();
     Tensor got_t = aten::mm(ga, gwt);
+    if (h100_or_h200) {
+      EXPECT_EQ(skinny_gemm_launches(), launched + 1) << what << " x @ w.t()";
+    }
     expect_close(got_t, aten::mm(a, aten::t(w)), 2e-2, what + " x @ w.t()");
     expect_close(got_t, to_host(with_cublas_only([&] { return aten::mm(ga, gwt); })), 1e-2,
                  what + " x @ w.t() against cuBLAS");

@@ -16,6 +16,7 @@
 #include "kernels/cuda/pointwise_codegen.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -116,7 +117,8 @@ std::string rounded(const Spelling& s, PwType t, const std::string& v) {
   }
 }
 
-std::string op_expr(const Spelling& s, const PwInstr& in) {
+// The expression of one instruction's value, or "" for an op codegen has no spelling of.
+std::string spelled(const Spelling& s, const PwInstr& in) {
   const std::string a = fmt::format("r{}", in.a), b = fmt::format("r{}", in.b);
   auto k = [&](const char* decimal) { return fmt::format("{}({})", s.F, decimal); };
   switch (in.op) {
@@ -147,9 +149,15 @@ std::string op_expr(const Spelling& s, const PwInstr& in) {
     case PwOp::rsqrt: return fmt::format("{}({}, {}({}))", s.div, k("1"), s.sqrt, a);
     case PwOp::reciprocal: return fmt::format("{}({}, {})", s.div, k("1"), a);
     case PwOp::copy: return a;  // a dtype conversion: the rounding around it does the work
-    default: break;  // pow is not fused (aten::pow.Tensor_Scalar is not tagged pointwise)
+    default: break;  // pow: its special exponents are the interpreter's (pointwise_compilable)
   }
-  invalid_usage("pointwise codegen: instruction {} has no spelling", int(in.op));
+  return "";
+}
+
+std::string op_expr(const Spelling& s, const PwInstr& in) {
+  std::string e = spelled(s, in);
+  if (e.empty()) invalid_usage("pointwise codegen: instruction {} has no spelling", int(in.op));
+  return e;
 }
 
 struct Compiled {
@@ -191,7 +199,7 @@ Compiled compile(const std::string& source, const std::string& arch) {
     std::string log(n, '\0');
     nvrtcGetProgramLog(prog, log.data());
     throw_error(ErrorCode::Cuda,
-                "pointwise codegen: NVRTC could not compile a fused region ({}):\n{}\n{}",
+                "pointwise codegen: NVRTC could not compile a pointwise program ({}):\n{}\n{}",
                 nvrtcGetErrorString(r), log, source);
   }
   size_t size = 0;
@@ -320,8 +328,22 @@ std::string pointwise_source(const PwProgram& p) {
   return out;
 }
 
+bool pointwise_compilable(const PwProgram& p) {
+  for (int k = 0; k < p.n_instrs; ++k) {
+    const PwInstr& in = p.code[k];
+    if (in.op != PwOp::load && in.op != PwOp::store && spelled(kFloat, in).empty()) return false;
+  }
+  return true;
+}
+
+std::atomic<int64_t>& launches() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+
 void launch_compiled_pointwise(const PwProgram& p, void* stream) {
   if (p.numel == 0) return;
+  launches().fetch_add(1, std::memory_order_relaxed);
   const std::string& arch = current_arch();
   const std::string key = cache_key(p, arch);
   Compiled c;
@@ -341,6 +363,8 @@ void launch_compiled_pointwise(const PwProgram& p, void* stream) {
   SF_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(c.kernel), dim3(blocks),
                                  dim3(threads), params, 0, static_cast<cudaStream_t>(stream)));
 }
+
+int64_t compiled_pointwise_launches() { return launches().load(std::memory_order_relaxed); }
 
 int compiled_pointwise_kernels() {
   std::lock_guard<std::mutex> lock(cache_mutex());

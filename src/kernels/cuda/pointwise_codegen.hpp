@@ -4,6 +4,7 @@
 // codegen] in pointwise_codegen.cpp. Private to the cuda backend.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/pointwise.hpp"
@@ -15,11 +16,17 @@ namespace symmflow::cuda {
 // equal text means one kernel.
 std::string pointwise_source(const PwProgram& p);
 
+// Whether codegen spells every instruction of `p` (pow is the interpreter's only: its special
+// exponents, Note [pow special exponents]); a plan's step that it does not runs interpreted.
+bool pointwise_compilable(const PwProgram& p);
+
 // Runs `p` through its compiled kernel (compiled and loaded on first use, then cached for the
 // process) on `stream`. Raises naming NVRTC's log when the source does not compile.
 void launch_compiled_pointwise(const PwProgram& p, void* stream);
 
-// Kernels compiled so far in this process (tests check the cache).
+// Kernels compiled so far in this process (tests check the cache), and launches of compiled
+// kernels (tests check which path a call took, whatever the cache held before).
 int compiled_pointwise_kernels();
+int64_t compiled_pointwise_launches();
 
 }  // namespace symmflow::cuda

@@ -38,6 +38,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -313,7 +314,14 @@ bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms) {
   return skinny_gemm_split(g, max_rows, sms) > 0;
 }
 
+namespace {
+std::atomic<int64_t> g_launches{0};
+}  // namespace
+
+int64_t skinny_gemm_launches() { return g_launches.load(std::memory_order_relaxed); }
+
 int launch_skinny_gemm(const SkinnyGemm& g, void* stream) {
+  g_launches.fetch_add(1, std::memory_order_relaxed);
   auto s = static_cast<cudaStream_t>(stream);
   if (g.w_t) return int(g.f16 ? launch<__half, true>(g, s) : launch<__nv_bfloat16, true>(g, s));
   return int(g.f16 ? launch<__half, false>(g, s) : launch<__nv_bfloat16, false>(g, s));

@@ -46,5 +46,7 @@ int skinny_gemm_split(const SkinnyGemm& g, int64_t max_rows, int sms);
 // Launches on `stream` (capturable) and returns the cudaError_t of the launch. It computes any
 // shape skinny_gemm_fits allows but the one-wave rule (slower there, still right).
 int launch_skinny_gemm(const SkinnyGemm& g, void* stream);
+// Launches so far in this process (tests check which path an mm took).
+int64_t skinny_gemm_launches();
 
 }  // namespace symmflow::cuda
