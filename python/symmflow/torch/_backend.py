@@ -72,8 +72,8 @@ class CompileReport:
     role: str = "inference"
     saved_tensors: int = 0
     saved_bytes: int = 0
-    # Nodes evaluated once at compile time and the constants they became (Note [folding
-    # input-independent values] in _fold.py).
+    # Nodes evaluated once at compile time and removed from the graph, and the constants that
+    # replace them (Note [folding input-independent values] in _fold.py).
     folded_nodes: int = 0
     folded_constants: int = 0
 
@@ -115,7 +115,7 @@ class CompileReport:
                  f"{self.input_copies} input copies, {self.output_copies} output copies, "
                  f"{self.constant_uploads} constants uploaded "
                  f"once, compiled in {self.compile_seconds:.2f} s"]
-        if self.folded_nodes:
+        if self.folded_constants:
             lines.append(f"  {self.folded_nodes} input-independent node(s) evaluated once into "
                          f"{self.folded_constants} constant(s)")
         if self.role != "inference":

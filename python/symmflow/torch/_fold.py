@@ -5,15 +5,19 @@ What it does: `fold_input_independent(gm)` evaluates, once, with PyTorch itself,
 value depends on no graph input (only on the graph's constants and literal arguments: position
 ids from `arange`, a causal mask from comparisons of them, their casts and expansions), and
 replaces the last such node of each chain (one whose value a node that depends on inputs reads) by
-a constant of the graph module, contiguous. It returns how many nodes it evaluated and how many
-constants it made.
+a constant of the graph module, contiguous. It returns how many nodes left the graph and how many
+constants replaced them.
 Expects: an inference, forward or backward ATen graph from AOT autograd (static shapes), called
 outside any fake mode's tracing (the backend's compile functions are).
-Guarantees: only deterministic, functional ATen and prims ops are evaluated (no random op, no
-op that writes an argument, no `empty`, no collective, nothing of another namespace); a value
-larger than MAX_BYTES is left to run each call, and so is every node that reads it; graph outputs
-are never replaced (a caller gets a fresh tensor each call, as before); the graph computes what it
-did, now from constants.
+Guarantees: only deterministic, functional ATen and prims ops (and getitem) are evaluated (no
+random op, no op that writes an argument, no `empty`, no collective, nothing of another
+namespace), with autocast off; nothing an op of the graph writes in place, nor anything it is
+computed from, is folded; a value traced larger than MAX_BYTES, or past MAX_TOTAL_BYTES in all,
+is never evaluated and runs each call, as does every node that reads it, a node whose evaluation
+raises, or one whose value differs in dtype or shape from its trace; graph outputs are never
+replaced (a caller gets a fresh tensor each call, as before); a constant never shares storage
+with one of the graph's own; GPU constants are complete before the graph first runs; the graph
+computes what it did, now from constants.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import operator
 import torch
 import torch.fx
 
-__all__ = ["MAX_BYTES", "attr", "fold_input_independent"]
+__all__ = ["MAX_BYTES", "MAX_TOTAL_BYTES", "attr", "fold_input_independent"]
 
 # The largest folded constant: larger input-independent values (a long sequence's full mask)
 # are computed each call rather than kept for the program's lifetime.
 MAX_BYTES = 16 << 20
+# The most a graph keeps folded in all (per-layer masks of a long sequence would add up).
+MAX_TOTAL_BYTES = 64 << 20
 
 _NEVER = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
           "empty_permuted"}
@@ -35,8 +41,9 @@ _NEVER = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_stride
 
 # Note [folding input-independent values]: transformers' models build their position ids and
 # causal masks from `arange`, `add`, comparisons, `expand` and casts of the sequence length:
-# values that depend on shapes only. Imported as they are, they were a dozen of the 67 kernel
-# launches of a two-layer Llama stack's call on a GPU, each a tiny 64-bit integer program. They
+# values that depend on shapes only. Imported as they are, they were 10 of the 67 kernel launches
+# of a two-layer Llama stack's call on a GPU (67 -> 57 with folding, docs/cuda.md), each a tiny
+# 64-bit integer program. They
 # are computed here once, by PyTorch on the graph's device, and enter the partition as constants
 # (made contiguous so that binding them copies nothing; the same tensor every call, like the
 # graph's own constants, Note [CPU scalars on a GPU] in _runner.py). Only a chain's last node is
@@ -73,14 +80,59 @@ def _size(value) -> int:
     return 0
 
 
+def _traced_size(node: torch.fx.Node) -> int:
+    """The bytes of a node's value as traced (its meta), before anything is evaluated."""
+    return _size(node.meta.get("val"))
+
+
+def _as_traced(value, node: torch.fx.Node) -> bool:
+    """Whether an evaluated value has the dtype and shape the graph traced for the node."""
+    traced = node.meta.get("val")
+    if isinstance(traced, torch.Tensor):
+        return (isinstance(value, torch.Tensor) and value.dtype == traced.dtype
+                and tuple(value.shape) == tuple(traced.shape))
+    return True
+
+
+def _written(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Nodes an op of the graph writes in place, and every node they are computed from: none of
+    them is folded, since a constant snapshot would miss the write (AOT's graphs are functional,
+    so this is empty there; a graph with a mutation, such as a KV cache updated in place, keeps
+    its values computed each call)."""
+    written: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        schema = target._schema
+        if not schema.is_mutable:
+            continue
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            stack = []
+            torch.fx.node.map_arg(value, stack.append)
+            while stack:
+                n = stack.pop()
+                if n not in written:
+                    written.add(n)
+                    stack.extend(n.all_input_nodes)
+    return written
+
+
 def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
-    """Folds gm in place; returns (nodes evaluated, constants made)."""
+    """Folds gm in place; returns (nodes removed from the graph, constants made)."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+    written = _written(gm)
     known: dict[torch.fx.Node, object] = {}
     evaluated: list[torch.fx.Node] = []
-    with unset_fake_temporarily(), torch.no_grad():
+    total = 0
+    with unset_fake_temporarily(), torch.no_grad(), _no_autocast():
         for node in gm.graph.nodes:
+            if node in written:
+                continue
             if node.op == "get_attr":
                 known[node] = attr(gm, node.target)
                 continue
@@ -89,12 +141,20 @@ def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
             inputs = node.all_input_nodes
             if any(i not in known for i in inputs):
                 continue
+            size = _traced_size(node)
+            if size > MAX_BYTES or total + size > MAX_TOTAL_BYTES:
+                continue  # never materialised: sized from the trace first
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: known[n])
-            value = node.target(*args, **kwargs)
-            if _size(value) > MAX_BYTES:
+            try:
+                value = node.target(*args, **kwargs)
+            except Exception:  # noqa: BLE001 (an op that cannot run here runs each call)
+                continue
+            if _size(value) > MAX_BYTES or not _as_traced(value, node):
                 continue
             known[node] = value
+            total += _size(value)
             evaluated.append(node)
+    attrs = {attr_storage(v) for n, v in known.items() if n.op == "get_attr"}
     made = 0
     for node in evaluated:
         value = known[node]
@@ -106,13 +166,56 @@ def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
         name = f"_symmflow_folded_{made}"
         while hasattr(gm, name):
             name += "_"
-        gm.register_buffer(name, value.contiguous())
+        gm.register_buffer(name, _own_contiguous(value, attrs))
         with gm.graph.inserting_before(node):
             constant = gm.graph.get_attr(name)
         constant.meta = dict(node.meta)
         node.replace_all_uses_with(constant, delete_user_cb=lambda u: u not in known)
         made += 1
+    removed = 0
     if made:
+        calls = lambda: sum(n.op == "call_function" for n in gm.graph.nodes)  # noqa: E731
+        before = calls()
         gm.graph.eliminate_dead_code()
+        removed = before - calls()
         gm.recompile()
-    return len(evaluated), made
+        if any(isinstance(getattr(gm, n.target, None), torch.Tensor)
+               and getattr(gm, n.target).is_cuda for n in gm.graph.nodes if n.op == "get_attr"):
+            torch.cuda.synchronize()  # computed on the compile-time stream; read on any other
+    return removed, made
+
+
+def attr_storage(value):
+    """The address of a tensor's storage (None for anything else, or an empty one)."""
+    if isinstance(value, torch.Tensor):
+        return value.untyped_storage().data_ptr() or None
+    return None
+
+
+def _own_contiguous(value: torch.Tensor, attrs: set) -> torch.Tensor:
+    """`value` contiguous, in storage of its own: never the graph's own constant itself (a
+    reader that writes its argument would change both)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        constant = value.contiguous()
+        if attr_storage(constant) is not None and attr_storage(constant) in attrs:
+            constant = constant.clone()
+    return constant
+
+
+class _no_autocast:
+    """Autocast off on every device for the evaluation: the traced graph holds its casts."""
+
+    def __enter__(self):
+        self._contexts = [torch.autocast("cpu", enabled=False)]
+        if torch.cuda.is_available():
+            self._contexts.append(torch.autocast("cuda", enabled=False))
+        for c in self._contexts:
+            c.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for c in reversed(self._contexts):
+            c.__exit__(*exc)
+        return False

@@ -567,7 +567,7 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
         if unsupported_reason(node.args[0], catalogue, groups, device) is not None:
             return (f"{describe_target(node)} at node {node.name}: waits on {node.args[0].name}, "
                     "which stays in PyTorch")
-    if _device_kind(device) == "cuda":  # Note [CPU scalars on a GPU] in _backend.py
+    if _device_kind(device) == "cuda":  # Note [CPU scalars on a GPU] in _runner.py
         vals = [(a, node_val(a)) for a in node.all_input_nodes]
         tensors = [(a, v) for a, v in vals if isinstance(v, torch.Tensor)]
         if any(v.device.type == "cuda" for _, v in tensors):

@@ -146,7 +146,7 @@ def local_group(c10d_name: str) -> GroupInfo:
 def device_of(tensors) -> str:
     """The symmflow device string for the tensors of a call ("cpu" or "cuda:<index>"). A 0-dim
     CPU tensor beside GPU tensors (a constant such as a mask's fill value, which PyTorch mixes
-    with GPU tensors) does not count: Note [CPU scalars on a GPU] in _backend.py."""
+    with GPU tensors) does not count: Note [CPU scalars on a GPU] in _runner.py."""
     tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
     if any(t.device.type == "cuda" for t in tensors):
         tensors = [t for t in tensors if not (t.device.type == "cpu" and t.dim() == 0)]

@@ -68,7 +68,7 @@ def test_positions_and_mask_fold_into_constants_and_match_eager(world, monkeypat
 
 
 def fold(fn, *inputs):
-    """fn traced to ATen by make_fx, folded; (graph module, nodes evaluated, constants made)."""
+    """fn traced to ATen by make_fx, folded; (graph module, nodes removed, constants made)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     gm = make_fx(fn)(*inputs)
@@ -92,8 +92,8 @@ def test_random_ops_outputs_and_large_values_stay():
     def positions_out(x):  # an output that depends on no input stays computed each call
         return x + 1, torch.arange(4) * 2
 
-    gm, evaluated, made = fold(positions_out, x)
-    assert evaluated == 2 and made == 0, (evaluated, made)
+    gm, removed, made = fold(positions_out, x)
+    assert removed == 0 and made == 0, (removed, made)
     first, second = gm(x)[1], gm(x)[1]
     assert first.data_ptr() != second.data_ptr()
     torch.testing.assert_close(first, torch.arange(4) * 2)
@@ -115,8 +115,8 @@ def test_a_folded_chain_keeps_its_last_node_only_contiguous():
         mask = (pos[None, :] <= pos[:, None]).expand(3, 5, 5)
         return x.masked_fill(mask, 0.0)
 
-    gm, evaluated, made = fold(masked, x)
-    assert evaluated >= 4 and made == 1, (evaluated, made, call_targets(gm))
+    gm, removed, made = fold(masked, x)
+    assert removed >= 4 and made == 1, (removed, made, call_targets(gm))
     constants = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
     assert len(constants) == 1 and constants[0].is_contiguous()
     assert call_targets(gm) == ["aten.masked_fill.Scalar"], call_targets(gm)
@@ -136,3 +136,75 @@ def test_folded_graph_through_the_backend_with_dtypes(world, dtype):
         got = torch.compile(f, backend="symmflow")(x)
     torch.testing.assert_close(got, f(x))
     assert sft.last_report().folded_constants >= 1
+
+
+def test_values_written_in_place_stay_computed_each_call():
+    x = torch.randn(4)
+
+    def counter(x):  # a KV-cache-like update of an input-independent buffer
+        c = torch.arange(4.0)
+        c.add_(1.0)
+        return x + c
+
+    gm, removed, made = fold(counter, x)
+    assert made == 0 and any("arange" in t for t in call_targets(gm)), call_targets(gm)
+    for _ in range(3):  # a folded arange would be incremented once more on every call
+        torch.testing.assert_close(gm(x), counter(x))
+
+
+def test_an_op_that_raises_when_evaluated_runs_each_call_instead():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    c = graph.get_attr("c")
+    bad = graph.call_function(torch.ops.aten.view.default, (c, [3]))  # 4 elements into 3
+    graph.output(graph.call_function(torch.ops.aten.add.Tensor, (x, bad)))
+    root = torch.nn.Module()
+    root.register_buffer("c", torch.arange(4.0))
+    gm = torch.fx.GraphModule(root, graph)
+    removed, made = _fold.fold_input_independent(gm)
+    assert (removed, made) == (0, 0)
+    with pytest.raises(RuntimeError):
+        gm(torch.randn(3))  # as it would have without folding
+
+
+def test_folded_bytes_are_capped_in_all(monkeypatch):
+    x = torch.randn(100)
+
+    def two(x):
+        return x + torch.arange(100.0) * 2 + torch.arange(100.0).cos()
+
+    monkeypatch.setattr(_fold, "MAX_TOTAL_BYTES", 2 * 400)  # room for one chain of f32[100]
+    gm, removed, made = fold(two, x)
+    assert made == 1, (made, call_targets(gm))
+    torch.testing.assert_close(gm(x), two(x))
+
+
+def test_evaluated_without_autocast_as_traced():
+    x = torch.randn(4, 4)
+
+    def f(x):
+        return x + torch.arange(16.0).reshape(4, 4) @ torch.ones(4, 4)
+
+    gm = __import__("torch.fx.experimental.proxy_tensor", fromlist=["make_fx"]).make_fx(f)(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        removed, made = _fold.fold_input_independent(gm)
+    assert made == 1, call_targets(gm)
+    constants = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    assert [c.dtype for c in constants] == [torch.float32]
+    torch.testing.assert_close(gm(x), f(x), rtol=0, atol=0)
+
+
+def test_a_constant_never_shares_the_graphs_own_storage():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    c = graph.get_attr("c")
+    alias = graph.call_function(torch.ops.aten.alias.default, (c,))
+    out = graph.call_function(torch.ops.aten.add_.Tensor, (x, alias))
+    graph.output(out)
+    root = torch.nn.Module()
+    root.register_buffer("c", torch.arange(4.0))
+    gm = torch.fx.GraphModule(root, graph)
+    _, made = _fold.fold_input_independent(gm)
+    assert made == 1
+    folded = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    assert folded[0].untyped_storage().data_ptr() != root.c.untyped_storage().data_ptr()
