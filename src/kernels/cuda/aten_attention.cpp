@@ -106,10 +106,10 @@ void sdpa_kernel(KernelCall& call) {
   const bool wide = query.dtype() == DType::f64;
   const int64_t tile = attention_tile(info.head_dim, info.v_dim, wide, kMaxSharedBytes);
   SF_CHECK(tile > 0,
-           "{}: head dims {} and {} are too large for the cuda kernel (a key's rows of k and v "
-           "need {} bytes of shared memory beside q's row and the output's, at most {} in all)",
+           "{}: head dims {} and {} are too large for the cuda kernel (q's row, the output's "
+           "and one key's rows of k and v need {} bytes of shared memory, at most {} fit)",
            op, info.head_dim, info.v_dim,
-           (info.head_dim + info.v_dim + 1) * (wide ? 8 : 4), kMaxSharedBytes);
+           (2 * (info.head_dim + info.v_dim) + 1) * (wide ? 8 : 4), kMaxSharedBytes);
   Tensor q_keep, k_keep, v_keep;
   AttentionOperand q = operand_of(query, info.batch, q_keep);
   AttentionOperand k = operand_of(key, info.batch, k_keep);

@@ -146,9 +146,10 @@ __device__ __forceinline__ void stage_tile(const AttentionOperand& k, int64_t k_
 // online softmax: the running maximum and sum of exp(s - max) rescale what the earlier tiles added
 // (the flash-attention recurrence), so the key length no longer bounds shared memory, and a row
 // of at most `tile` keys is one pass. Columns of the output accumulate in shared memory (one per
-// column, a thread's columns its own), so any v_dim fits. A tile whose keys are all masked with
-// none unmasked before it adds nothing (its maximum is -inf); a row with every key masked comes out
-// as zeros, PyTorch's result.
+// column, a thread's columns its own) beside q's row; head dims whose q row, output row and one
+// key's k and v rows do not fit in shared memory are refused (attention_tile gives 0). A tile
+// whose keys are all masked with none unmasked before it adds nothing (its maximum is -inf); a
+// row with every key masked comes out as zeros, PyTorch's result.
 template <typename A, typename S>
 __global__ void attention_kernel(const AttentionOperand q, const AttentionOperand k,
                                  const AttentionOperand v, const AttentionMask m, void* o,

@@ -1,6 +1,8 @@
 // cuda kernels of aten::mm, bmm, addmm (+ out variants, addmm_) through cuBLAS: f32, bf16, f16
-// with f32 accumulation (no TF32), f64 in double; bf16/f16 GEMMs of few rows with row-major
-// operands take the weight-streaming kernel instead when skinny_gemm_fits (Note [skinny GEMM]).
+// with f32 accumulation (no TF32), f64 in double; bf16/f16 GEMMs of few rows (x row-major, w
+// row-major or transposed: nn.Linear's layout) take the weight-streaming kernel instead when
+// skinny_gemm_split finds it a split (Note [skinny GEMM]; a split above 1 only with the tunable
+// cuda_skinny_gemm_split, Note [skinny GEMM split]).
 // Row-major operands map onto cuBLAS's column-major GEMM as C^T = B^T A^T; an operand with unit
 // stride in either dim is passed as is (transposed or not), anything else is first copied
 // contiguous. The handle and its workspace are made once per rank thread (before any capture:

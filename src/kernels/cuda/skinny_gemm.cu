@@ -17,7 +17,9 @@
 //     are deterministic (the same bits on every run and every rank).
 // One launch per GEMM, no workspace, no atomics: capturable into a CUDA graph as is. Measured and
 // dropped (H200): 6 or 8 stages (no change), 16 warps (5-10% slower), 64-column blocks with k
-// split over a thread-block cluster reduced through distributed shared memory (10% slower),
+// split over a thread-block cluster reduced through distributed shared memory (10% slower than
+// 32-column blocks unsplit at n = 4096; the split kept below is of 32-column blocks, taken only
+// for too few columns to fill half the GPU),
 // the L2::256B hint (2% slower than 128B), warps taking every 8th stage of k instead of an
 // eighth in one piece (10% slower), one cp.async.bulk (TMA engine) per 64-byte row segment with
 // mbarrier completion (3x slower: 34 µs). With more than one wave cuBLAS wins; skinny_gemm_fits

@@ -32,8 +32,8 @@ struct SkinnyGemm {
 inline constexpr int64_t kSkinnyGemmMaxRows = 16;  // one tensor-core tile of rows
 
 // Whether the kernel takes this problem: 1 ≤ m ≤ min(max_rows, 16), n and k multiples of 8,
-// leading dims multiples of 8 (w's at least n, or k when w_t) and x, w 16-byte aligned (its loads are 16 bytes), n and k below
-// 2^31, and its n / 32 blocks (times its split) fill between half and all of the GPU's `sms`
+// leading dims multiples of 8 (w's at least n, or k when w_t) and x, w 16-byte aligned (its
+// loads are 16 bytes), n and k below 2^31, and its n / 32 blocks (times its split) fill between half and all of the GPU's `sms`
 // multiprocessors in one wave (where it beats cuBLAS; more blocks and cuBLAS wins,
 // bench_cuda_gemm).
 // max_rows is tunables().cuda_skinny_gemm_max_rows (0 turns the kernel off).
