@@ -177,4 +177,12 @@ std::string Tensor::str() const {
   return fmt::format("{}{}", dtype_name(dtype_), shape_str(shape_));
 }
 
+void Tensor::release() {
+  storage_.reset();
+  offset_ = 0;
+  shape_.clear();
+  strides_.clear();
+  defined_ = false;
+}
+
 }  // namespace symmflow

@@ -330,8 +330,12 @@ void Executable::run_step(Step& step) {
 // GPU tensor rather than a host scalar beside it). A call then assigns the operands' tensors from
 // their slots into the record, presets the planned results and calls the kernel: no argument
 // vector is built, no device is searched, no kernel is looked up in the registry. A later call
-// whose keying operand lives on another device resolves the kernel again. Tensors are cleared
-// from the record when each call ends, normally or not, so it keeps no caller memory alive.
+// whose keying operand lives on another device resolves the kernel again. Tensors are released
+// from the record when each call ends, normally or not, so it keeps no caller memory alive; they
+// keep their shape and strides' capacity, so the next call's assignments allocate nothing
+// (Tensor::release). The kernel keeps what it resolves from its literals in the record too
+// (KernelCall::state: a collective's group and reduce op, Note [prepared collectives] in
+// kernels/cpu/collectives/args.hpp), dropped when the kernel changes.
 void Executable::prepare_call(Step& step) {
   step.bound.clear();
   step.bound.reserve(step.args.size());
@@ -361,17 +365,17 @@ void Executable::run_call(Step& step) {
     ~ClearTensors() {
       for (size_t i = 0; i < step.args.size(); ++i) {
         const Operand::Kind kind = step.args[i].kind;
-        if (kind == Operand::Kind::value) step.bound[i] = Tensor();
+        if (kind == Operand::Kind::value) step.bound[i].release_tensor();  // capacity kept
         if (kind == Operand::Kind::value_list) step.bound[i] = std::vector<Tensor>();
       }
-      step.outs.clear();
+      for (Value& out : step.outs) out.release_tensor();
     }
   } clear{step};
   std::vector<Value>& bound = step.bound;
   for (size_t i = 0; i < step.args.size(); ++i) {
     const Operand& a = step.args[i];
     if (a.kind == Operand::Kind::value) {
-      bound[i] = slots_[size_t(a.value)];
+      bound[i].set_tensor(slots_[size_t(a.value)]);  // no allocation (Tensor::release)
     } else if (a.kind == Operand::Kind::value_list) {  // rare (cat, stack): built per call
       std::vector<Tensor> ts;
       ts.reserve(a.values.size());
@@ -381,19 +385,21 @@ void Executable::run_call(Step& step) {
   }
   for (auto [arg, value] : ps.new_values) {  // functional<op>: write copies of the args
     copy(slots_[size_t(value)], bound[size_t(arg)].to_tensor());
-    bound[size_t(arg)] = slots_[size_t(value)];
+    bound[size_t(arg)].set_tensor(slots_[size_t(value)]);
   }
   const OpDef& op = *ps.op.called();
   std::vector<Value>& outs = step.outs;
-  outs.clear();
-  if (!ps.op.out_variant) {
+  if (ps.op.out_variant) {
+    outs.clear();
+  } else {
     outs.resize(ps.results.size() - ps.new_values.size());  // one per result, list elements too
     for (size_t r = 0; r < outs.size(); ++r) {
       const Tensor& planned = slots_[size_t(ps.results[r])];
-      if (ps.kind == StepKind::functional) {
-        outs[r] = planned;
-      } else if (ps.result_aliases[r] < 0 && planned.defined()) {
-        outs[r] = planned;
+      if (ps.kind == StepKind::functional ||
+          (ps.result_aliases[r] < 0 && planned.defined())) {
+        outs[r].set_tensor(planned);
+      } else {
+        outs[r] = Value();  // the kernel allocates it, or sets the view it returns
       }
     }
   }
@@ -403,6 +409,7 @@ void Executable::run_call(Step& step) {
     const Device device = bound[size_t(step.keyed_by)].to_tensor().device();
     if (!step.kernel || device != step.device) {
       step.kernel = &kernel_for(op, bound, outs, step.device);
+      step.kernel_state.reset();
       // Keyed by an operand on the device that chose the kernel (a GPU one among host scalars).
       for (size_t i = 0; i < bound.size(); ++i) {
         if (bound[i].is_tensor() && bound[i].to_tensor().defined() &&
@@ -412,8 +419,10 @@ void Executable::run_call(Step& step) {
         }
       }
     }
-    call_kernel_into(op, *step.kernel, step.device, bound, outs);
+    const bool had_state = step.kernel_state != nullptr;
+    call_kernel_into(op, *step.kernel, step.device, bound, outs, &step.kernel_state);
     ++stats_.prepared_calls;
+    stats_.prepared_states += had_state;
   }
   for (size_t r = 0; r < outs.size(); ++r) slots_[size_t(ps.results[r])] = outs[r].to_tensor();
 }

@@ -25,6 +25,9 @@ struct Executable::Step {
   std::vector<Value> bound;
   std::vector<Value> outs;
   const Kernel* kernel = nullptr;  // null: resolved per call (no tensor operand to key it by)
+  // What the kernel resolved from its literals on its first call (KernelCall::state), dropped
+  // when the kernel changes.
+  std::shared_ptr<void> kernel_state;
   Device device;
   int keyed_by = -1;  // the operand whose device picked the kernel
   // A fused step's region on the host, prepared by its first run (Note [fused programs prepared

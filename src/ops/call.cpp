@@ -177,7 +177,8 @@ void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<
 }
 
 void call_kernel_into(const OpDef& op, const Kernel& kernel, Device device,
-                      std::span<const Value> bound, std::vector<Value>& outputs) {
+                      std::span<const Value> bound, std::vector<Value>& outputs,
+                      std::shared_ptr<void>* state) {
   // Note [list returns] (schema.hpp): a list return has as many results as the shape function
   // gives, unless the caller sized `outputs` already (a plan knows its step's results).
   const AliasAnalysis& al = op.aliases();
@@ -203,7 +204,7 @@ void call_kernel_into(const OpDef& op, const Kernel& kernel, Device device,
       outputs[r] = Tensor::uninitialized((*specs)[r].shape, (*specs)[r].dtype, device);
     }
   }
-  KernelCall kc{op, bound, outputs};
+  KernelCall kc{op, bound, outputs, state};
   kernel(kc);
   if (al.list_return) {
     SF_CHECK(outputs.size() == count, "op '{}': kernel gave {} results for {} expected", op.name(),

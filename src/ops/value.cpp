@@ -36,6 +36,18 @@ const std::vector<double>& Value::to_double_list() const {
 }
 DType Value::to_dtype() const { return expect<DType>(v_, *this, "ScalarType"); }
 const Tensor& Value::to_tensor() const { return expect<Tensor>(v_, *this, "Tensor"); }
+
+void Value::set_tensor(const Tensor& t) {
+  if (Tensor* mine = std::get_if<Tensor>(&v_)) {
+    *mine = t;
+  } else {
+    v_ = t;
+  }
+}
+
+void Value::release_tensor() {
+  if (Tensor* mine = std::get_if<Tensor>(&v_)) mine->release();
+}
 const std::vector<Tensor>& Value::to_tensor_list() const {
   return expect<std::vector<Tensor>>(v_, *this, "Tensor[]");
 }

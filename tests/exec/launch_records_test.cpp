@@ -2,7 +2,8 @@
 // record its first call prepared, run after run, on 1, 2 and 4 ranks; results stay the
 // interpreter's; an op whose tensors come in a list only (cat) and a factory (arange) still run,
 // placed per call; and no record keeps a caller's tensor alive after the run. Fused steps run
-// from the program their first run prepared (Note [fused programs prepared once]).
+// from the program their first run prepared (Note [fused programs prepared once]); collectives
+// from the group and reduce op their first call resolved (Note [prepared collectives]).
 #include <gtest/gtest.h>
 
 #include "support/graphs.hpp"
@@ -51,6 +52,45 @@ TEST_P(LaunchRecords, EveryCallStepRunsFromItsRecordRunAfterRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, LaunchRecords, ::testing::Values(1, 2, 4));
+
+// Note [prepared collectives] (kernels/cpu/collectives/args.hpp): a collective's group and
+// reduce op are resolved by its record's first call and found there by every later run (each
+// kind: one-shot, two-shot with another reduce op, reduce-scatter, all-gather), with the
+// interpreter's results.
+constexpr const char* kCollectives = R"sf(group tp
+graph g(x: f32[8, 16]) {
+  a = aten::mul.Scalar(x, 2.0)
+  b = symm_mem::one_shot_all_reduce(a, "sum", "tp")
+  c = aten::mul.Scalar(b, 0.5)
+  symm_mem::two_shot_all_reduce_(c, "max", "tp")
+  d = aten::add.Tensor(c, x)
+  return d
+}
+)sf";
+
+class PreparedCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(PreparedCollectives, GroupAndReduceOpComeFromTheRecordAfterTheFirstRun) {
+  const int w = GetParam();
+  std::shared_ptr<const passes::Plan> plan = passes::compile(testing::parse(kCollectives, w));
+  std::shared_ptr<const ir::Graph> source = testing::parse(kCollectives, w);
+  size_t collectives = 0;
+  for (const passes::PlanStep& s : plan->steps)
+    collectives += s.op.called() && s.op.called()->has(Tag::collective);
+  ASSERT_EQ(collectives, 2u);
+  run_threads(w, [&](Runtime& rt) {
+    Executable exe(plan);
+    for (int seed = 0; seed < 3; ++seed) {
+      Tensor x = make_input({8, 16}, DType::f32, rt.rank(), seed);
+      std::vector<Tensor> got = exe.run({x});
+      testing::expect_same(got[0], exec::interpret(*source, {x})[0], "d");
+      EXPECT_EQ(exe.last_stats().prepared_states, seed == 0 ? 0u : collectives)
+          << "run " << seed << " on rank " << rt.rank();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PreparedCollectives, ::testing::Values(1, 2, 3, 4));
 
 constexpr const char* kListsAndFactories = R"sf(graph g(x: f32[3, 5], y: f32[3, 5]) {
   a = aten::add.Tensor(x, y)

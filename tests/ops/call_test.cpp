@@ -121,5 +121,35 @@ TEST(Call, BindingErrorsNameOpAndArgument) {
             "unknown op 't_call::afine' (did you mean t_call::affine?)");
 }
 
+// Note [launch records] (exec/executable.cpp): a record's slot takes each call's tensor without
+// allocating (the shape and strides keep their capacity across release) and holds no storage
+// between calls.
+TEST(Value, SetTensorReusesTheSlotAndReleaseLetsTheStorageGo) {
+  Tensor a = Tensor::empty({2, 3}, DType::f32), b = Tensor::empty({4, 5}, DType::f32);
+  Value slot;
+  slot.set_tensor(a);
+  ASSERT_TRUE(slot.is_tensor());
+  EXPECT_EQ(slot.to_tensor().raw_data(), a.raw_data());
+  const int64_t* shape = slot.to_tensor().shape().data();
+  const int64_t* strides = slot.to_tensor().strides().data();
+  EXPECT_EQ(a.storage().use_count(), 2);
+  slot.release_tensor();
+  EXPECT_EQ(a.storage().use_count(), 1) << "a released slot still holds the storage";
+  EXPECT_FALSE(slot.to_tensor().defined());
+  slot.set_tensor(b);
+  EXPECT_EQ(slot.to_tensor().raw_data(), b.raw_data());
+  EXPECT_EQ(slot.to_tensor().shape(), (Shape{4, 5}));
+  EXPECT_EQ(slot.to_tensor().strides(), (Strides{5, 1}));
+  EXPECT_EQ(slot.to_tensor().shape().data(), shape) << "the shape was allocated again";
+  EXPECT_EQ(slot.to_tensor().strides().data(), strides) << "the strides were allocated again";
+  Value other(int64_t(3));
+  other.set_tensor(a);  // a slot that held no tensor takes one
+  EXPECT_EQ(other.to_tensor().raw_data(), a.raw_data());
+  other.release_tensor();
+  Value number(int64_t(7));
+  number.release_tensor();  // not a tensor: unchanged
+  EXPECT_EQ(number.to_int(), 7);
+}
+
 }  // namespace
 }  // namespace symmflow

@@ -121,6 +121,10 @@ class Tensor {
   // Copy of every element in row-major order, converted to double.
   std::vector<double> to_doubles() const;
   std::string str() const;  // "f32[2, 3]"
+  // Undefined again, its storage let go, keeping the capacity of its shape and strides, so that
+  // assigning a tensor of as many dims later allocates nothing (an executor's launch record
+  // refills its tensors every call: Note [launch records] in exec/executable.cpp).
+  void release();
 
  private:
   std::shared_ptr<Storage> storage_;

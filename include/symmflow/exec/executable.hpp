@@ -91,6 +91,10 @@ struct RunStats {
   // Op calls made from their step's launch record (Note [launch records] in executable.cpp):
   // every call step with a tensor operand (not only a tensor list).
   size_t prepared_calls = 0;
+  // Of those, calls whose kernel found what it resolved on an earlier call in the record (a
+  // collective's group and reduce op: Note [prepared collectives] in
+  // kernels/cpu/collectives/args.hpp).
+  size_t prepared_states = 0;
   // Fused steps run on the host from the program an earlier run prepared (Note [fused programs
   // prepared once] in exec/fused.hpp).
   size_t prepared_fused = 0;

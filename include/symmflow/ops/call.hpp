@@ -5,6 +5,7 @@
 //   symmflow::call("aten::add", {a, b}, {{"alpha", 2.0}});   // overload resolved from the args
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,7 @@ void call_bound_into(const OpDef& op, std::span<const Value> bound, std::vector<
 const Kernel& kernel_for(const OpDef& op, std::span<const Value> bound,
                          std::span<const Value> outputs, Device& device);
 void call_kernel_into(const OpDef& op, const Kernel& kernel, Device device,
-                      std::span<const Value> bound, std::vector<Value>& outputs);
+                      std::span<const Value> bound, std::vector<Value>& outputs,
+                      std::shared_ptr<void>* state = nullptr);  // KernelCall::state
 
 }  // namespace symmflow

@@ -104,6 +104,12 @@ struct KernelCall {
   const OpDef& op;
   std::span<const Value> args;
   std::vector<Value>& outputs;
+  // The launch record's slot for what the kernel resolves from its literal arguments (a
+  // collective's group and reduce op: Note [prepared collectives] in
+  // kernels/cpu/collectives/args.hpp), kept from the record's first call to its last; null for an
+  // eager call, which resolves per call. A kernel keeps one type of state in it (the record drops
+  // it when its kernel changes).
+  std::shared_ptr<void>* state = nullptr;
 
   const Value& arg(std::string_view name) const;
   const Value& arg(size_t i) const { return args[i]; }

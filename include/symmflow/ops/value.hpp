@@ -62,6 +62,12 @@ class Value {
   std::optional<DType> to_optional_dtype() const;
   std::optional<Tensor> to_optional_tensor() const;
 
+  // For a launch record's slots (Note [launch records] in exec/executable.cpp): `t` copied into
+  // the tensor this Value holds (its shape and strides' capacity reused: no allocation when the
+  // dims fit), and that tensor released again after the call (Tensor::release).
+  void set_tensor(const Tensor& t);
+  void release_tensor();
+
   const char* kind_name() const;  // "None", "int", "Tensor", ...
   std::string str() const;        // for diagnostics: "f32[2, 3]", "3", "'sum'"
   const Variant& variant() const { return v_; }

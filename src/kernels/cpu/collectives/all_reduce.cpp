@@ -15,8 +15,9 @@
 // agreement] in src/runtime/agreement.cpp); with debug_collectives the call is also fingerprinted
 // across ranks first.
 // No allocation on the success path except a strided output's temp and the first use of the
-// per-thread scratch of the in-place one-shot. prepare() and one_shot() are shared with the fused
-// kernels through one_shot.hpp.
+// per-thread scratch of the in-place one-shot. one_shot() is shared with the fused kernels through
+// one_shot.hpp; a plan's calls take their group and reduce op from the launch record (Note
+// [prepared collectives] in args.hpp), eager calls resolve them per call (prepare()).
 #include <cstring>
 #include <vector>
 
@@ -40,13 +41,6 @@ constexpr std::string_view kTwoShotOut = "symm_mem::two_shot_all_reduce_out";
 constexpr size_t kStageAlways = 256;  // Note [one-shot staging]
 
 }  // namespace
-
-Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
-                  DType dtype) {
-  Group& g = resolve_group(op, group_name);
-  ReduceOp r = parse_reduce_op(op, reduce_op);
-  return {&g, r, reduce_fn_checked(op, dtype, r)};
-}
 
 // Note [one-shot staging]
 // A one-shot that fits the group's staging half copies its input there, passes one barrier and
@@ -86,9 +80,8 @@ void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int6
 
 namespace {
 
-void one_shot_out_impl(std::string_view op, const Tensor& input, std::string_view reduce_op,
-                       std::string_view group_name, const Tensor& out) {
-  Reduction red = prepare(op, reduce_op, group_name, input.dtype());
+void one_shot_out_impl(std::string_view op, const Tensor& input, const Reduction& red,
+                       const Tensor& out) {
   SymmArg in(input, op, "input", *red.group);
   check_spec(op, "out", out, input.dtype(), input.shape(), "like 'input'");
   check_no_overlap(op, "out", out, "input", input);
@@ -98,9 +91,7 @@ void one_shot_out_impl(std::string_view op, const Tensor& input, std::string_vie
 }
 
 void one_shot_copy_impl(std::string_view op, const Tensor& symm_buffer, const Tensor& local_input,
-                        std::string_view reduce_op, std::string_view group_name,
-                        const Tensor& out) {
-  Reduction red = prepare(op, reduce_op, group_name, local_input.dtype());
+                        const Reduction& red, const Tensor& out) {
   SymmArg buf(symm_buffer, op, "symm_buffer", *red.group);
   SF_CHECK(symm_buffer.dtype() == local_input.dtype(),
            "{}: argument 'symm_buffer' is {} but 'local_input' is {}; they must have one dtype", op,
@@ -124,9 +115,8 @@ void slice_of(int64_t numel, int w, int r, int64_t* begin, int64_t* len) {
   *len = base + (r < rem ? 1 : 0);
 }
 
-void two_shot_impl(std::string_view op, const Tensor& input, std::string_view reduce_op,
-                   std::string_view group_name, const Tensor* output) {
-  Reduction red = prepare(op, reduce_op, group_name, input.dtype());
+void two_shot_impl(std::string_view op, const Tensor& input, const Reduction& red,
+                   const Tensor* output) {
   SymmArg in(input, op, "input", *red.group);
   if (output) {
     check_spec(op, "output", *output, input.dtype(), input.shape(), "like 'input'");
@@ -159,18 +149,21 @@ void two_shot_impl(std::string_view op, const Tensor& input, std::string_view re
 
 void one_shot_all_reduce_out(const Tensor& symm_input, std::string_view reduce_op,
                              std::string_view group, const Tensor& out) {
-  cpu::one_shot_out_impl(cpu::kOneShotOut, symm_input, reduce_op, group, out);
+  cpu::one_shot_out_impl(cpu::kOneShotOut, symm_input,
+                         cpu::prepare(cpu::kOneShotOut, reduce_op, group, symm_input.dtype()), out);
 }
 
 void two_shot_all_reduce_(const Tensor& symm_input, std::string_view reduce_op,
                           std::string_view group) {
-  cpu::two_shot_impl(cpu::kTwoShot, symm_input, reduce_op, group, nullptr);
+  cpu::two_shot_impl(cpu::kTwoShot, symm_input,
+                     cpu::prepare(cpu::kTwoShot, reduce_op, group, symm_input.dtype()), nullptr);
 }
 
 void all_reduce(const Tensor& symm_input, std::string_view reduce_op, std::string_view group) {
   constexpr std::string_view op = "symmflow::all_reduce";
   if (int64_t(symm_input.nbytes()) > tunables().one_shot_max_bytes) {
-    cpu::two_shot_impl(op, symm_input, reduce_op, group, nullptr);
+    cpu::two_shot_impl(op, symm_input, cpu::prepare(op, reduce_op, group, symm_input.dtype()),
+                       nullptr);
     return;
   }
   cpu::Reduction red = cpu::prepare(op, reduce_op, group, symm_input.dtype());
@@ -186,28 +179,34 @@ namespace cpu {
 namespace {
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
+  // Note [prepared collectives] (args.hpp): the group and reduce op from the launch record.
   m.impl("one_shot_all_reduce", [](KernelCall& c) {
-    one_shot_out_impl(kOneShot, c.arg(0).to_tensor(), c.arg(1).to_string(), c.arg(2).to_string(),
-                      c.out(0));
+    const Tensor& in = c.arg(0).to_tensor();
+    one_shot_out_impl(kOneShot, in, call_reduction(c, kOneShot, 1, 2, in.dtype()), c.out(0));
   });
   m.impl("one_shot_all_reduce_out", [](KernelCall& c) {
-    one_shot_out_impl(kOneShotOut, c.arg(0).to_tensor(), c.arg(1).to_string(), c.arg(2).to_string(),
+    const Tensor& in = c.arg(0).to_tensor();
+    one_shot_out_impl(kOneShotOut, in, call_reduction(c, kOneShotOut, 1, 2, in.dtype()),
                       c.arg(3).to_tensor());
   });
   m.impl("one_shot_all_reduce_copy", [](KernelCall& c) {
-    one_shot_copy_impl(kOneShotCopy, c.arg(0).to_tensor(), c.arg(1).to_tensor(),
-                       c.arg(2).to_string(), c.arg(3).to_string(), c.out(0));
+    const Tensor& local = c.arg(1).to_tensor();
+    one_shot_copy_impl(kOneShotCopy, c.arg(0).to_tensor(), local,
+                       call_reduction(c, kOneShotCopy, 2, 3, local.dtype()), c.out(0));
   });
   m.impl("one_shot_all_reduce_copy_out", [](KernelCall& c) {
-    one_shot_copy_impl(kOneShotCopyOut, c.arg(0).to_tensor(), c.arg(1).to_tensor(),
-                       c.arg(2).to_string(), c.arg(3).to_string(), c.arg(4).to_tensor());
+    const Tensor& local = c.arg(1).to_tensor();
+    one_shot_copy_impl(kOneShotCopyOut, c.arg(0).to_tensor(), local,
+                       call_reduction(c, kOneShotCopyOut, 2, 3, local.dtype()),
+                       c.arg(4).to_tensor());
   });
   m.impl("two_shot_all_reduce_", [](KernelCall& c) {
-    two_shot_impl(kTwoShot, c.arg(0).to_tensor(), c.arg(1).to_string(), c.arg(2).to_string(),
-                  nullptr);
+    const Tensor& in = c.arg(0).to_tensor();
+    two_shot_impl(kTwoShot, in, call_reduction(c, kTwoShot, 1, 2, in.dtype()), nullptr);
   });
   m.impl("two_shot_all_reduce_out", [](KernelCall& c) {
-    two_shot_impl(kTwoShotOut, c.arg(0).to_tensor(), c.arg(1).to_string(), c.arg(2).to_string(),
+    const Tensor& in = c.arg(0).to_tensor();
+    two_shot_impl(kTwoShotOut, in, call_reduction(c, kTwoShotOut, 1, 2, in.dtype()),
                   &c.arg(3).to_tensor());
   });
   m.impl("multimem_all_reduce_", [](KernelCall&) {

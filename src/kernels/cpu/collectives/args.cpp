@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@
 
 namespace symmflow::cpu {
 
-Group& resolve_group(std::string_view op, std::string_view name) {
+namespace {
+const std::shared_ptr<Group>& group_by_name(std::string_view op, std::string_view name) {
   Runtime& rt = Runtime::current();
   if (!rt.has_group(name)) {
     try {
@@ -25,7 +27,58 @@ Group& resolve_group(std::string_view op, std::string_view name) {
       throw Error(e.code(), fmt::format("{}: {}", op, e.what()));
     }
   }
-  return *rt.group(name);
+  return rt.group(name);
+}
+
+// What a launch record keeps (Note [prepared collectives]).
+struct PreparedCollective {
+  std::shared_ptr<Group> group;
+  bool reduction = false;  // op and fn below are set, for `dtype`
+  ReduceOp op = ReduceOp::sum;
+  DType dtype = DType::f32;
+  ReduceFn fn = nullptr;
+};
+
+PreparedCollective* prepared(const KernelCall& c, std::string_view op, size_t group_arg) {
+  if (!c.state) return nullptr;
+  if (!*c.state) {
+    auto p = std::make_shared<PreparedCollective>();
+    p->group = group_by_name(op, c.arg(group_arg).to_string());
+    *c.state = std::move(p);
+  }
+  auto* p = static_cast<PreparedCollective*>(c.state->get());
+  p->group->check_alive(op);
+  return p;
+}
+}  // namespace
+
+Group& resolve_group(std::string_view op, std::string_view name) {
+  return *group_by_name(op, name);
+}
+
+Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
+                  DType dtype) {
+  Group& g = resolve_group(op, group_name);
+  ReduceOp r = parse_reduce_op(op, reduce_op);
+  return {&g, r, reduce_fn_checked(op, dtype, r)};
+}
+
+Group& call_group(const KernelCall& c, std::string_view op, size_t group_arg) {
+  PreparedCollective* p = prepared(c, op, group_arg);
+  return p ? *p->group : resolve_group(op, c.arg(group_arg).to_string());
+}
+
+Reduction call_reduction(const KernelCall& c, std::string_view op, size_t reduce_arg,
+                         size_t group_arg, DType dtype) {
+  PreparedCollective* p = prepared(c, op, group_arg);
+  if (!p) return prepare(op, c.arg(reduce_arg).to_string(), c.arg(group_arg).to_string(), dtype);
+  if (!p->reduction || p->dtype != dtype) {
+    p->op = parse_reduce_op(op, c.arg(reduce_arg).to_string());
+    p->fn = reduce_fn_checked(op, dtype, p->op);
+    p->dtype = dtype;
+    p->reduction = true;
+  }
+  return {p->group.get(), p->op, p->fn};
 }
 
 ReduceOp parse_reduce_op(std::string_view op, std::string_view name) {

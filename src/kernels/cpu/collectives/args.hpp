@@ -3,7 +3,9 @@
 // Contract: every helper throws InvalidUsage naming the op (and argument) before any
 // communication, so a bad call never leaves peers waiting on half a collective. Nothing here
 // allocates on the success path except OutBuffer for a strided output and the debug fingerprint.
-//   - resolve_group: the group by name, "unknown group" prefixed with the op.
+//   - resolve_group: the group by name, "unknown group" prefixed with the op; call_group /
+//     call_reduction: the same for a kernel call, kept in its launch record (Note [prepared
+//     collectives]).
 //   - parse_reduce_op / reduce_fn_checked: the reduce op and the typed loop for a dtype, or the
 //     errors "unknown reduce_op" (listing the valid ones) / "dtype i8 is not supported on cpu".
 //   - SymmArg: a symm arg checked with symmetric_heap_of (not symmetric / wrong group / destroyed
@@ -35,6 +37,28 @@ inline constexpr int kCollectiveChannel = 0;
 Group& resolve_group(std::string_view op, std::string_view name);
 ReduceOp parse_reduce_op(std::string_view op, std::string_view name);
 ReduceFn reduce_fn_checked(std::string_view op, DType dtype, ReduceOp reduce_op);
+
+struct Reduction {
+  Group* group;
+  ReduceOp op;
+  ReduceFn fn;
+};
+
+// The group, the reduce op and the typed loop for a dtype, or InvalidUsage naming `op`.
+Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
+                  DType dtype);
+
+// Note [prepared collectives]: a collective's group and reduce op are string literals of its
+// call, the same on every run of a plan's step, so a plan's launch record (KernelCall::state,
+// Note [launch records] in exec/executable.cpp) keeps them resolved by its first call: the group
+// itself (held, instead of looked up by name through the thread's runtime on every run) and the
+// reduce op with its typed loop for the dtype it was made for (another dtype resolves again). An
+// eager call has no record and resolves per call. Either way a bad name raises before any
+// communication, naming the op; a group destroyed after the record was made raises on its next
+// use (check_alive), as a lookup by name would have.
+Group& call_group(const KernelCall& c, std::string_view op, size_t group_arg);
+Reduction call_reduction(const KernelCall& c, std::string_view op, size_t reduce_arg,
+                         size_t group_arg, DType dtype);
 
 class SymmArg {
  public:

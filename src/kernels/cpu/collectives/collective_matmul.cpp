@@ -39,7 +39,7 @@ void all_gather_matmul(KernelCall& c) {
   const Tensor& shard = c.arg(0).to_tensor();
   const std::vector<Tensor>& bs = c.arg(1).to_tensor_list();
   const int64_t d = wrap_dim(c.arg(2).to_int(), shard.dim(), "gather_dim");
-  Group& g = resolve_group(kAllGatherMatmul, c.arg(3).to_string());
+  Group& g = call_group(c, kAllGatherMatmul, 3);  // Note [prepared collectives] (args.hpp)
   SymmArg in(shard, kAllGatherMatmul, "A_shard", g);
   const int w = g.size();
   for (size_t i = 0; i <= bs.size(); ++i) {
@@ -68,10 +68,12 @@ void matmul_reduce_scatter(KernelCall& c) {
   const Tensor& partials = c.arg(0).to_tensor();
   const Tensor& a = c.arg(1).to_tensor();
   const Tensor& b = c.arg(2).to_tensor();
-  const ReduceOp reduce = parse_reduce_op(kMatmulReduceScatter, c.arg(3).to_string());
   const int64_t d = wrap_dim(c.arg(4).to_int(), a.dim(), "scatter_dim");
-  Group& g = resolve_group(kMatmulReduceScatter, c.arg(5).to_string());
-  ReduceFn fn = reduce_fn_checked(kMatmulReduceScatter, a.dtype(), reduce);
+  // Note [prepared collectives] (args.hpp): the group and reduce op from the launch record.
+  const Reduction red = call_reduction(c, kMatmulReduceScatter, 3, 5, a.dtype());
+  const ReduceOp reduce = red.op;
+  Group& g = *red.group;
+  ReduceFn fn = red.fn;
   SymmArg slots(partials, kMatmulReduceScatter, "partials", g);
   const int w = g.size(), r = g.rank();
   Shape full_shape = a.shape();

@@ -72,8 +72,8 @@ void add_rms_norm_rows(T* residual_out, const T* residual, const acc_t<T>* w, T*
 }
 
 void fused_impl(std::string_view op, const Tensor& input, const Tensor& residual,
-                const Tensor& weight, double eps, std::string_view reduce_op,
-                std::string_view group_name, const Tensor& out, const Tensor& residual_out) {
+                const Tensor& weight, double eps, const KernelCall& c, size_t reduce_arg,
+                const Tensor& out, const Tensor& residual_out) {
   const DType dtype = input.dtype();
   SF_CHECK(is_floating(dtype),
            "{}: argument 'input' is {}; the op normalizes, so it needs a floating dtype (f32, "
@@ -93,7 +93,8 @@ void fused_impl(std::string_view op, const Tensor& input, const Tensor& residual
     check_apart(op, "out", out, name, *t);
     if (name != "residual_out") check_apart(op, "residual_out", residual_out, name, *t);
   }
-  Reduction red = prepare(op, reduce_op, group_name, dtype);
+  // Note [prepared collectives] (args.hpp); the group is the argument after the reduce op.
+  Reduction red = call_reduction(c, op, reduce_arg, reduce_arg + 1, dtype);
   SymmArg in(input, op, "input", *red.group);
   const Tensor res = residual.is_contiguous() ? residual : residual.contiguous();
   OutBuffer summed(residual_out);
@@ -116,13 +117,11 @@ void fused_impl(std::string_view op, const Tensor& input, const Tensor& residual
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
   m.impl("fused_all_reduce_add_rms_norm", [](KernelCall& c) {
     fused_impl(kFused, c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_tensor(),
-               c.arg(3).to_double(), c.arg(4).to_string(), c.arg(5).to_string(), c.out(0),
-               c.out(1));
+               c.arg(3).to_double(), c, 4, c.out(0), c.out(1));
   });
   m.impl("fused_all_reduce_add_rms_norm_out", [](KernelCall& c) {
     fused_impl(kFusedOut, c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_tensor(),
-               c.arg(3).to_double(), c.arg(4).to_string(), c.arg(5).to_string(),
-               c.arg(6).to_tensor(), c.arg(7).to_tensor());
+               c.arg(3).to_double(), c, 4, c.arg(6).to_tensor(), c.arg(7).to_tensor());
   });
 }
 

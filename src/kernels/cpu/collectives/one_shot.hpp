@@ -1,8 +1,7 @@
 // The one-shot all-reduce of the cpu collectives (all_reduce.cpp), shared with the kernels that
 // start with one (fused_all_reduce_rms_norm.cpp).
 //
-// Contract: prepare() resolves the group, the reduce op and the typed loop for a dtype, throwing
-// InvalidUsage naming `op` before any communication. one_shot() must be called by every rank of
+// Contract: one_shot(), given a Reduction (args.hpp: prepare or call_reduction), must be called by every rank of
 // the group with the same numel: it reduces every rank's copy of `in` (numel elements) in rank
 // order into `dst` (numel contiguous elements of in's dtype, not symmetric), bitwise the same on
 // every rank; `in` may be reused once it returns (Note [one-shot staging] in all_reduce.cpp). Its
@@ -16,15 +15,6 @@
 #include "kernels/cpu/collectives/args.hpp"
 
 namespace symmflow::cpu {
-
-struct Reduction {
-  Group* group;
-  ReduceOp op;
-  ReduceFn fn;
-};
-
-Reduction prepare(std::string_view op, std::string_view reduce_op, std::string_view group_name,
-                  DType dtype);
 
 // `param_name` / `param`: the caller's integer argument the ranks must agree on (reduce_out's
 // root), beside op, reduce op, dtype and numel (Note [collective agreement] in

@@ -40,9 +40,8 @@ int checked_peer(std::string_view op, std::string_view arg, int64_t peer, const 
   return int(peer);
 }
 
-void permute_out_impl(std::string_view op, const Tensor& input, int64_t shift,
-                      std::string_view group_name, const Tensor& out) {
-  Group& g = resolve_group(op, group_name);
+void permute_out_impl(std::string_view op, const Tensor& input, int64_t shift, Group& g,
+                      const Tensor& out) {
   SymmArg o(out, op, "out", g);
   check_spec(op, "out", out, input.dtype(), input.shape(), "like 'input'");
   check_no_overlap(op, "out", out, "input", input);
@@ -55,18 +54,15 @@ void permute_out_impl(std::string_view op, const Tensor& input, int64_t shift,
   g.barrier(kCollectiveChannel, call);
 }
 
-void permute_impl(const Tensor& input, int64_t shift, std::string_view group_name,
-                  const Tensor& result) {
-  Group& g = resolve_group(kPermute, group_name);
+void permute_impl(const Tensor& input, int64_t shift, Group& g, const Tensor& result) {
   Tensor staging = empty_symmetric(input.shape(), input.dtype(), g.name());
-  permute_out_impl(kPermute, input, shift, group_name, staging);
+  permute_out_impl(kPermute, input, shift, g, staging);
   copy_into(result, staging.raw_data());
 }
 
 void put_signal_impl(const Tensor& src, const Tensor& dst, int64_t peer, int64_t channel,
-                     std::string_view group_name) {
+                     Group& g) {
   constexpr std::string_view op = kPutSignal;
-  Group& g = resolve_group(op, group_name);
   SymmArg d(dst, op, "dst", g);
   SF_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
            "{}: argument 'src' ({}) must have the dtype and number of elements of 'dst' ({})", op,
@@ -81,10 +77,8 @@ void put_signal_impl(const Tensor& src, const Tensor& dst, int64_t peer, int64_t
   g.put_signal(p, int(channel), op);
 }
 
-void wait_signal_impl(const Tensor& dst, int64_t peer, int64_t channel,
-                      std::string_view group_name) {
+void wait_signal_impl(const Tensor& dst, int64_t peer, int64_t channel, Group& g) {
   constexpr std::string_view op = kWaitSignal;
-  Group& g = resolve_group(op, group_name);
   SymmArg d(dst, op, "dst", g);
   int p = checked_peer(op, "peer", peer, g);
   SF_CHECK(channel >= 0 && channel < g.channels(),
@@ -94,9 +88,8 @@ void wait_signal_impl(const Tensor& dst, int64_t peer, int64_t channel,
   g.wait_signal(p, int(channel), op);
 }
 
-void get_impl(const Tensor& src, int64_t peer, std::string_view group_name, const Tensor& out) {
+void get_impl(const Tensor& src, int64_t peer, Group& g, const Tensor& out) {
   constexpr std::string_view op = kGet;
-  Group& g = resolve_group(op, group_name);
   SymmArg s(src, op, "src", g);
   check_spec(op, "out", out, src.dtype(), src.shape(), "like 'src'");
   int p = checked_peer(op, "peer", peer, g);
@@ -104,9 +97,8 @@ void get_impl(const Tensor& src, int64_t peer, std::string_view group_name, cons
   copy_into(out, s.peer(p));
 }
 
-void broadcast_impl(const Tensor& input, int64_t root, std::string_view group_name) {
+void broadcast_impl(const Tensor& input, int64_t root, Group& g) {
   constexpr std::string_view op = kBroadcast;
-  Group& g = resolve_group(op, group_name);
   SymmArg in(input, op, "input", g);
   int r = checked_peer(op, "root", root, g);
   fingerprint(g, op, input.dtype(), input.numel(), fmt::format("root={}", root));
@@ -116,9 +108,8 @@ void broadcast_impl(const Tensor& input, int64_t root, std::string_view group_na
   g.barrier(kCollectiveChannel, call);
 }
 
-void barrier_impl(std::string_view group_name, int64_t channel) {
+void barrier_impl(Group& g, int64_t channel) {
   constexpr std::string_view op = kBarrier;
-  Group& g = resolve_group(op, group_name);
   SF_CHECK(channel >= 0 && channel < g.channels(),
            "{}: channel {} out of range for group '{}' (valid: 0..{}; set SYMMFLOW_SIGNAL_CHANNELS "
            "for more)",
@@ -140,28 +131,32 @@ uint32_t* checked_u32(std::string_view op, const Tensor& t, int64_t offset, int6
 }
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
+  // Note [prepared collectives] (args.hpp): the group from the launch record.
   m.impl("collective_permute", [](KernelCall& c) {
-    permute_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(), c.out(0));
+    permute_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), call_group(c, kPermute, 2), c.out(0));
   });
   m.impl("collective_permute_out", [](KernelCall& c) {
-    permute_out_impl(kPermuteOut, c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(),
-                     c.arg(3).to_tensor());
+    permute_out_impl(kPermuteOut, c.arg(0).to_tensor(), c.arg(1).to_int(),
+                     call_group(c, kPermuteOut, 2), c.arg(3).to_tensor());
   });
   m.impl("put_signal", [](KernelCall& c) {
     put_signal_impl(c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_int(),
-                    c.arg(3).to_int(), c.arg(4).to_string());
+                    c.arg(3).to_int(), call_group(c, kPutSignal, 4));
   });
   m.impl("wait_signal", [](KernelCall& c) {
     wait_signal_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_int(),
-                     c.arg(3).to_string());
+                     call_group(c, kWaitSignal, 3));
   });
   m.impl("get", [](KernelCall& c) {
-    get_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(), c.arg(3).to_tensor());
+    get_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), call_group(c, kGet, 2),
+             c.arg(3).to_tensor());
   });
   m.impl("broadcast_", [](KernelCall& c) {
-    broadcast_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string());
+    broadcast_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), call_group(c, kBroadcast, 2));
   });
-  m.impl("barrier", [](KernelCall& c) { barrier_impl(c.arg(0).to_string(), c.arg(1).to_int()); });
+  m.impl("barrier", [](KernelCall& c) {
+    barrier_impl(call_group(c, kBarrier, 0), c.arg(1).to_int());
+  });
   m.impl("stream_write_value32_", [](KernelCall& c) {
     const Tensor& t = c.arg(0).to_tensor();
     uint32_t* p = checked_u32(kWriteValue, t, c.arg(1).to_int(), 1, c.arg(2).to_int());

@@ -24,10 +24,9 @@ namespace {
 
 constexpr std::string_view kReduceOut = "symm_mem::reduce_out";
 
-void reduce_out_impl(const Tensor& input, int64_t root, std::string_view reduce_op,
-                     std::string_view group_name, const Tensor& out) {
+void reduce_out_impl(const Tensor& input, int64_t root, const KernelCall& c, const Tensor& out) {
   constexpr std::string_view op = kReduceOut;
-  Reduction red = prepare(op, reduce_op, group_name, input.dtype());
+  Reduction red = call_reduction(c, op, 2, 3, input.dtype());  // Note [prepared collectives]
   SymmArg in(input, op, "input", *red.group);
   SF_CHECK(root >= 0 && root < red.group->size(),
            "{}: root {} out of range for group '{}' of size {}", op, root, red.group->name(),
@@ -50,8 +49,7 @@ void reduce_out_impl(const Tensor& input, int64_t root, std::string_view reduce_
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
   m.impl("reduce_out", [](KernelCall& c) {
-    reduce_out_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c.arg(2).to_string(),
-                    c.arg(3).to_string(), c.arg(4).to_tensor());
+    reduce_out_impl(c.arg(0).to_tensor(), c.arg(1).to_int(), c, c.arg(4).to_tensor());
   });
 }
 

@@ -37,10 +37,8 @@ constexpr std::string_view kAllToAll = "symm_mem::all_to_all";
 constexpr std::string_view kAllToAllOut = "symm_mem::all_to_all_out";
 
 void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_view input_name,
-                         std::string_view reduce_op, std::string_view group_name,
-                         bool split_last_dim, const Tensor& output, std::string_view output_name) {
-  Group& g = resolve_group(op, group_name);
-  ReduceOp r = parse_reduce_op(op, reduce_op);
+                         Group& g, ReduceOp r, bool split_last_dim, const Tensor& output,
+                         std::string_view output_name) {
   ReduceFn fn = reduce_fn_checked(op, input.dtype(), r);
   SymmArg in(input, op, input_name, g);
   const int w = g.size();
@@ -66,8 +64,7 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
 }
 
 void all_gather_impl(std::string_view op, const Tensor& input, std::string_view input_name,
-                     std::string_view group_name, const Tensor& out) {
-  Group& g = resolve_group(op, group_name);
+                     Group& g, const Tensor& out) {
   SymmArg in(input, op, input_name, g);
   const int w = g.size();
   check_all_gather(op, input, input_name, w, out);
@@ -87,9 +84,7 @@ void all_gather_impl(std::string_view op, const Tensor& input, std::string_view 
   dst.finish();
 }
 
-void all_to_all_impl(std::string_view op, const Tensor& input, std::string_view group_name,
-                     const Tensor& out) {
-  Group& g = resolve_group(op, group_name);
+void all_to_all_impl(std::string_view op, const Tensor& input, Group& g, const Tensor& out) {
   SymmArg in(input, op, "input", g);
   const int w = g.size();
   const int64_t block = check_equal_all_to_all(op, input, w, out);
@@ -137,9 +132,8 @@ void check_splits(std::string_view op, const Group& g, const std::vector<const i
 }
 
 void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& in_splits,
-                          const Tensor& out_splits_offsets, std::string_view group_name) {
+                          const Tensor& out_splits_offsets, Group& g) {
   constexpr std::string_view op = kAllToAllVdev;
-  Group& g = resolve_group(op, group_name);
   SymmArg in(input, op, "input", g);
   SymmArg o(out, op, "out", g);
   SymmArg splits_arg(in_splits, op, "in_splits", g);
@@ -176,35 +170,39 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
 }
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {
+  // Note [prepared collectives] (args.hpp): the group and reduce op from the launch record.
   m.impl("reduce_scatter_out", [](KernelCall& c) {
-    reduce_scatter_impl(kReduceScatterOut, c.arg(0).to_tensor(), "input", "sum",
-                        c.arg(1).to_string(), c.arg(2).to_bool(), c.arg(3).to_tensor(), "output");
+    constexpr std::string_view op = kReduceScatterOut;
+    reduce_scatter_impl(op, c.arg(0).to_tensor(), "input", call_group(c, op, 1), ReduceOp::sum,
+                        c.arg(2).to_bool(), c.arg(3).to_tensor(), "output");
   });
   m.impl("_low_contention_reduce_scatter", [](KernelCall& c) {
-    reduce_scatter_impl(kLowContentionReduceScatter, c.arg(0).to_tensor(), "tensor",
-                        c.arg(1).to_string(), c.arg(2).to_string(), false, c.out(0), "result");
+    constexpr std::string_view op = kLowContentionReduceScatter;
+    const Tensor& t = c.arg(0).to_tensor();
+    const Reduction red = call_reduction(c, op, 1, 2, t.dtype());
+    reduce_scatter_impl(op, t, "tensor", *red.group, red.op, false, c.out(0), "result");
   });
   m.impl("all_gather_out", [](KernelCall& c) {
-    all_gather_impl(kAllGatherOut, c.arg(0).to_tensor(), "input", c.arg(1).to_string(),
-                    c.arg(2).to_tensor());
+    all_gather_impl(kAllGatherOut, c.arg(0).to_tensor(), "input",
+                    call_group(c, kAllGatherOut, 1), c.arg(2).to_tensor());
   });
   m.impl("_low_contention_all_gather", [](KernelCall& c) {
-    all_gather_impl(kLowContentionAllGather, c.arg(0).to_tensor(), "tensor", c.arg(1).to_string(),
-                    c.out(0));
+    all_gather_impl(kLowContentionAllGather, c.arg(0).to_tensor(), "tensor",
+                    call_group(c, kLowContentionAllGather, 1), c.out(0));
   });
   m.impl("multimem_all_gather_out", [](KernelCall&) {
     refuse_multicast("symm_mem::multimem_all_gather_out", "symm_mem::all_gather_out");
   });
   m.impl("all_to_all", [](KernelCall& c) {
-    all_to_all_impl(kAllToAll, c.arg(0).to_tensor(), c.arg(1).to_string(), c.out(0));
+    all_to_all_impl(kAllToAll, c.arg(0).to_tensor(), call_group(c, kAllToAll, 1), c.out(0));
   });
   m.impl("all_to_all_out", [](KernelCall& c) {
-    all_to_all_impl(kAllToAllOut, c.arg(0).to_tensor(), c.arg(1).to_string(),
+    all_to_all_impl(kAllToAllOut, c.arg(0).to_tensor(), call_group(c, kAllToAllOut, 1),
                     c.arg(2).to_tensor());
   });
   m.impl("all_to_all_vdev", [](KernelCall& c) {
     all_to_all_vdev_impl(c.arg(0).to_tensor(), c.arg(1).to_tensor(), c.arg(2).to_tensor(),
-                         c.arg(3).to_tensor(), c.arg(4).to_string());
+                         c.arg(3).to_tensor(), call_group(c, kAllToAllVdev, 4));
   });
 }
 
