@@ -16,6 +16,7 @@
 #include "kernels/cuda/pointwise_codegen.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -328,10 +329,25 @@ std::string pointwise_source(const PwProgram& p) {
   return out;
 }
 
+// Whether codegen spells an op: asked of spelled() once per op (a plan's launch asks per run);
+// an op past the table (one added after `copy`) counts as unspelled, so it runs interpreted.
+static bool spells(PwOp op) {
+  constexpr size_t kOps = size_t(PwOp::copy) + 1;
+  static const std::array<bool, kOps> table = [] {
+    std::array<bool, kOps> t{};
+    for (size_t i = 0; i < kOps; ++i) {
+      PwInstr in;
+      in.op = PwOp(i);
+      t[i] = in.op == PwOp::load || in.op == PwOp::store || !spelled(kFloat, in).empty();
+    }
+    return t;
+  }();
+  return size_t(op) < kOps && table[size_t(op)];
+}
+
 bool pointwise_compilable(const PwProgram& p) {
   for (int k = 0; k < p.n_instrs; ++k) {
-    const PwInstr& in = p.code[k];
-    if (in.op != PwOp::load && in.op != PwOp::store && spelled(kFloat, in).empty()) return false;
+    if (!spells(p.code[k].op)) return false;
   }
   return true;
 }
