@@ -7,4 +7,5 @@ except ImportError:
     print("pytest is not installed: skipped (scripts/install-deps.sh installs it)")
     sys.exit(77)
 
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]]))
+# --durations: the slowest tests of each file in CTest's log, for keeping CI under its limit.
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--durations=5", *sys.argv[1:]]))

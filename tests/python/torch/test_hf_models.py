@@ -41,9 +41,11 @@ DENSE_4 = ["llama:dtensor:mask", "llama:sp:mask", "qwen3:dtensor:mask", "mistral
            "gpt2:dtensor:mask"]
 
 
+# bf16 at 4 ranks: test_training_models.py (its forward is this compile too) and
+# tools/hf_matrix.py; here it would add a minute of CI for little that 2 ranks do not check.
 @pytest.mark.parametrize("nproc,cases,dtypes", [
     (2, DENSE_2, "f32,bf16"),
-    (4, DENSE_4, "f32,bf16"),
+    (4, DENSE_4, "f32"),
 ])
 def test_dense_models_are_one_partition_and_equal_eager(nproc, cases, dtypes):
     rc, results, out = launch(nproc, ",".join(cases), dtypes, timeout=900, worker=WORKER)

@@ -42,7 +42,7 @@ def _one_partition_each(results):
 @pytest.mark.parametrize("nproc,cases,dtypes", [
     (2, ["llama:dtensor:mask", "llama:sp:mask", "qwen2:tp_plan", "qwen3:sp:mask"], "f32"),
     (2, ["qwen3:dtensor:mask"], "f32,bf16"),
-    (4, ["llama:dtensor:mask", "llama:sp:mask"], "f32,bf16"),
+    (4, ["llama:dtensor:mask", "llama:sp:mask"], "bf16"),  # f32 at 4 ranks: qwen3 below
     (4, ["qwen3:dtensor:mask", "qwen3:sp:mask"], "f32"),
 ])
 def test_training_equals_eager_step_by_step(nproc, cases, dtypes):
