@@ -404,7 +404,19 @@ void Executable::run_call(Step& step) {
     }
   }
   if (step.keyed_by < 0 || !bound[size_t(step.keyed_by)].to_tensor().defined()) {
-    call_bound_into(op, bound, outs);  // no tensor operand (a factory): placed per call
+    // No tensor operand (a factory, a barrier): the kernel is found per call, where a preset
+    // output or the thread's device says; what it resolves from its literals stays in the record
+    // while the kernel does (a barrier's group, Note [prepared collectives]).
+    Device device;
+    const Kernel& kernel = kernel_for(op, bound, outs, device);
+    if (&kernel != step.kernel || device != step.device) {
+      step.kernel = &kernel;
+      step.device = device;
+      step.kernel_state.reset();
+    }
+    const bool had_state = step.kernel_state != nullptr;
+    call_kernel_into(op, kernel, device, bound, outs, &step.kernel_state);
+    stats_.prepared_states += had_state;
   } else {
     const Device device = bound[size_t(step.keyed_by)].to_tensor().device();
     if (!step.kernel || device != step.device) {

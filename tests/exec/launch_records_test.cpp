@@ -54,15 +54,16 @@ TEST_P(LaunchRecords, EveryCallStepRunsFromItsRecordRunAfterRun) {
 INSTANTIATE_TEST_SUITE_P(Ranks, LaunchRecords, ::testing::Values(1, 2, 4));
 
 // Note [prepared collectives] (kernels/cpu/collectives/args.hpp): a collective's group and
-// reduce op are resolved by its record's first call and found there by every later run (each
-// kind: one-shot, two-shot with another reduce op, reduce-scatter, all-gather), with the
-// interpreter's results.
+// reduce op are resolved by its record's first call and found there by every later run (a
+// one-shot, a two-shot with another reduce op, and a barrier, which has no tensor operand), with
+// the interpreter's results.
 constexpr const char* kCollectives = R"sf(group tp
 graph g(x: f32[8, 16]) {
   a = aten::mul.Scalar(x, 2.0)
   b = symm_mem::one_shot_all_reduce(a, "sum", "tp")
   c = aten::mul.Scalar(b, 0.5)
   symm_mem::two_shot_all_reduce_(c, "max", "tp")
+  symm_mem::barrier("tp", 0)
   d = aten::add.Tensor(c, x)
   return d
 }
@@ -77,7 +78,7 @@ TEST_P(PreparedCollectives, GroupAndReduceOpComeFromTheRecordAfterTheFirstRun) {
   size_t collectives = 0;
   for (const passes::PlanStep& s : plan->steps)
     collectives += s.op.called() && s.op.called()->has(Tag::collective);
-  ASSERT_EQ(collectives, 2u);
+  ASSERT_EQ(collectives, 3u);
   run_threads(w, [&](Runtime& rt) {
     Executable exe(plan);
     for (int seed = 0; seed < 3; ++seed) {

@@ -32,7 +32,8 @@ __all__ = ["MAX_BYTES", "MAX_TOTAL_BYTES", "attr", "fold_input_independent"]
 # The largest folded constant: larger input-independent values (a long sequence's full mask)
 # are computed each call rather than kept for the program's lifetime.
 MAX_BYTES = 16 << 20
-# The most a graph keeps folded in all (per-layer masks of a long sequence would add up).
+# The most a graph evaluates for folding in all, and so the most it keeps folded (per-layer
+# masks of a long sequence would add up).
 MAX_TOTAL_BYTES = 64 << 20
 
 _NEVER = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
@@ -95,10 +96,22 @@ def _as_traced(value, node: torch.fx.Node) -> bool:
 
 
 def _written(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-    """Nodes an op of the graph writes in place, and every node they are computed from: none of
-    them is folded, since a constant snapshot would miss the write (AOT's graphs are functional,
-    so this is empty there; a graph with a mutation, such as a KV cache updated in place, keeps
-    its values computed each call)."""
+    """Nodes an op of the graph writes in place, and every node they are computed from, and
+    every get_attr of a constant whose storage such a node reads (a tracer gives each use of a
+    constant a get_attr of its own): none of them is folded, since a constant snapshot would miss
+    the write (AOT's graphs are functional, so this is empty there; a graph with a mutation, such
+    as a KV cache updated in place, keeps its values computed each call)."""
+    written = _written_nodes(gm)
+    storages = {attr_storage(attr(gm, n.target)) for n in written if n.op == "get_attr"}
+    storages.discard(None)
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and attr_storage(attr(gm, node.target)) in storages:
+            written.add(node)
+    return written
+
+
+def _written_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The nodes an op writes in place, and every node they are computed from."""
     written: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:
         target = node.target
@@ -149,8 +162,9 @@ def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
                 value = node.target(*args, **kwargs)
             except Exception:  # noqa: BLE001 (an op that cannot run here runs each call)
                 continue
-            if _size(value) > MAX_BYTES or not _as_traced(value, node):
-                continue
+            if (_size(value) > MAX_BYTES or total + _size(value) > MAX_TOTAL_BYTES
+                    or not _as_traced(value, node)):
+                continue  # a node without a trace is capped by what it made
             known[node] = value
             total += _size(value)
             evaluated.append(node)
@@ -174,14 +188,14 @@ def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
         made += 1
     removed = 0
     if made:
-        calls = lambda: sum(n.op == "call_function" for n in gm.graph.nodes)  # noqa: E731
-        before = calls()
         gm.graph.eliminate_dead_code()
-        removed = before - calls()
+        present = set(gm.graph.nodes)  # dead code the graph had before is not counted
+        removed = sum(n not in present for n in evaluated)
         gm.recompile()
-        if any(isinstance(getattr(gm, n.target, None), torch.Tensor)
-               and getattr(gm, n.target).is_cuda for n in gm.graph.nodes if n.op == "get_attr"):
-            torch.cuda.synchronize()  # computed on the compile-time stream; read on any other
+        constants = [attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+        devices = {c.device for c in constants if isinstance(c, torch.Tensor) and c.is_cuda}
+        for device in devices:  # computed on each device's compile-time stream; read on any other
+            torch.cuda.synchronize(device)
     return removed, made
 
 

@@ -208,3 +208,50 @@ def test_a_constant_never_shares_the_graphs_own_storage():
     assert made == 1
     folded = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
     assert folded[0].untyped_storage().data_ptr() != root.c.untyped_storage().data_ptr()
+
+
+def test_a_constant_written_through_another_get_attr_is_not_folded():
+    """A tracer gives each use of a constant a get_attr of its own: the write through one makes
+    every value computed from the others run each call."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    written = graph.get_attr("c")
+    read = graph.get_attr("c")
+    doubled = graph.call_function(torch.ops.aten.mul.Tensor, (read, 2.0))
+    summed = graph.call_function(torch.ops.aten.add.Tensor, (x, doubled))
+    graph.call_function(torch.ops.aten.add_.Tensor, (written, 1.0))
+    graph.output(summed)
+    root = torch.nn.Module()
+    root.register_buffer("c", torch.arange(4.0))
+    gm = torch.fx.GraphModule(root, graph)
+    removed, made = _fold.fold_input_independent(gm)
+    assert (removed, made) == (0, 0), call_targets(gm)
+    x = torch.zeros(4)
+    for step in range(3):  # c grows by one a call; a folded 2c would not
+        torch.testing.assert_close(gm(x), (torch.arange(4.0) + step) * 2)
+
+
+def test_the_total_cap_holds_for_nodes_without_a_trace(monkeypatch):
+    """A node without meta (a hand-built graph) is capped by the bytes it evaluated to."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    out = x
+    for _ in range(3):
+        c = graph.call_function(torch.ops.aten.arange.default, (100.0,))
+        out = graph.call_function(torch.ops.aten.add.Tensor, (out, c))
+    graph.output(out)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    monkeypatch.setattr(_fold, "MAX_TOTAL_BYTES", 2 * 400)  # two f32[100]
+    removed, made = _fold.fold_input_independent(gm)
+    assert made == 2 and removed == 2, (removed, made, call_targets(gm))
+    torch.testing.assert_close(gm(torch.zeros(100)), torch.arange(100.0) * 3)
+
+
+def test_folded_nodes_counts_only_what_folding_removed():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.call_function(torch.ops.aten.neg.default, (x,))  # dead before folding
+    c = graph.call_function(torch.ops.aten.arange.default, (4.0,))
+    graph.output(graph.call_function(torch.ops.aten.add.Tensor, (x, c)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert _fold.fold_input_independent(gm) == (1, 1), call_targets(gm)

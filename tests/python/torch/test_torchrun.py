@@ -55,6 +55,12 @@ def launch(nproc: int, cases: str, dtypes: str = "f32", timeout: float = 240, en
     return proc.returncode, results, output
 
 
+def expected_runs(cases, dtypes: str) -> int:
+    """The runs a model worker makes of `cases` (a list) in `dtypes` (comma-separated): every
+    dtype for a plain case, one for a case written `case@dtype` (worker.run_cases)."""
+    return sum(1 if "@" in c else len(dtypes.split(",")) for c in cases)
+
+
 def check_all_ok(nproc, results, output, expected_per_rank):
     assert len(results) == nproc * expected_per_rank, output[-6000:]
     bad = [r for r in results if not r["ok"]]

@@ -245,16 +245,18 @@ def emit(result: dict) -> None:
 
 def run_cases(run_one, device: str = "cpu", timeout_s: str = "30", seed: int | None = None) -> int:
     """The main loop of the model workers (hf_worker, train_worker, a2a_worker): argv's cases x
-    dtypes, each `run_one(case, dtype_name)`'s result (or its traceback as a failed case) emitted;
-    on GPUs each rank drives its own GPU and eager collectives on cuda tensors go through NCCL."""
+    dtypes (a case written `case@dtype` runs in that dtype only: expected_runs), each
+    `run_one(case, dtype_name)`'s result (or its traceback as a failed case) emitted; on GPUs each
+    rank drives its own GPU and eager collectives on cuda tensors go through NCCL."""
     cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     dist.init_process_group("cpu:gloo,cuda:nccl" if device == "cuda" else "gloo")
     sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", timeout_s)))
     failed = False
-    for case in cases:
-        for dtype_name in dtypes:
+    for spec in cases:
+        case, _, own = spec.partition("@")
+        for dtype_name in [own] if own else dtypes:
             if seed is not None:
                 torch.manual_seed(seed)
             try:

@@ -2,7 +2,8 @@
 //
 // Contract: every helper throws InvalidUsage naming the op (and argument) before any
 // communication, so a bad call never leaves peers waiting on half a collective. Nothing here
-// allocates on the success path except OutBuffer for a strided output and the debug fingerprint.
+// allocates on the success path except OutBuffer for a strided output, the debug fingerprint
+// and call_group / call_reduction on a launch record's first call (the state they keep).
 //   - resolve_group: the group by name, "unknown group" prefixed with the op; call_group /
 //     call_reduction: the same for a kernel call, kept in its launch record (Note [prepared
 //     collectives]).
