@@ -28,7 +28,10 @@ demo: build
 test: build
 	@cd $(BUILD_DIR) && ctest $(CTEST_ARGS) -j $(JOBS)
 
+# ASan+UBSan on every layer's tests, compiled by clang; the fuzzers live in the same tree
+# (Note [one sanitizer tree] in scripts/run-fuzz.sh).
 test-asan:
+	@scripts/install-deps.sh --clang
 	@$(MAKE) --no-print-directory test PRESET=asan
 
 # ThreadSanitizer on the concurrent parts (runtime and collectives; the matrix shrinks itself):
@@ -39,7 +42,7 @@ test-tsan: deps
 	@cd build/tsan && ctest $(CTEST_ARGS) -j $(JOBS) -R '^(Runtime|Collective|Reduce|Collectives)'
 
 fuzz:
-	@scripts/install-deps.sh --fuzz
+	@scripts/install-deps.sh --clang
 	@scripts/run-fuzz.sh $(FUZZ_SECONDS)
 
 bench: build
@@ -52,10 +55,11 @@ bench-compile: deps
 	@cmake --build --preset $(PRESET) -j $(JOBS) --target bench_compile
 	@$(BIN)/bench_compile --benchmark_min_time=0.3
 
-# The manylinux wheel from a read-only copy, installed into a fresh venv without MPI (Note [wheel]);
-# exit 77 is the script's skip (it names what is missing).
+# The manylinux wheel, installed into a fresh venv without MPI (Note [wheel]): built from a
+# read-only copy of the checkout, or with TREE=build/release from that tree's objects (CI, after
+# `make test`); exit 77 is the script's skip (it names what is missing).
 wheel-smoke: deps
-	@JOBS=$(JOBS) scripts/wheel_smoke.sh || [ $$? = 77 ]
+	@JOBS=$(JOBS) TREE=$(TREE) scripts/wheel_smoke.sh || [ $$? = 77 ]
 
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

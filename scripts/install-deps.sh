@@ -6,7 +6,8 @@
 # Works on Debian 12 (LLVM 14) and Debian 13 (LLVM 19).
 # The Python package's requirements (scripts/requirements-python.txt: torch, nanobind, pytest,
 # numpy, scikit-build-core) are installed with pip when one is missing or at another version.
-# Usage: scripts/install-deps.sh [--fuzz]   (--fuzz adds clang and its libFuzzer runtime)
+# Usage: scripts/install-deps.sh [--clang]   (--clang adds clang and its sanitizer and libFuzzer
+# runtimes, which the asan preset and the fuzzers need; --fuzz is the same)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -23,7 +24,7 @@ esac
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libopenmpi-dev openmpi-bin
           libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
           "llvm-${llvm}-tools")
-if [[ "${1:-}" == "--fuzz" ]]; then
+if [[ "${1:-}" == "--clang" || "${1:-}" == "--fuzz" ]]; then
   packages+=(clang "libclang-rt-${llvm}-dev")
 fi
 

@@ -8,6 +8,13 @@
 # - Built out of tree: pyproject.toml sets no build-dir, so scikit-build-core builds in a
 #   temporary directory; the copy it builds from is read-only (a read-only bind mount in a private
 #   mount namespace when we are root, where chmod alone stops nothing; chmod -R a-w otherwise).
+# - With TREE=<CMake build dir> (CI: build/release, after `make test` built it) pip builds the wheel
+#   in that tree instead (scikit-build-core's build-dir), from the checkout, with the tree's own
+#   options passed back so nothing is recompiled: the library is compiled once a CI run, not twice
+#   (Note [build speed] in cmake/BuildSpeed.cmake). Checked there instead of the read-only copy:
+#   the build writes nothing into the checkout (git status before and after), and no object of the
+#   tree is compiled again (no object file newer than the build's start). The cuda module stays out of the wheel as above
+#   (SYMMFLOW_WHEEL_CUDA=OFF: it is built in such a tree but not installed).
 # - No MPI needed: libsymmflow.so and _core do not link libmpi; only libsymmflow_mpi.so does, and
 #   it is loaded on first use of the mpi transport (Note [mpi module] in
 #   src/runtime/mpi_module.cpp). auditwheel repair excludes libmpi (--exclude 'libmpi.so.*'), so
@@ -27,7 +34,8 @@
 # and the fresh venv's numpy. Exits 77 (skipped) naming what is missing when the build
 # requirements are absent.
 # Environment: PYTHON (default python3), JOBS (parallel compile jobs, default nproc),
-# KEEP=1 keeps the work directory, BUILT=<wheel> skips the build (steps 1 and 3) and checks that
+# KEEP=1 keeps the work directory, TREE=<build dir> builds in that CMake tree (above),
+# BUILT=<wheel> skips the build (steps 1 and 3) and checks that
 # linux_x86_64 wheel instead.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,7 +62,7 @@ can_unshare=0
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then can_unshare=1; fi
 
 # 1. A read-only copy of the checkout: the files git tracks or would track (not build/).
-if [ -z "${BUILT:-}" ]; then
+if [ -z "${BUILT:-}" ] && [ -z "${TREE:-}" ]; then
 src=$work/src
 mkdir -p "$src"
 (cd "$root" && git ls-files -z --cached --others --exclude-standard |
@@ -70,6 +78,35 @@ fi
 # 3. The wheel, built from the read-only copy with pyproject.toml's defaults.
 if [ -n "${BUILT:-}" ]; then
   mkdir -p "$work/dist" && cp "$BUILT" "$work/dist/"
+elif [ -n "${TREE:-}" ]; then
+  tree=$(cd "$TREE" && pwd)
+  [ -f "$tree/CMakeCache.txt" ] || { say "FAILED: $tree is no CMake tree (make build first)"; exit 1; }
+  # The tree's own options, so that configuring it for the wheel changes nothing it compiles.
+  defines=()
+  for var in SYMMFLOW_BUILD_TESTS SYMMFLOW_BUILD_BENCH SYMMFLOW_BUILD_FUZZ SYMMFLOW_CUDA \
+             SYMMFLOW_WERROR SYMMFLOW_PCH SYMMFLOW_TEST_OPT SYMMFLOW_SANITIZE; do
+    if grep -q "^$var:" "$tree/CMakeCache.txt"; then
+      defines+=(-C "cmake.define.$var=$(sed -n "s/^$var:[A-Z]*=//p" "$tree/CMakeCache.txt")")
+    fi
+  done
+  status() { git -C "$root" status --porcelain --ignored --untracked-files=all -- . ':!build'; }
+  before=$(status)
+  touch "$work/before-build"
+  say "building the wheel in the tree $tree"
+  # The machine's python3 (not the tools venv): the tree keeps the interpreter it was made with.
+  "$py" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
+    -w "$work/dist" -C build-dir="$tree" -C cmake.define.SYMMFLOW_WHEEL_CUDA=OFF "${defines[@]}" "$root"
+  if [ "$(status)" != "$before" ]; then
+    say "FAILED: building the wheel wrote into the checkout:"; diff <(echo "$before") <(status) || true
+    exit 1
+  fi
+  recompiled=$(find "$tree" -name '*.o' -newer "$work/before-build")
+  if [ -n "$recompiled" ]; then
+    say "FAILED: the wheel's build compiled $(echo "$recompiled" | wc -l) objects of $tree again:"
+    echo "$recompiled" | head -20
+    exit 1
+  fi
+  say "the wheel reused every object of $tree and wrote nothing into the checkout"
 else
 build=("$work/tools/bin/pip" wheel -q --disable-pip-version-check --no-build-isolation --no-deps
        -w "$work/dist" -C cmake.define.SYMMFLOW_CUDA=OFF "$src")
