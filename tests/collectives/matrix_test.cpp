@@ -16,7 +16,9 @@ using Param = std::tuple<Op, int>;
 class Matrix : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Matrix, EveryCase) {
-  auto [op, world] = GetParam();
+  // Plain variables, not a structured binding: clang 14 (the asan tree's) cannot capture one.
+  const auto op = std::get<0>(GetParam());
+  const int world = std::get<1>(GetParam());
   ScopedTunables quick(oversubscribed_tunables());
   Registry::global();  // register ops on this thread before the ranks look them up
   std::vector<Case> cases = case_matrix(op, world);

@@ -120,7 +120,8 @@ TEST(FusedCasts, BroadcastInputsEqualOpByOp) {
 }
 )";
   for (const char* dt : {"f32", "bf16"}) {
-    for (auto [rows, cols] : {std::pair{7, 13}, std::pair{1001, 9}}) {
+    for (auto shape : {std::pair{7, 13}, std::pair{1001, 9}}) {
+      const int rows = shape.first, cols = shape.second;  // clang 14 captures no structured binding
       auto sized = [&](std::string t) {
         for (size_t at; (at = t.find("R, ")) != std::string::npos;) t.replace(at, 3, std::to_string(rows) + ", ");
         for (size_t at; (at = t.find(", C]")) != std::string::npos;) t.replace(at, 4, ", " + std::to_string(cols) + "]");
