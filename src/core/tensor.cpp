@@ -1,5 +1,6 @@
 #include "symmflow/core/tensor.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -90,7 +91,10 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t offset_byte
 
 void* Tensor::raw_data() const {
   if (!storage_) return nullptr;
-  return static_cast<char*>(storage_->data()) + offset_;
+  // An empty storage has no data pointer, and a view of it may still carry an offset: the address
+  // is computed as an integer (never dereferenced: such a view has no element), since adding an
+  // offset to a null pointer is undefined (clang's UBSan, the asan tree, reports it).
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(storage_->data()) + offset_);
 }
 
 TensorView Tensor::view() const {
@@ -120,6 +124,10 @@ void store_double(const TensorView& t, int64_t off, double value) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       static_cast<T*>(t.data)[off] = T(float(value));
+    } else if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>) {
+      // A negative value into an unsigned dtype wraps as PyTorch's does (-1 -> 0xffffffff for u32);
+      // a double converted straight to an unsigned type out of its range is undefined.
+      static_cast<T*>(t.data)[off] = static_cast<T>(static_cast<int64_t>(value));
     } else {
       static_cast<T*>(t.data)[off] = static_cast<T>(value);
     }

@@ -66,7 +66,7 @@ void run_pass(const std::string& name, ir::Graph& graph) {
 
 namespace {
 // Debug and sanitizer builds check every pass's output; release builds check the input only.
-#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if !defined(NDEBUG) || defined(SYMMFLOW_ASAN) || defined(SYMMFLOW_TSAN)
 constexpr bool kVerifyEachByDefault = true;
 #else
 constexpr bool kVerifyEachByDefault = false;

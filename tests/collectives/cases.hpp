@@ -59,7 +59,7 @@ struct Case {
 };
 
 inline std::vector<Case> case_matrix(Op op, int world) {
-#if defined(__SANITIZE_THREAD__)
+#if defined(SYMMFLOW_TSAN)
   const std::vector<int64_t> sizes = {0, 1, 7, 1023};
   const std::vector<DType> dtypes = {DType::f32, DType::bf16, DType::i64};
   const std::vector<std::string> reduce_ops = {"sum", "max"};

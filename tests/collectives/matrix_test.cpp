@@ -39,7 +39,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return name + "_W" + std::to_string(std::get<1>(info.param));
 }
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(SYMMFLOW_TSAN)
 constexpr int kWorlds[] = {1, 2, 4};
 #else
 constexpr int kWorlds[] = {1, 2, 3, 4, 8};

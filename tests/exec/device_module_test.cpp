@@ -110,14 +110,8 @@ StartUp start_up(const std::vector<std::string>& args, int runs) {
 }
 
 bool sanitized() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(SYMMFLOW_ASAN) || defined(SYMMFLOW_TSAN)
   return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return true;
-#else
-  return false;
-#endif
 #else
   return false;
 #endif

@@ -235,7 +235,7 @@ TEST(Planner, LargeGraphsPlanFast) {
       plan = passes::emit_plan(g, passes::plan_memory(*g));
       s = std::min(s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(SYMMFLOW_ASAN) || defined(SYMMFLOW_TSAN)
     const double limit = 10.0;  // sanitizers slow everything down; the bound is for release builds
 #else
     const double limit = 0.5;

@@ -14,12 +14,8 @@
 #include "bench/model_graph.hpp"
 #include "symmflow/passes/pipeline.hpp"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || !defined(NDEBUG)
+#if defined(SYMMFLOW_ASAN) || defined(SYMMFLOW_TSAN) || !defined(NDEBUG)
 #define SYMMFLOW_SLOW_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SYMMFLOW_SLOW_BUILD 1
-#endif
 #endif
 
 namespace symmflow {
