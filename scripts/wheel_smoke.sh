@@ -13,8 +13,8 @@
 #   options passed back so nothing is recompiled: the library is compiled once a CI run, not twice
 #   (Note [build speed] in cmake/BuildSpeed.cmake). Checked there instead of the read-only copy:
 #   the build writes nothing into the checkout (git status before and after), and no object of the
-#   tree is compiled again (no object file newer than the build's start). The cuda module stays out of the wheel as above
-#   (SYMMFLOW_WHEEL_CUDA=OFF: it is built in such a tree but not installed).
+#   tree is compiled again (no object file newer than the build's start). The cuda module stays
+#   out of the wheel as below (SYMMFLOW_WHEEL_CUDA=OFF: such a tree builds it, the wheel lacks it).
 # - No MPI needed: libsymmflow.so and _core do not link libmpi; only libsymmflow_mpi.so does, and
 #   it is loaded on first use of the mpi transport (Note [mpi module] in
 #   src/runtime/mpi_module.cpp). auditwheel repair excludes libmpi (--exclude 'libmpi.so.*'), so
