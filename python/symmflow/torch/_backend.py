@@ -210,6 +210,8 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
 # of the same values it computed wrong gradients with no error. symmflow's plans write dense
 # row-major buffers, so such an output is copied once into the traced layout (counted in the
 # report as output_copies); an output that is dense already, the common case, is not touched.
+# An output traced as an expand has overlapping strides (0): its copy holds each element once
+# (_runner._laid_out), since copy_ refuses such a destination (batch-2 training failed on it).
 # An inference graph's outputs stay dense (a user's elementwise op on a transposed input gets a
 # dense result of the same values; no copy is spent on a layout nothing traced against).
 

@@ -81,8 +81,7 @@ class PartitionRunner:
         for i, stride in self.strides.items():
             t = outs[i]
             if isinstance(t, torch.Tensor) and t.stride() != stride:
-                laid = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
-                outs[i] = laid.copy_(t)
+                outs[i] = _laid_out(t, stride)
                 copies += 1
         if not self.restrided:
             self.report.output_copies += copies
@@ -166,6 +165,34 @@ class PartitionRunner:
                                          f"{self.verify.meta['symmflow_name']} was changed")
             _verify(self, args, outs)
         return outs[0] if self.single_output else outs
+
+
+def _overlaps(shape, stride) -> bool:
+    """Whether two elements of a tensor of this shape and these strides share memory (an
+    expand's stride 0, or any stride smaller than the span of the dimensions inside it)."""
+    span = 1  # the elements the dimensions of smaller stride span
+    for s, n in sorted((s, n) for n, s in zip(shape, stride) if n > 1):
+        if s < span:
+            return True
+        span += s * (n - 1)
+    return False
+
+
+def _laid_out(t: torch.Tensor, stride: tuple) -> torch.Tensor:
+    """t's values in a tensor of the given strides. Strides that overlap (the forward returned an
+    expand: batch-2 training on GPUs did) get a storage holding each element once, written through
+    every element's index: elements that share memory hold equal values (t is that expand's
+    result), so whichever write lands is the value; copy_ refuses such a destination."""
+    if not _overlaps(t.shape, stride):
+        laid = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+        return laid.copy_(t)
+    size = 1 + sum((n - 1) * s for n, s in zip(t.shape, stride)) if t.numel() else 0
+    storage = torch.empty(size, dtype=t.dtype, device=t.device)
+    index = torch.zeros((), dtype=torch.long, device=t.device)
+    for n, s in zip(t.shape, stride):
+        index = index.unsqueeze(-1) + torch.arange(n, device=t.device) * s
+    storage[index.reshape(-1)] = t.reshape(-1)
+    return storage.as_strided(t.shape, stride)
 
 
 def _verify(runner, args, outs) -> None:

@@ -76,6 +76,48 @@ def test_forward_outputs_keep_their_traced_layout(world):
     torch.testing.assert_close(gw, ww)
 
 
+def test_forward_outputs_traced_as_expands_keep_their_overlapping_strides(world):
+    """A forward output PyTorch traced as an expand (stride 0: elements that share memory) comes
+    back with those strides: copying into such a layout raised "more than one element of the
+    written-to tensor refers to a single memory location" (transformers' Llama, batch-2 training
+    on GPUs)."""
+    def f(x, w):
+        s = (torch.sin(x) * w).sum(-1, keepdim=True)
+        return s.expand(2, 4, 8), s.transpose(0, 1).expand(3, 4, 2, 5)
+
+    x = torch.randn(2, 4, 8)
+    w = torch.randn(2, 4, 8, requires_grad=True)
+    torch._dynamo.reset()
+    outs = torch.compile(f, backend="symmflow")(x, w)
+    wants = f(x, w)
+    for out, want in zip(outs, wants):
+        assert out.stride() == want.stride(), (out.stride(), want.stride())
+        torch.testing.assert_close(out, want)
+    g = [torch.randn_like(o) for o in outs]
+    (gw,) = torch.autograd.grad(outs, w, g)
+    (ww,) = torch.autograd.grad(wants, w, g)
+    torch.testing.assert_close(gw, ww)
+
+
+def test_laid_out_writes_every_layout_a_trace_can_ask_for():
+    """_laid_out against PyTorch's own strided tensors: dense permutations, gaps, stride 0 (one
+    or several dimensions), size-1 and size-0 dimensions; every element compared."""
+    from symmflow.torch._runner import _laid_out, _overlaps
+
+    torch.manual_seed(0)
+    base = torch.randn(4, 1, 3)
+    cases = [base.permute(2, 0, 1), base.expand(4, 5, 3), base.expand(4, 5, 3).transpose(0, 2),
+             torch.randn(3, 1).expand(3, 6).t(), torch.randn(()).expand(2, 3),
+             torch.randn(8, 6)[::2, 1::2], torch.randn(2, 0, 3).expand(2, 0, 3),
+             torch.randn(5, 1).expand(5, 0)]
+    for want in cases:
+        got = _laid_out(want.contiguous(), want.stride())
+        assert got.stride() == want.stride() and got.shape == want.shape, want.stride()
+        assert torch.equal(got, want), want.stride()
+        overlapping = torch._debug_has_internal_overlap(want) == 1
+        assert _overlaps(want.shape, want.stride()) == overlapping, want.stride()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_attention_backward_on_gpu(world, dtype):
