@@ -35,15 +35,22 @@ SIZES = {
                   num_key_value_heads=4, head_dim=16),
     "4096": dict(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
                  num_key_value_heads=8, head_dim=128),
+    # Llama-3-8B's layer (FFN 14336) for tools/device/sweep.py; "cpu512" its shapes at hidden
+    # 512 (8/2 heads of 64) for the CPU sweep.
+    "8b": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+               num_key_value_heads=8, head_dim=128),
+    "cpu512": dict(hidden_size=512, intermediate_size=1792, num_attention_heads=8,
+                   num_key_value_heads=2, head_dim=64),
 }
 
 
-def _config(name: str, size: str = "small"):
+def _config(name: str, size: str = "small", max_positions: int = 64):
+
     import transformers as tf
 
     dims = dict(SIZES[size])
     head_dim = dims.pop("head_dim")
-    common = dict(vocab_size=VOCAB, num_hidden_layers=2, max_position_embeddings=64,
+    common = dict(vocab_size=VOCAB, num_hidden_layers=2, max_position_embeddings=max_positions,
                   tie_word_embeddings=False, **dims)
     if name == "llama":
         return tf.LlamaConfig(**common)
@@ -65,14 +72,15 @@ def _config(name: str, size: str = "small"):
 
 
 def make_model(name: str, dtype: torch.dtype = torch.float32, size: str = "small",
-               device: str | None = None):
+               device: str | None = None, max_positions: int = 64):
     """The full model, random weights from seed 0, in eval mode, attention in PyTorch's SDPA;
-    `size` one of SIZES; built on `device` (the CPU by default)."""
+    `size` one of SIZES; built on `device` (the CPU by default); `max_positions` the longest
+    sequence (prompt and cache) it is run at."""
     import transformers as tf
 
     if size != "small" and name in ("gpt2", "mixtral", "qwen3_moe"):
         raise ValueError(f"size '{size}' is for the dense rotary models, not {name}")
-    config = _config(name, size)
+    config = _config(name, size, max_positions)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     with torch.device(device or "cpu"):

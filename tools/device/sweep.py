@@ -1,0 +1,269 @@
+"""The shape sweep (issue 40, item 1): transformers models made tensor-parallel with DTensor, timed
+at the shapes users run, each point beside PyTorch eager, inductor and inductor's
+reduce-overhead in the same processes, every compiled result checked against eager's.
+
+    torchrun --nproc-per-node N tools/device/sweep.py [--models llama,qwen3] [--size 4096]
+        [--points prefill:1x128,...] [--modes eager,symmflow,...] [--dtype bf16] [--out F.jsonl]
+
+Points (comma-separated; the GPU defaults are the issue's):
+  prefill:BxS   forward of B sequences of S tokens under no_grad; checks the logits;
+  decode:B@KV   one token for B sequences with a StaticCache already holding KV tokens (filled by
+                eager; each call sets the cache's length back to KV first, one fill a layer
+                outside the compiled call); checks the step's logits;
+  train:BxS     forward, backward and AdamW on B sequences of S tokens, the labels the inputs; each
+                mode trains its own copy from the same weights; checks the first two steps' losses.
+Modes: eager, symmflow, symmflow-ro (mode="reduce-overhead"), inductor, inductor-ro. On the CPU,
+reduce-overhead is PyTorch's pass-through and the -ro modes are left out.
+
+Times are medians of --iters synchronised calls (or steps) after --warmup; beside them each
+mode's peak GPU memory (torch.cuda.max_memory_allocated, reset before the mode runs). Rank 0 prints
+a table per point: ms per mode, symmflow's better mode against inductor's better mode, the error
+against eager (relative to eager's largest logit, or the loss), and symmflow's partitions. A mode
+that fails is named with its error and the sweep goes on. Every row also goes to --out as JSON.
+On a GPU machine: bash tools/device/run.sh's sibling scripts build the package first (see
+tools/device/hf_models.sh build); on CPUs: --device cpu --size cpu512 --dtype f32.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
+import hf_models  # noqa: E402
+
+GPU_POINTS = ("prefill:1x128,prefill:1x512,prefill:1x2048,prefill:1x8192,prefill:4x512,"
+              "decode:1@1024,decode:8@1024,decode:64@1024,decode:1@8192,decode:8@8192,"
+              "decode:64@8192,decode:1@32768,decode:8@32768,"
+              "train:1x512,train:2x512,train:4x512,train:1x2048,train:2x2048,train:4x2048")
+CPU_POINTS = "prefill:1x1024,train:4x256,decode:1@1024"
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def parse_point(text: str) -> tuple[str, int, int]:
+    kind, _, shape = text.partition(":")
+    sep = "@" if kind == "decode" else "x"
+    if kind not in ("prefill", "decode", "train") or sep not in shape:
+        raise ValueError(f"bad point '{text}': prefill:BxS, decode:B@KV or train:BxS")
+    batch, length = shape.split(sep)
+    return kind, int(batch), int(length)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_ms(fn, device, iters: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def compiled(model, mode: str):
+    torch._dynamo.reset()
+    if mode == "eager":
+        return model
+    kw = {"mode": "reduce-overhead"} if mode.endswith("-ro") else {}
+    if mode.startswith("symmflow"):
+        kw["backend"] = "symmflow"
+    return torch.compile(model, **kw)
+
+
+def ids_for(batch: int, seq: int, device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1234 + batch * 7 + seq)
+    return torch.randint(0, hf_models.VOCAB, (batch, seq), generator=g).to(device)
+
+
+def run_prefill(model, modes, batch, seq, args, device, row):
+    ids = ids_for(batch, seq, device)
+    with torch.no_grad():
+        want = model(input_ids=ids).logits.float()
+        scale = max(want.abs().max().item(), 1e-6)
+        for mode in modes:
+            def go(mode=mode):
+                fn = compiled(model, mode)
+                return lambda: fn(input_ids=ids).logits
+            measure(mode, go, lambda got: (got.float() - want).abs().max().item() / scale,
+                    args, device, row)
+
+
+def run_decode(model, modes, batch, kv, args, device, row):
+    from transformers import StaticCache
+
+    cache = StaticCache(config=model.config, max_batch_size=batch, max_cache_len=kv + 1)
+    prompt = ids_for(batch, kv, device)
+    token = ids_for(batch, 1, device)
+    position = torch.full((batch, 1), kv, device=device)
+
+    def step(fn):
+        # transformers' StaticCache writes at its own running length (a tensor at a fixed
+        # address): set back to KV, every call writes the same token into the same slot.
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(kv)
+        return fn(input_ids=token, past_key_values=cache, position_ids=position).logits
+
+    with torch.no_grad():
+        model(input_ids=prompt, past_key_values=cache)
+        want = step(model).float()
+        scale = max(want.abs().max().item(), 1e-6)
+        for mode in modes:
+            def go(mode=mode):
+                fn = compiled(model, mode)
+                return lambda: step(fn)
+            measure(mode, go, lambda got: (got.float() - want).abs().max().item() / scale,
+                    args, device, row)
+
+
+def run_train(full, modes, batch, seq, args, device, row):
+    ids = ids_for(batch, seq, device)
+
+    def trainer(mode):
+        model = hf_models.parallelize(copy.deepcopy(full), args.model_name, args.style).train()
+        fn = compiled(model, mode)
+        # foreach=False: the multi-tensor path refuses a list mixing DTensors and tensors.
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+
+        def step():
+            loss = fn(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss.detach()
+        return step
+
+    eager_step = trainer("eager")
+    want = [eager_step().item(), eager_step().item()]
+    del eager_step
+    for mode in modes:
+        def go(mode=mode):
+            step = trainer(mode)
+            first = [step().item(), step().item()]
+            row.setdefault("losses", {})[mode] = first
+            return step
+        measure(mode, go, None, args, device, row,
+                check=lambda: max(abs(a - b) / max(abs(b), 1e-6)
+                                  for a, b in zip(row["losses"][row["_mode"]], want)))
+
+
+def measure(mode, make, error_of, args, device, row, check=None):
+    row["_mode"] = mode
+    try:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        fn = make()
+        if error_of is not None:
+            fn()  # reduce-overhead: the second call replays the captured graph
+            row["errors"][mode] = error_of(fn())
+        else:
+            row["errors"][mode] = check()
+        row["ms"][mode] = median_ms(fn, device, args.iters, args.warmup)
+        if device.type == "cuda":
+            row["peak_mb"][mode] = torch.cuda.max_memory_allocated(device) / 2**20
+        if mode.startswith("symmflow"):
+            import symmflow.torch as sft
+
+            report = sft.last_report()
+            row["partitions"][mode] = report.partition_count if report else None
+    except Exception:  # noqa: BLE001 - a failing mode is reported, the sweep goes on
+        row["failed"][mode] = traceback.format_exc()[-1200:]
+
+
+def best(row, prefix):
+    times = [t for m, t in row["ms"].items() if m.startswith(prefix)]
+    return min(times) if times else float("nan")
+
+
+def print_row(row, modes):
+    ratio = best(row, "inductor") / best(row, "symmflow")
+    eager = row["ms"].get("eager", float("nan")) / best(row, "symmflow")
+    print(f"{row['model']:<7} {row['point']:<16}" + "".join(
+        f"{row['ms'].get(m, float('nan')):12.3f}" for m in modes)
+        + f"  {ratio:6.2f}x {eager:6.2f}x  "
+        + " ".join(f"{m}={e:.1e}" for m, e in row["errors"].items())
+        + (f"  peak MB " + "/".join(f"{row['peak_mb'].get(m, 0):.0f}" for m in modes)
+           if row["peak_mb"] else "")
+        + f"  parts {row['partitions']}", flush=True)
+    for mode, text in row["failed"].items():
+        print(f"    FAILED {mode}: {text.strip().splitlines()[-1]}", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="llama,qwen3")
+    p.add_argument("--size", default="4096", choices=sorted(hf_models.SIZES))
+    p.add_argument("--style", default="dtensor", choices=hf_models.STYLES)
+    p.add_argument("--points")
+    p.add_argument("--modes")
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--out")
+    args = p.parse_args()
+    cuda = args.device == "cuda"
+    if cuda:
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    import symmflow.torch as sft
+
+    sft.init()
+    points = [parse_point(t) for t in (args.points or (GPU_POINTS if cuda else CPU_POINTS)).split(",")]
+    modes = (args.modes or ("eager,symmflow,symmflow-ro,inductor,inductor-ro" if cuda
+                            else "eager,symmflow,inductor")).split(",")
+    longest = max(n + 1 for _, _, n in points)
+    where = torch.cuda.get_device_name(device) if cuda else f"{os.cpu_count()} CPUs"
+    if rank == 0:
+        print(f"sweep: {world} rank(s) on {where}, torch {torch.__version__}, {args.size} "
+              f"{args.dtype}, DTensor style {args.style}; ms, medians of {args.iters}")
+        print(f"{'model':<7} {'point':<16}" + "".join(f"{m:>12}" for m in modes)
+              + "  sf/ind  sf/eager  max error vs eager", flush=True)
+    out = open(args.out, "a") if args.out and rank == 0 else None
+    for name in args.models.split(","):
+        args.model_name = name
+        full = hf_models.make_model(name, DTYPES[args.dtype], size=args.size,
+                                    device=str(device), max_positions=longest)
+        served = hf_models.parallelize(copy.deepcopy(full), name, args.style)
+        for kind, batch, length in points:
+            row = {"model": name, "point": f"{kind}:{batch}{'@' if kind == 'decode' else 'x'}{length}",
+                   "world": world, "device": where, "dtype": args.dtype, "size": args.size,
+                   "ms": {}, "errors": {}, "peak_mb": {}, "partitions": {}, "failed": {}}
+            if kind == "prefill":
+                run_prefill(served, modes, batch, length, args, device, row)
+            elif kind == "decode":
+                run_decode(served, modes, batch, length, args, device, row)
+            else:
+                run_train(full, modes, batch, length, args, device, row)
+            row.pop("_mode", None)
+            if rank == 0:
+                print_row(row, modes)
+                if out:
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+        del full, served
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
