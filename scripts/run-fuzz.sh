@@ -2,8 +2,9 @@
 # Configures and builds the fuzz targets (schema_fuzz, ir_fuzz) in the `asan` preset's tree, then
 # runs each, splitting SECONDS between them: scripts/run-fuzz.sh [SECONDS]
 # (default 60, so 30 s each; CI's `FUZZ_SECONDS=60 make fuzz` fuzzes for one minute in all).
-# Seeds come from fuzz/corpus/<target>/ (read-only); new inputs go to build/asan/fuzz/corpus/<target>/,
-# crashes to build/asan/fuzz/artifacts/. Exits non-zero when a fuzzer finds a bug.
+# Seeds come from fuzz/corpus/<target>/ (read-only); new inputs go to
+# build/asan/fuzz/corpus/<target>/, crashes to build/asan/fuzz/artifacts/. Exits non-zero when a
+# fuzzer finds a bug.
 # Env: JOBS (build parallelism, default 2).
 #
 # Note [one sanitizer tree]: the fuzzers and the ASan+UBSan tests share one tree, the `asan` preset
