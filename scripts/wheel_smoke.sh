@@ -44,6 +44,10 @@ jobs=${JOBS:-$(nproc)}
 start=$(date +%s)
 say() { echo "wheel_smoke: $*"; }
 
+if [ -n "${TREE:-}" ] && [ ! -f "$TREE/CMakeCache.txt" ]; then
+  say "FAILED: TREE=$TREE is no CMake build tree (no CMakeCache.txt there: make build first)"
+  exit 1
+fi
 if ! "$py" -c "import scikit_build_core, nanobind" 2>/dev/null; then
   say "skipped: $py lacks scikit-build-core or nanobind (pip install -r scripts/requirements-python.txt)"
   exit 77
@@ -80,7 +84,6 @@ if [ -n "${BUILT:-}" ]; then
   mkdir -p "$work/dist" && cp "$BUILT" "$work/dist/"
 elif [ -n "${TREE:-}" ]; then
   tree=$(cd "$TREE" && pwd)
-  [ -f "$tree/CMakeCache.txt" ] || { say "FAILED: $tree is no CMake tree (make build first)"; exit 1; }
   # The tree's own options, so that configuring it for the wheel changes nothing it compiles.
   defines=()
   for var in SYMMFLOW_BUILD_TESTS SYMMFLOW_BUILD_BENCH SYMMFLOW_BUILD_FUZZ SYMMFLOW_CUDA \

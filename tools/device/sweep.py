@@ -97,10 +97,8 @@ def run_prefill(model, modes, batch, seq, args, device, row):
         want = model(input_ids=ids).logits.float()
         scale = max(want.abs().max().item(), 1e-6)
         for mode in modes:
-            def go(mode=mode):
-                fn = compiled(model, mode)
-                return lambda: fn(input_ids=ids).logits
-            measure(mode, go, lambda got: (got.float() - want).abs().max().item() / scale,
+            fn = lambda mode=mode: compiled(model, mode)  # noqa: E731
+            measure(mode, lambda c: lambda: c(input_ids=ids).logits, fn, want, scale,
                     args, device, row)
 
 
@@ -124,11 +122,8 @@ def run_decode(model, modes, batch, kv, args, device, row):
         want = step(model).float()
         scale = max(want.abs().max().item(), 1e-6)
         for mode in modes:
-            def go(mode=mode):
-                fn = compiled(model, mode)
-                return lambda: step(fn)
-            measure(mode, go, lambda got: (got.float() - want).abs().max().item() / scale,
-                    args, device, row)
+            fn = lambda mode=mode: compiled(model, mode)  # noqa: E731
+            measure(mode, lambda c: lambda: step(c), fn, want, scale, args, device, row)
 
 
 def run_train(full, modes, batch, seq, args, device, row):
@@ -152,28 +147,23 @@ def run_train(full, modes, batch, seq, args, device, row):
     want = [eager_step().item(), eager_step().item()]
     del eager_step
     for mode in modes:
-        def go(mode=mode):
-            step = trainer(mode)
-            first = [step().item(), step().item()]
-            row.setdefault("losses", {})[mode] = first
-            return step
-        measure(mode, go, None, args, device, row,
-                check=lambda: max(abs(a - b) / max(abs(b), 1e-6)
-                                  for a, b in zip(row["losses"][row["_mode"]], want)))
+        # A step returns its loss: the first two, against eager's, are the check.
+        measure(mode, lambda step: step, lambda mode=mode: trainer(mode), torch.tensor(want),
+                max(abs(want[1]), 1e-6), args, device, row, calls=2)
 
 
-def measure(mode, make, error_of, args, device, row, check=None):
-    row["_mode"] = mode
+def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
+    """Times mode's call (call_of(make())) and its error against `want`: the result of its
+    `calls`-th call (reduce-overhead's first replay), or for calls=2 of a training step the first
+    two losses, relative to `scale`."""
     try:
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-        fn = make()
-        if error_of is not None:
-            fn()  # reduce-overhead: the second call replays the captured graph
-            row["errors"][mode] = error_of(fn())
-        else:
-            row["errors"][mode] = check()
+        fn = call_of(make())
+        got = [fn() for _ in range(2)]
+        got = torch.stack([g.detach().float().cpu() for g in got]) if calls == 2 else got[1]
+        row["errors"][mode] = (got.float().cpu() - want.float().cpu()).abs().max().item() / scale
         row["ms"][mode] = median_ms(fn, device, args.iters, args.warmup)
         if device.type == "cuda":
             row["peak_mb"][mode] = torch.cuda.max_memory_allocated(device) / 2**20
@@ -255,7 +245,6 @@ def main():
                 run_decode(served, modes, batch, length, args, device, row)
             else:
                 run_train(full, modes, batch, length, args, device, row)
-            row.pop("_mode", None)
             if rank == 0:
                 print_row(row, modes)
                 if out:
