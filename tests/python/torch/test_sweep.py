@@ -6,13 +6,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
 pytest.importorskip("transformers")
+
+from test_torchrun import _free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SWEEP = os.path.join(ROOT, "tools", "device", "sweep.py")
@@ -39,9 +40,7 @@ def test_points_are_parsed_and_bad_ones_refused_naming_the_forms():
 def test_a_tiny_sweep_runs_every_kind_of_point_and_matches_eager(tmp_path):
     out = tmp_path / "rows.jsonl"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    with socket.socket() as s:  # a free port: torchrun's port 0 waits for a rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(_free_port())  # torchrun's port 0 waits for a rendezvous
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1",
            "--master-addr", "127.0.0.1", "--master-port", port, SWEEP, "--device", "cpu",
            "--size", "small", "--dtype", "f32", "--models", "llama",
