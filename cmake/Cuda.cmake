@@ -30,6 +30,35 @@ function(symmflow_find_cuda_wheel_libraries)
   endforeach()
 endfunction()
 
+# cuDNN's fused attention (Note [cudnn attention] in src/kernels/cuda/cudnn_attention.cpp): the
+# frontend's header-only C++ API (the nvidia-cudnn-frontend wheel puts it in site-packages/include)
+# and cudnn.h (nvidia-cudnn-cu13: site-packages/nvidia/cudnn/include). Nothing links libcudnn: it
+# is opened on first use; the library folder found here is one of the places tried then.
+function(symmflow_find_cudnn_frontend)
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(hints)
+  if(Python3_Interpreter_FOUND)
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                    "import sys, sysconfig; print(';'.join([sysconfig.get_paths()['purelib']] + sys.path))"
+                    OUTPUT_VARIABLE hints OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  find_path(SYMMFLOW_CUDNN_FRONTEND_INCLUDE cudnn_frontend.h
+            HINTS $ENV{CUDNN_FRONTEND_INCLUDE} PATHS ${hints} PATH_SUFFIXES include NO_DEFAULT_PATH)
+  find_path(SYMMFLOW_CUDNN_INCLUDE cudnn.h HINTS $ENV{CUDNN_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS}
+            PATHS ${hints} PATH_SUFFIXES nvidia/cudnn/include)
+  set(SYMMFLOW_CUDNN_FOUND OFF PARENT_SCOPE)
+  if(SYMMFLOW_CUDNN_FRONTEND_INCLUDE AND SYMMFLOW_CUDNN_INCLUDE)
+    set(SYMMFLOW_CUDNN_FOUND ON PARENT_SCOPE)
+    get_filename_component(lib "${SYMMFLOW_CUDNN_INCLUDE}/../lib/libcudnn.so.9" ABSOLUTE)
+    set(SYMMFLOW_CUDNN_LIBRARY_HINT "${lib}" PARENT_SCOPE)
+    message(STATUS "cuDNN frontend found (${SYMMFLOW_CUDNN_FRONTEND_INCLUDE}, cudnn.h in "
+                   "${SYMMFLOW_CUDNN_INCLUDE}): attention through cuDNN")
+  else()
+    message(STATUS "cuDNN frontend or cudnn.h not found: attention runs symmflow's own kernels "
+                   "(pip install nvidia-cudnn-frontend nvidia-cudnn-cu13)")
+  endif()
+endfunction()
+
 set(SYMMFLOW_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
 set(SYMMFLOW_CUDA_FOUND OFF)
 if(NOT SYMMFLOW_CUDA STREQUAL "OFF" AND NOT SYMMFLOW_SANITIZE AND NOT SYMMFLOW_BUILD_FUZZ)
@@ -50,6 +79,7 @@ if(NOT SYMMFLOW_CUDA STREQUAL "OFF" AND NOT SYMMFLOW_SANITIZE AND NOT SYMMFLOW_B
     symmflow_find_cuda_wheel_libraries()
     if(TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND TARGET CUDA::nvrtc)
       set(SYMMFLOW_CUDA_FOUND ON)
+      symmflow_find_cudnn_frontend()
       message(STATUS "CUDA found (${CMAKE_CUDA_COMPILER_VERSION}): building the cuda backend")
     elseif(SYMMFLOW_CUDA STREQUAL "ON")
       message(FATAL_ERROR "SYMMFLOW_CUDA=ON but cuBLAS, cuBLASLt or NVRTC was not found (toolkit or "

@@ -228,6 +228,9 @@ void bind_ranks(nb::module_& m) {
         "A zeroed tensor in a new symmetric heap of `group` (collective) on `device` ('cpu', or "
         "'cuda' for the rank's GPU).");
   m.def("call_op", &call_op);
+  m.def("kernel_choices", &api::gpu_kernel_choices,
+        "The GPU kernels chosen by measurement in this process, one line each (op, shape: "
+        "chosen kernel, how, median times, refusals); '' before any GPU call.");
   m.def(
       "check_device",
       [](const std::string& device) {

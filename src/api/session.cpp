@@ -151,6 +151,11 @@ void synchronize_device() {
   if (exec::device_module_loaded(DeviceType::cuda)) cuda_module().synchronize_device();
 }
 
+std::string gpu_kernel_choices() {
+  if (!exec::device_module_loaded(DeviceType::cuda)) return "";
+  return cuda_module().kernel_choices();
+}
+
 EagerStream::~EagerStream() { cuda_module().exchange_stream(saved_); }
 
 Session::Session(const CompiledProgram& program, Rank& rank, const DeviceOptions& device)

@@ -107,6 +107,10 @@ const std::vector<Row>& rows() {
                "1: a skinny GEMM of too few columns to fill half the GPU splits k over a cluster "
                "of 2 to 8 blocks (Note [skinny GEMM split]); 0: such GEMMs go to cuBLAS (the "
                "default until its effect is measured alone)"),
+      BOOL_ROW(cuda_kernel_search,
+               "1: where several kernels can run a GPU call (cuDNN's attention, symmflow's own), "
+               "the first call of each shape times them and keeps the fastest, cached on disk "
+               "(Note [measured kernel choice]); 0: the cached choice, else the library's kernel"),
       BOOL_ROW(collective_agreement,
                "1: every collective's barrier carries a signature of the call (op, reduce op, "
                "dtype, element count, group), so ranks that disagree raise on every rank naming "

@@ -20,6 +20,8 @@ mode's peak GPU memory (torch.cuda.max_memory_allocated, reset before the mode r
 a table per point: ms per mode, symmflow's better mode against inductor's better mode, the error
 against eager (relative to eager's largest logit, or the loss), and symmflow's partitions. A mode
 that fails is named with its error and the sweep goes on. Every row also goes to --out as JSON.
+--profile MODES prints those modes' GPU time per kernel; rank 0 ends with the GPU kernels that
+symmflow chose by measurement (symmflow.kernel_choices()).
 On a GPU machine: bash tools/device/run.sh's sibling scripts build the package first (see
 tools/device/hf_models.sh build); on CPUs: --device cpu --size cpu512 --dtype f32.
 """
@@ -167,6 +169,8 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
         row["ms"][mode] = median_ms(fn, device, args.iters, args.warmup)
         if device.type == "cuda":
             row["peak_mb"][mode] = torch.cuda.max_memory_allocated(device) / 2**20
+        if mode in args.profile.split(","):
+            row.setdefault("profile", {})[mode] = kernel_table(fn, device)
         if mode.startswith("symmflow"):
             import symmflow.torch as sft
 
@@ -174,6 +178,26 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
             row["partitions"][mode] = report.partition_count if report else None
     except Exception:  # noqa: BLE001 - a failing mode is reported, the sweep goes on
         row["failed"][mode] = traceback.format_exc()[-1200:]
+
+
+def kernel_table(fn, device, calls: int = 3, top: int = 12) -> list:
+    """GPU time per kernel name of one call (torch.profiler over `calls` calls), largest first:
+    [(name, us per call, launches per call)], with the total first as ("total", us, launches)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        sync(device)
+    per = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0)
+        if us > 0 and e.device_type.name == "CUDA":
+            per[e.key] = (us / calls, e.count / calls)
+    rows = sorted(per.items(), key=lambda kv: -kv[1][0])
+    total = (sum(v[0] for v in per.values()), sum(v[1] for v in per.values()))
+    return [("total", *total)] + [(k[:90], *v) for k, v in rows[:top]]
 
 
 def best(row, prefix):
@@ -193,6 +217,10 @@ def print_row(row, modes):
         + f"  parts {row['partitions']}", flush=True)
     for mode, text in row["failed"].items():
         print(f"    FAILED {mode}: {text.strip().splitlines()[-1]}", flush=True)
+    for mode, table in row.get("profile", {}).items():
+        print(f"    {mode}: GPU time per call by kernel (us, launches)")
+        for name, us, count in table:
+            print(f"      {us:10.1f} {count:6.1f}  {name}", flush=True)
 
 
 def main():
@@ -207,6 +235,8 @@ def main():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--out")
+    p.add_argument("--profile", default="",
+                   help="modes whose GPU time per kernel is printed (torch.profiler), e.g. symmflow")
     args = p.parse_args()
     cuda = args.device == "cuda"
     if cuda:
@@ -251,6 +281,12 @@ def main():
                     out.write(json.dumps(row) + "\n")
                     out.flush()
         del full, served
+    if rank == 0:
+        import symmflow
+
+        choices = symmflow.kernel_choices()
+        if choices:
+            print("GPU kernels chosen by measurement (rank 0):\n" + choices, flush=True)
     dist.destroy_process_group()
 
 

@@ -92,6 +92,10 @@ class EagerStream {
 // Waits for everything this process queued on the calling thread's GPU (no-op without the cuda
 // backend loaded); raises what failed.
 void synchronize_device();
+// The GPU kernels chosen by measurement in this process (Note [measured kernel choice] in
+// src/kernels/cuda/kernel_choice.hpp), one line each: "op key: chosen (how; times; refused)";
+// "" when the cuda backend is not loaded or chose nothing yet.
+std::string gpu_kernel_choices();
 
 struct DeviceOptions {
   std::string device = "cpu";  // "cpu", "cuda" (GPU rank % GPUs) or "cuda:i"

@@ -34,6 +34,8 @@ struct DeviceModule {
   void* (*exchange_stream)(void* stream) = nullptr;
   // Waits for everything this process queued on the thread's GPU; raises what failed.
   void (*synchronize_device)() = nullptr;
+  // The kernels chosen by measurement so far (Note [measured kernel choice]), one per line.
+  std::string (*kernel_choices)() = nullptr;
 };
 void register_device_module(DeviceType type, const DeviceModule& module);
 

@@ -146,4 +146,29 @@ Tensor to_device(const Tensor& t);
 // calls in the same order). Raises InvalidUsage when that would happen during capture.
 Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
 
+// ---- Note [measured kernel choice] (src/kernels/cuda/kernel_choice.hpp) ----------------------
+// Where several kernels can run one GPU call (cuDNN's fused attention or symmflow's own), the
+// first call of each shape times them and keeps the fastest; these report and steer the choices.
+struct RefusedKernel {
+  std::string name, why;  // a kernel that could not run the call, and why
+};
+struct KernelChoice {
+  std::string op, key;  // key: dtype, dims and flags of the call, and library versions
+  std::string chosen;   // "cudnn", "own"
+  std::string how;      // "measured", "cached on disk", "only candidate", "search off", "forced"
+  std::vector<std::pair<std::string, double>> median_us;  // per timed candidate
+  std::vector<RefusedKernel> refused;
+};
+// Every choice made in this process (one per op and key), in the order made.
+std::vector<KernelChoice> kernel_choices();
+// One line per choice: "op key: chosen (how; name 12.3 us, ...; refused: name: why)".
+std::string format_kernel_choices();
+// Forgets the in-memory choices (tests and tools); the disk cache stays.
+void reset_kernel_choices();
+// Runs the candidate named `name` wherever it can run the call ("" : choose as usual); tests and
+// benchmarks compare kernels with it.
+void force_kernel(std::string name);
+// The disk cache's path ("" when no folder can be named).
+std::string kernel_choice_cache_path();
+
 }  // namespace symmflow::cuda

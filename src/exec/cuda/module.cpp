@@ -43,6 +43,7 @@ const bool kRegistered = [] {
   module.empty_symmetric = &symmetric;
   module.exchange_stream = &exchange;
   module.synchronize_device = &synchronize_all;
+  module.kernel_choices = &format_kernel_choices;
   exec::register_device_module(DeviceType::cuda, module);
   return true;
 }();

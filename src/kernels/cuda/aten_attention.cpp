@@ -5,12 +5,16 @@
 // graph; other layouts (leading dims that do not merge, non-contiguous indices) are copied
 // contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's
 // (aten_meta), except that an out-of-range embedding index cannot be raised from the GPU: its row
-// comes out as NaN. Attention takes any key length (Note [attention tiles] in attention.cu) and
+// comes out as NaN. Attention runs cuDNN's fused kernels or the own kernel, whichever measures
+// faster per shape (Note [measured kernel choice]; masked calls: the own kernel). The own kernel
+// takes any key length (Note [attention tiles] in attention.cu) and
 // refuses head dims whose rows of q, k and v do not fit in 48 KiB of shared memory less 256 bytes;
 // its backward refuses a key length whose scores and their gradients do not fit there (6112 keys
 // in float, 3056 in f64), naming it. scaled_dot_product_attention_backward: Note [attention
 // backward].
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/cudnn_attention.hpp"
+#include "kernels/cuda/kernel_choice.hpp"
 #include "kernels/cuda/program.hpp"
 #include "ops/aten/meta.hpp"
 #include "runtime/cuda/check.hpp"
@@ -94,6 +98,35 @@ AttentionMask mask_of(const Tensor& mask, const aten_meta::SdpaInfo& info, Tenso
   return m;
 }
 
+SdpaShape shape_of(const aten_meta::SdpaInfo& info, DType dtype, const AttentionOperand& q,
+                   const AttentionOperand& k, const AttentionOperand& v) {
+  return SdpaShape{pw_type(dtype), info.batch,    info.heads,  info.kv_heads, info.q_len,
+                   info.kv_len,    info.head_dim, info.v_dim,  info.causal,   info.scale,
+                   q,              k,             v};
+}
+
+// The key of Note [measured kernel choice]: what decides which kernel is faster.
+std::string choice_key(const aten_meta::SdpaInfo& info, DType dtype) {
+  return fmt::format("{} b{} h{}/{} l{} s{} e{}/{}{}{} cudnn{}", dtype_name(dtype), info.batch,
+                     info.heads, info.kv_heads, info.q_len, info.kv_len, info.head_dim,
+                     info.v_dim, info.causal ? " causal" : "", info.has_mask ? " mask" : "",
+                     cudnn_version());
+}
+
+// Runs the chosen candidate; InvalidUsage listing every refusal when none can run the call.
+void run_chosen(std::string_view op, const std::string& key,
+                const std::vector<KernelCandidate>& candidates,
+                const std::vector<RefusedKernel>& refused) {
+  if (candidates.empty()) {
+    std::string why;
+    for (const RefusedKernel& r : refused) why += fmt::format("; {}: {}", r.name, r.why);
+    SF_CHECK(false, "{}: no cuda kernel runs this call ({}){}", op, key, why);
+  }
+  candidates[choose_kernel(op, key, candidates, refused)].run();
+}
+
+// Note [measured kernel choice] between cuDNN (Note [cudnn attention]) and symmflow's own kernel
+// (Note [attention tiles] in attention.cu); masked calls stay on the own kernel.
 void sdpa_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& query = call.arg("query").to_tensor();
@@ -105,11 +138,6 @@ void sdpa_kernel(KernelCall& call) {
   check_float(op, query.dtype());
   const bool wide = query.dtype() == DType::f64;
   const int64_t tile = attention_tile(info.head_dim, info.v_dim, wide, kMaxSharedBytes);
-  SF_CHECK(tile > 0,
-           "{}: head dims {} and {} are too large for the cuda kernel (q's row, the output's "
-           "and one key's rows of k and v need {} bytes of shared memory, at most {} fit)",
-           op, info.head_dim, info.v_dim,
-           (2 * (info.head_dim + info.v_dim) + 1) * (wide ? 8 : 4), kMaxSharedBytes);
   Tensor q_keep, k_keep, v_keep;
   AttentionOperand q = operand_of(query, info.batch, q_keep);
   AttentionOperand k = operand_of(key, info.batch, k_keep);
@@ -119,25 +147,49 @@ void sdpa_kernel(KernelCall& call) {
   if (info.has_mask) mask = mask_of(call.arg("attn_mask").to_tensor(), info, m_keep);
   const Tensor& dst = call.out(0);
   Tensor y = contiguous_destination(dst);
-  // Note [attention splits]: scratch for the splits' partial rows, a graph allocation inside a
-  // capture (Note [scratch inside a capture]).
-  const int64_t rows = info.batch * info.heads * info.q_len;
-  const int64_t splits = attention_splits(rows, info.kv_len, tile, multiprocessors());
-  Tensor partial;
-  if (splits > 1) {
-    partial = Tensor::uninitialized({rows * splits * (info.v_dim + 2)},
-                                    wide ? DType::f64 : DType::f32, query.device());
+  const SdpaShape shape = shape_of(info, query.dtype(), q, k, v);
+  std::vector<KernelCandidate> candidates;
+  std::vector<RefusedKernel> refused;
+  if (info.has_mask) {
+    refused.push_back({"cudnn", "a mask (a fully masked row would be NaN, not PyTorch's zeros)"});
+  } else if (std::string why = cudnn_attention_refusal(shape); !why.empty()) {
+    refused.push_back({"cudnn", why});
+  } else {
+    candidates.push_back({"cudnn", [&] { cudnn_attention(shape, y.raw_data(), nullptr); }});
   }
-  SF_CUDA_CHECK(cudaError_t(launch_attention(
-      q, k, v, mask, y.raw_data(), pw_type(query.dtype()), info.batch, info.heads, info.kv_heads,
-      info.q_len, info.kv_len, info.head_dim, info.v_dim, info.causal, info.scale, tile, splits,
-      splits > 1 ? partial.raw_data() : nullptr, current_stream())));
+  if (tile <= 0) {
+    refused.push_back({"own", fmt::format("head dims {} and {} need {} bytes of shared memory, at "
+                                          "most {} fit",
+                                          info.head_dim, info.v_dim,
+                                          (2 * (info.head_dim + info.v_dim) + 1) * (wide ? 8 : 4),
+                                          kMaxSharedBytes)});
+  } else {
+    candidates.push_back({"own", [&] {
+      // Note [attention splits]: scratch for the splits' partial rows, a graph allocation inside
+      // a capture (Note [scratch inside a capture]).
+      const int64_t rows = info.batch * info.heads * info.q_len;
+      const int64_t splits = attention_splits(rows, info.kv_len, tile, multiprocessors());
+      Tensor partial;
+      if (splits > 1) {
+        partial = Tensor::uninitialized({rows * splits * (info.v_dim + 2)},
+                                        wide ? DType::f64 : DType::f32, query.device());
+      }
+      SF_CUDA_CHECK(cudaError_t(launch_attention(
+          q, k, v, mask, y.raw_data(), pw_type(query.dtype()), info.batch, info.heads,
+          info.kv_heads, info.q_len, info.kv_len, info.head_dim, info.v_dim, info.causal,
+          info.scale, tile, splits, splits > 1 ? partial.raw_data() : nullptr,
+          current_stream())));
+    }});
+  }
+  run_chosen(op, choice_key(info, query.dtype()), candidates, refused);
   finish_into(dst, y);
 }
 
-// Note [attention backward] (ops/aten/meta_attention.cpp): dq written by the row blocks, dk and dv
-// summed in float (double for f64) scratch, a graph allocation inside a capture (Note [scratch
-// inside a capture]).
+// Note [attention backward] (ops/aten/meta_attention.cpp). cuDNN's backward reads the forward's
+// output and row statistics, which the op does not carry: its candidate runs cuDNN's forward
+// with statistics into scratch first. The own kernel writes dq by row blocks and sums dk and dv
+// in float (double for f64) scratch. Scratch is a graph allocation inside a capture (Note
+// [scratch inside a capture]).
 void sdpa_backward_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& grad_out = call.arg("grad_out").to_tensor();
@@ -150,10 +202,6 @@ void sdpa_backward_kernel(KernelCall& call) {
   check_float(op, query.dtype());
   const bool wide = query.dtype() == DType::f64;
   const int64_t shared = 2 * attention_shared_bytes(info.kv_len, wide);
-  SF_CHECK(shared <= kMaxSharedBytes,
-           "{}: key length {} is too long for the cuda kernel (its scores and their gradients "
-           "need {} bytes of shared memory, at most {})",
-           op, info.kv_len, shared, kMaxSharedBytes);
   Tensor o_keep, q_keep, k_keep, v_keep, m_keep;
   AttentionOperand dout = operand_of(grad_out, info.batch, o_keep);
   AttentionOperand q = operand_of(query, info.batch, q_keep);
@@ -161,16 +209,44 @@ void sdpa_backward_kernel(KernelCall& call) {
   AttentionOperand v = operand_of(value, info.batch, v_keep);
   AttentionMask mask;
   if (info.has_mask) mask = mask_of(call.arg("attn_mask").to_tensor(), info, m_keep);
-  const DType acc = wide ? DType::f64 : DType::f32;
-  Tensor dk_acc = Tensor::uninitialized(key.shape(), acc, key.device());
-  Tensor dv_acc = Tensor::uninitialized(value.shape(), acc, value.device());
   Tensor dq = contiguous_destination(call.out(0));
   Tensor dk = contiguous_destination(call.out(1));
   Tensor dv = contiguous_destination(call.out(2));
-  SF_CUDA_CHECK(cudaError_t(launch_attention_backward(
-      dout, q, k, v, mask, dq.raw_data(), dk.raw_data(), dv.raw_data(), dk_acc.raw_data(),
-      dv_acc.raw_data(), pw_type(query.dtype()), info.batch, info.heads, info.kv_heads, info.q_len,
-      info.kv_len, info.head_dim, info.v_dim, info.causal, info.scale, current_stream())));
+  const SdpaShape shape = shape_of(info, query.dtype(), q, k, v);
+  std::vector<KernelCandidate> candidates;
+  std::vector<RefusedKernel> refused;
+  if (info.has_mask) {
+    refused.push_back({"cudnn", "a mask (a fully masked row would be NaN, not PyTorch's zeros)"});
+  } else if (std::string why = cudnn_attention_backward_refusal(shape, dout); !why.empty()) {
+    refused.push_back({"cudnn", why});
+  } else {
+    candidates.push_back({"cudnn", [&] {
+      Tensor o = Tensor::uninitialized({info.batch, info.heads, info.q_len, info.v_dim},
+                                       query.dtype(), query.device());
+      Tensor stats = Tensor::uninitialized({info.batch, info.heads, info.q_len}, DType::f32,
+                                           query.device());
+      cudnn_attention(shape, o.raw_data(), stats.raw_data());
+      cudnn_attention_backward(shape, dout, o.raw_data(), stats.raw_data(), dq.raw_data(),
+                               dk.raw_data(), dv.raw_data());
+    }});
+  }
+  if (shared > kMaxSharedBytes) {
+    refused.push_back({"own", fmt::format("key length {} needs {} bytes of shared memory for its "
+                                          "scores and their gradients, at most {}",
+                                          info.kv_len, shared, kMaxSharedBytes)});
+  } else {
+    candidates.push_back({"own", [&] {
+      const DType acc = wide ? DType::f64 : DType::f32;
+      Tensor dk_acc = Tensor::uninitialized(key.shape(), acc, key.device());
+      Tensor dv_acc = Tensor::uninitialized(value.shape(), acc, value.device());
+      SF_CUDA_CHECK(cudaError_t(launch_attention_backward(
+          dout, q, k, v, mask, dq.raw_data(), dk.raw_data(), dv.raw_data(), dk_acc.raw_data(),
+          dv_acc.raw_data(), pw_type(query.dtype()), info.batch, info.heads, info.kv_heads,
+          info.q_len, info.kv_len, info.head_dim, info.v_dim, info.causal, info.scale,
+          current_stream())));
+    }});
+  }
+  run_chosen(op, choice_key(info, query.dtype()), candidates, refused);
   finish_into(call.out(0), dq);
   finish_into(call.out(1), dk);
   finish_into(call.out(2), dv);

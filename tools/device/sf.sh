@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The one driver of symmflow's GPU work, run through the device tool from the checkout's root
+# (carry .whl: the wheels the GPU machine lacks, see docs/cuda.md "Build and run"):
+#
+#   bash tools/device/sf.sh build               # configure + build build/device: the CUDA module,
+#                                                # the CLI, the Python package, the GPU tests
+#   bash tools/device/sf.sh verify [TESTS...]   # the GPU test binaries (default: all of them),
+#                                                # cuDNN required (SYMMFLOW_REQUIRE_CUDNN=1)
+#   bash tools/device/sf.sh sweep [SWEEP ARGS]  # tools/device/sweep.py on NPROC GPUs (default:
+#                                                # all), e.g. --points prefill:1x2048 --iters 10
+#   bash tools/device/sf.sh breakdown [ARGS]    # tools/device/breakdown.py: GPU time per kernel
+#   bash tools/device/sf.sh allreduce           # the all-reduce bench beside NCCL and PyTorch
+#
+# `build` may come first in front of another subcommand: `bash tools/device/sf.sh build verify`.
+# NPROC sets the processes of sweep and breakdown. Logs go to $OUT/logs.tgz, tables to stdout.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+FINAL_OUT=${OUT:-/tmp/symmflow-device}
+OUT=/tmp/symmflow-device-logs
+mkdir -p "$OUT" "$FINAL_OUT"
+pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
+trap pack_logs EXIT
+start=$(date +%s)
+step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+NPROC=${NPROC:-$gpus}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=$PWD/build/device/python:/tmp/site
+# cudnn.h: the GPU machine's own (PyTorch's nvidia-cudnn-cu13 wheel), else the carried headers.
+if ! python3 -c "import nvidia.cudnn, os, sys; d = os.path.join(list(nvidia.cudnn.__path__)[0], \
+'include'); sys.exit(not os.path.exists(os.path.join(d, 'cudnn.h')))" 2>/dev/null; then
+  [[ -d .whl/cudnn_include ]] && export CUDNN_INCLUDE=$PWD/.whl/cudnn_include
+fi
+
+build() {
+  nvidia-smi -L | tee "$OUT/gpus.txt"
+  step configure
+  cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
+    -DSYMMFLOW_BUILD_BENCH=OFF -DSYMMFLOW_TESTS_CUDA_ONLY=ON -DSYMMFLOW_PYTHON=ON \
+    >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; return 1; }
+  grep -E "cuDNN|CUDA found" "$OUT/configure.log"
+  step build
+  cmake --build build/device -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; return 1; }
+  step built
+}
+
+verify() {
+  local tests=("$@")
+  if [[ ${#tests[@]} -eq 0 ]]; then
+    mapfile -t tests < <(cd build/device/tests/cuda && ls test_cuda_* | grep -v mpi)
+  fi
+  for t in "${tests[@]}"; do
+    SYMMFLOW_REQUIRE_CUDNN=1 timeout 300 build/device/tests/cuda/$t >"$OUT/$t.log" 2>&1
+    echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$t.log" | tr '\n' ' ')"
+    grep -E "^\[  FAILED  \] [A-Z]|Failure|error:" "$OUT/$t.log" | head -10
+  done
+  step verified
+}
+
+torchrun_py() {
+  local script=$1 log=$2
+  shift 2
+  PYTHONUNBUFFERED=1 timeout ${PY_TIMEOUT:-500} torchrun --nproc-per-node "$NPROC" \
+    --master-port $((29600 + RANDOM % 200)) "$script" "$@" >"$OUT/$log.log" 2>&1
+  local rc=$?
+  echo "$log: exit $rc"
+  tail -${TAIL:-60} "$OUT/$log.log"
+}
+
+[[ $# -eq 0 ]] && { sed -n 2,16p "$0"; exit 2; }
+if [[ $1 == build ]]; then
+  shift
+  build || exit 1
+  [[ $# -eq 0 ]] && exit 0
+fi
+case $1 in
+  verify) shift; verify "$@" ;;
+  sweep) shift; step sweep; torchrun_py tools/device/sweep.py sweep --out "$OUT/sweep.jsonl" "$@" ;;
+  breakdown) shift; step breakdown; torchrun_py tools/device/breakdown.py breakdown "$@" ;;
+  allreduce) shift; exec bash tools/device/run.sh quick ;;
+  *) echo "unknown subcommand $1 (build, verify, sweep, breakdown, allreduce)"; exit 2 ;;
+esac
