@@ -137,7 +137,7 @@ size_t choose_kernel(std::string_view op, const std::string& key,
       if (const size_t i = index_of(candidates, s.forced); i < candidates.size()) {
         choice.chosen = s.forced, choice.how = "forced";
         if (auto it = s.by_key.find(full); it != s.by_key.end()) {
-          if (s.made[it->second].how != "forced") s.made[it->second] = choice;
+          s.made[it->second] = choice;
         } else {
           s.by_key[full] = s.made.size();
           s.made.push_back(choice);
