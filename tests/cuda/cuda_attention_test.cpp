@@ -2,9 +2,9 @@
 // forward and backward (Note [cudnn attention]) and symmflow's own kernel, each forced in turn,
 // against the cpu kernels on the same inputs, every element: causal or not, grouped KV heads 4:1
 // and 2:1, odd lengths, L = 1 (decode) and long keys, permuted (strided) q/k/v read in place,
-// bf16 and f16 (f32 and f64: the own kernel, cuDNN refusing them by name); masks on the own
-// kernel with cuDNN's refusal recorded; the measured choice, its disk cache and the error that
-// lists every refusal. Skipped without a GPU; the cuDNN cases skip when cuDNN cannot be loaded,
+// bf16 and f16 (f32 and f64: the own kernel, cuDNN refusing them by name); masks on either
+// kernel (cuDNN's as a bias; fully masked rows zeros); the measured choice, its disk cache and
+// the error that lists every refusal. Skipped without a GPU; the cuDNN cases skip when cuDNN cannot be loaded,
 // unless SYMMFLOW_REQUIRE_CUDNN=1 (the device scripts set it), which makes that a failure.
 #include <cmath>
 #include <cstdlib>
@@ -125,6 +125,7 @@ TEST_F(CudaAttention, EachKernelOfTheForwardMatchesCpu) {
           auto [k, gk] = input(c.b, c.hkv, c.s, c.e, d, seed++, permuted);
           auto [v, gv] = input(c.b, c.hkv, c.s, c.e, d, seed++, permuted);
           KwArgs kw{{"is_causal", c.causal}, {"enable_gqa", c.h != c.hkv}};
+          reset_kernel_choices();
           const std::string what = fmt::format("{} {} b{} h{}/{} l{} s{} e{} causal={} perm={}",
                                                kernel, dtype_name(d), c.b, c.h, c.hkv, c.l, c.s,
                                                c.e, c.causal, permuted);
@@ -149,6 +150,7 @@ TEST_F(CudaAttention, EachKernelOfTheBackwardMatchesCpu) {
         auto [v, gv] = input(c.b, c.hkv, c.s, c.e, d, seed++, false);
         auto [g, gg] = input(c.b, c.h, c.l, c.e, d, seed++, permuted);
         KwArgs kw{{"is_causal", c.causal}, {"enable_gqa", c.h != c.hkv}};
+        reset_kernel_choices();
         std::vector<Tensor> want = call(kBwd, {g, q, k, v}, kw).to_tensor_list();
         std::vector<Tensor> got = call(kBwd, {gg, gq, gk, gv}, kw).to_tensor_list();
         ASSERT_EQ(got.size(), 3u);
@@ -159,6 +161,49 @@ TEST_F(CudaAttention, EachKernelOfTheBackwardMatchesCpu) {
                                    dtype_name(d), c.b, c.h, c.hkv, c.l, c.s, c.causal));
         }
         EXPECT_EQ(last_choice(kBwd).chosen, kernel);
+      }
+    }
+  }
+}
+
+// Note [cudnn masks]: bool masks broadcast from [L, S] (with a row whose every key is dropped:
+// zeros, and zero gradients, as PyTorch) and [B, 1, L, S], a decode's [B, 1, 1, S], and additive
+// masks of another dtype ([B, H, L, S] f32 with bf16 q), forward and backward, each kernel.
+TEST_F(CudaAttention, EachKernelOfMaskedAttentionMatchesCpu) {
+  const int64_t b = 2, h = 4, hkv = 2, e = 64;
+  uint64_t seed = 300;
+  for (const char* kernel : {"cudnn", "own"}) {
+    if (std::string(kernel) == "cudnn" && !need_cudnn()) continue;
+    force_kernel(kernel);
+    for (DType d : {DType::bf16, DType::f16}) {
+      for (int64_t l : {int64_t(1), int64_t(13)}) {
+        const int64_t s = l == 1 ? 77 : 29;
+        auto [q, gq] = input(b, h, l, e, d, seed++, true);
+        auto [k, gk] = input(b, hkv, s, e, d, seed++, true);
+        auto [v, gv] = input(b, hkv, s, e, d, seed++, false);
+        auto [g, gg] = input(b, h, l, e, d, seed++, false);
+        Tensor m2 = Tensor::empty({l, s}, DType::boolean);
+        for (int64_t n = 0; n < l * s; ++n) store_double(m2.view(), n, (l == 1 || n / s != l / 2) && n % 3);
+        Tensor m4 = Tensor::empty({b, 1, l, s}, DType::boolean);
+        for (int64_t n = 0; n < b * l * s; ++n)
+          store_double(m4.view(), n, (n % s) <= (n / s) % l + 20);
+        Tensor add = random({b, h, l, s}, DType::f32, seed++);
+        for (const Tensor& mask : {m2, m4, add}) {
+          KwArgs kw{{"enable_gqa", true}};
+          const std::string what = fmt::format("{} {} l{} s{} mask {} {}", kernel, dtype_name(d),
+                                               l, s, dtype_name(mask.dtype()),
+                                               shape_str(mask.shape()));
+          reset_kernel_choices();
+          expect_close(cpu_t(kFwd, {gq, gk, gv, to_device(mask)}, kw),
+                       cpu_t(kFwd, {q, k, v, mask}, kw), tol(d), what);
+          EXPECT_EQ(last_choice(kFwd).chosen, kernel) << what;
+          std::vector<Tensor> want = call(kBwd, {g, q, k, v, mask}, kw).to_tensor_list();
+          std::vector<Tensor> got =
+              call(kBwd, {gg, gq, gk, gv, to_device(mask)}, kw).to_tensor_list();
+          for (size_t i = 0; i < 3; ++i)
+            expect_close(got[i], want[i], 2 * tol(d), fmt::format("grad {} {}", i, what));
+          EXPECT_EQ(last_choice(kBwd).chosen, kernel) << what;
+        }
       }
     }
   }
@@ -177,16 +222,6 @@ TEST_F(CudaAttention, FallbacksAreNamed) {
   } else {
     EXPECT_EQ(refusal_of(c, "cudnn"), cudnn_missing());
   }
-  reset_kernel_choices();
-  auto [bq, gbq] = input(1, 2, 5, 64, DType::bf16, 3, false);
-  auto [bk, gbk] = input(1, 2, 7, 64, DType::bf16, 4, false);
-  Tensor mask = random({5, 7}, DType::bf16, 5);
-  expect_close(cpu_t(kFwd, {gbq, gbk, gbk, to_device(mask)}), cpu_t(kFwd, {bq, bk, bk, mask}),
-               tol(DType::bf16), "masked");
-  c = last_choice(kFwd);
-  EXPECT_EQ(c.chosen, "own");
-  EXPECT_EQ(refusal_of(c, "cudnn"),
-            "a mask (a fully masked row would be NaN, not PyTorch's zeros)");
   // Nothing runs f32 head dims of 6200: the error lists both refusals.
   Tensor huge = to_device(random({1, 1, 1, 6200}, DType::f32, 1));
   try {

@@ -6,13 +6,14 @@
 // contiguous first (eager use). Floating dtypes only (f32, bf16, f16, f64). Checks are the CPU's
 // (aten_meta), except that an out-of-range embedding index cannot be raised from the GPU: its row
 // comes out as NaN. Attention runs cuDNN's fused kernels or the own kernel, whichever measures
-// faster per shape (Note [measured kernel choice]; masked calls: the own kernel). The own kernel
+// faster per shape (Note [measured kernel choice]; masks: Note [cudnn masks]). The own kernel
 // takes any key length (Note [attention tiles] in attention.cu) and
 // refuses head dims whose rows of q, k and v do not fit in 48 KiB of shared memory less 256 bytes;
 // its backward refuses a key length whose scores and their gradients do not fit there (6112 keys
 // in float, 3056 in f64), naming it. scaled_dot_product_attention_backward: Note [attention
 // backward].
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/attention_bias.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/cuda/kernel_choice.hpp"
 #include "kernels/cuda/program.hpp"
@@ -105,6 +106,27 @@ SdpaShape shape_of(const aten_meta::SdpaInfo& info, DType dtype, const Attention
                    q,              k,             v};
 }
 
+// Note [cudnn masks] (cudnn_attention.cpp): the bias geometry of `m` (broadcast strides over
+// [B, H, L, S]), and the bias written from it on the current stream.
+void set_bias_shape(SdpaShape& s, const AttentionMask& m) {
+  s.bias_batch = m.strides[0] == 0 ? 1 : s.batch;
+  s.bias_heads = m.strides[1] == 0 ? 1 : s.heads;
+  s.bias_row = (s.kv_len + 7) / 8 * 8;
+}
+Tensor make_bias(const SdpaShape& s, const AttentionMask& m, const Tensor& like) {
+  Tensor b = Tensor::uninitialized({s.bias_batch, s.bias_heads, s.q_len, s.bias_row},
+                                   like.dtype(), like.device());
+  SF_CUDA_CHECK(cudaError_t(launch_mask_to_bias(m, b.raw_data(), s.type, s.bias_batch,
+                                                s.bias_heads, s.q_len, s.kv_len, s.bias_row,
+                                                current_stream())));
+  return b;
+}
+void fix_masked_rows(const SdpaShape& s, const Tensor& stats, void* o, bool for_backward) {
+  SF_CUDA_CHECK(cudaError_t(launch_fix_masked_rows(static_cast<float*>(stats.raw_data()), o,
+                                                   s.type, s.batch * s.heads * s.q_len, s.v_dim,
+                                                   for_backward, current_stream())));
+}
+
 // The key of Note [measured kernel choice]: what decides which kernel is faster.
 std::string choice_key(const aten_meta::SdpaInfo& info, DType dtype) {
   return fmt::format("{} b{} h{}/{} l{} s{} e{}/{}{}{} cudnn{}", dtype_name(dtype), info.batch,
@@ -147,15 +169,21 @@ void sdpa_kernel(KernelCall& call) {
   if (info.has_mask) mask = mask_of(call.arg("attn_mask").to_tensor(), info, m_keep);
   const Tensor& dst = call.out(0);
   Tensor y = contiguous_destination(dst);
-  const SdpaShape shape = shape_of(info, query.dtype(), q, k, v);
+  SdpaShape shape = shape_of(info, query.dtype(), q, k, v);
+  if (info.has_mask) set_bias_shape(shape, mask);
   std::vector<KernelCandidate> candidates;
   std::vector<RefusedKernel> refused;
-  if (info.has_mask) {
-    refused.push_back({"cudnn", "a mask (a fully masked row would be NaN, not PyTorch's zeros)"});
-  } else if (std::string why = cudnn_attention_refusal(shape); !why.empty()) {
+  if (std::string why = cudnn_attention_refusal(shape, info.has_mask); !why.empty()) {
     refused.push_back({"cudnn", why});
   } else {
-    candidates.push_back({"cudnn", [&] { cudnn_attention(shape, y.raw_data(), nullptr); }});
+    candidates.push_back({"cudnn", [&] {
+      if (!info.has_mask) return cudnn_attention(shape, y.raw_data(), nullptr);
+      Tensor bias = make_bias(shape, mask, query);
+      Tensor stats = Tensor::uninitialized({info.batch, info.heads, info.q_len}, DType::f32,
+                                           query.device());
+      cudnn_attention(shape, y.raw_data(), stats.raw_data(), bias.raw_data());
+      fix_masked_rows(shape, stats, y.raw_data(), false);
+    }});
   }
   if (tile <= 0) {
     refused.push_back({"own", fmt::format("head dims {} and {} need {} bytes of shared memory, at "
@@ -212,12 +240,11 @@ void sdpa_backward_kernel(KernelCall& call) {
   Tensor dq = contiguous_destination(call.out(0));
   Tensor dk = contiguous_destination(call.out(1));
   Tensor dv = contiguous_destination(call.out(2));
-  const SdpaShape shape = shape_of(info, query.dtype(), q, k, v);
+  SdpaShape shape = shape_of(info, query.dtype(), q, k, v);
+  if (info.has_mask) set_bias_shape(shape, mask);
   std::vector<KernelCandidate> candidates;
   std::vector<RefusedKernel> refused;
-  if (info.has_mask) {
-    refused.push_back({"cudnn", "a mask (a fully masked row would be NaN, not PyTorch's zeros)"});
-  } else if (std::string why = cudnn_attention_backward_refusal(shape, dout); !why.empty()) {
+  if (std::string why = cudnn_attention_backward_refusal(shape, dout); !why.empty()) {
     refused.push_back({"cudnn", why});
   } else {
     candidates.push_back({"cudnn", [&] {
@@ -225,9 +252,12 @@ void sdpa_backward_kernel(KernelCall& call) {
                                        query.dtype(), query.device());
       Tensor stats = Tensor::uninitialized({info.batch, info.heads, info.q_len}, DType::f32,
                                            query.device());
-      cudnn_attention(shape, o.raw_data(), stats.raw_data());
+      Tensor bias = info.has_mask ? make_bias(shape, mask, query) : Tensor();
+      const void* b = info.has_mask ? bias.raw_data() : nullptr;
+      cudnn_attention(shape, o.raw_data(), stats.raw_data(), b);
+      if (info.has_mask) fix_masked_rows(shape, stats, o.raw_data(), true);
       cudnn_attention_backward(shape, dout, o.raw_data(), stats.raw_data(), dq.raw_data(),
-                               dk.raw_data(), dv.raw_data());
+                               dk.raw_data(), dv.raw_data(), b);
     }});
   }
   if (shared > kMaxSharedBytes) {

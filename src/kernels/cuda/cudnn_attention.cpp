@@ -11,8 +11,14 @@
 //   aligned, checked per call (a refusal, not an error: the caller runs its own kernel).
 // - Workspace: a device allocation per call of the graph's size (a graph allocation inside a
 //   capture, Note [scratch inside a capture]).
-// - Masks are not passed to cuDNN: a bias would turn a fully masked row into NaN where PyTorch
-//   gives zeros (aten_attention.cpp keeps masked calls on symmflow's kernel).
+//
+// Note [cudnn masks]: cuDNN takes a mask as an additive bias ([1 or B, 1 or H, L, S] of the
+// attention's type, unit stride in S). The caller writes the mask into such a bias
+// (attention_bias.cu: a bool mask's dropped keys are -inf; rows padded to a multiple of 8 keys,
+// the padding -inf), then asks for the row statistics too: a row whose every key is masked comes
+// out of cuDNN as NaN with a non-finite statistic, and launch_fix_masked_rows writes PyTorch's
+// zeros there; before a backward it also sets the statistic to +inf, which makes the row's
+// probabilities zeros, so its gradients are zeros rather than NaN spread into dk and dv.
 //
 // Note [cudnn loading]: cuDNN is opened on first use with dlopen (the frontend's dynamic loading:
 // nothing links libcudnn, so a machine without it runs everything else). Tried in order:
@@ -57,13 +63,13 @@ const std::string& cudnn_missing() {
   return why;
 }
 std::string cudnn_version() { return ""; }
-std::string cudnn_attention_refusal(const SdpaShape&) { return cudnn_missing(); }
-void cudnn_attention(const SdpaShape&, void*, void*) {}
+std::string cudnn_attention_refusal(const SdpaShape&, bool) { return cudnn_missing(); }
+void cudnn_attention(const SdpaShape&, void*, void*, const void*) {}
 std::string cudnn_attention_backward_refusal(const SdpaShape&, const AttentionOperand&) {
   return cudnn_missing();
 }
 void cudnn_attention_backward(const SdpaShape&, const AttentionOperand&, const void*, const void*,
-                              void*, void*, void*) {}
+                              void*, void*, void*, const void*) {}
 
 #else
 
@@ -126,7 +132,7 @@ std::string& missing_state() {
 
 // ---- Graphs ------------------------------------------------------------------------------------
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kBias };
 
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;  // null: refused
@@ -173,13 +179,21 @@ std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph& g, const c
       strides));
 }
 
+// Note [cudnn masks]: the bias input, or null without one.
+std::shared_ptr<fe::graph::Tensor_attributes> bias_input(fe::graph::Graph& g, const SdpaShape& s) {
+  if (s.bias_row == 0) return nullptr;
+  return input(g, "bias", kBias, {s.bias_batch, s.bias_heads, s.q_len, s.kv_len},
+               {s.bias_heads * s.q_len * s.bias_row, s.q_len * s.bias_row, s.bias_row, 1});
+}
+
 std::string shape_key(const SdpaShape& s, std::string_view mode) {
   auto st = [](const AttentionOperand& o) {
     return fmt::format("{},{},{},{}", o.strides[0], o.strides[1], o.strides[2], o.strides[3]);
   };
-  return fmt::format("{} t{} b{} h{}/{} l{} s{} e{}/{} c{} sc{} q{} k{} v{}", mode, int(s.type),
-                     s.batch, s.heads, s.kv_heads, s.q_len, s.kv_len, s.head_dim, s.v_dim,
-                     s.causal, s.scale, st(s.q), st(s.k), st(s.v));
+  return fmt::format("{} t{} b{} h{}/{} l{} s{} e{}/{} c{} sc{} q{} k{} v{} bias{},{},{}", mode,
+                     int(s.type), s.batch, s.heads, s.kv_heads, s.q_len, s.kv_len, s.head_dim,
+                     s.v_dim, s.causal, s.scale, st(s.q), st(s.k), st(s.v), s.bias_batch,
+                     s.bias_heads, s.bias_row);
 }
 
 // Builds `g`'s plans; "" or cuDNN's refusal.
@@ -225,6 +239,7 @@ Plan make_forward(const SdpaShape& s, bool stats) {
                   .set_generate_stats(stats)
                   .set_attn_scale(float(s.scale));
   if (s.causal) opts.set_causal_mask(true);
+  if (auto bias = bias_input(g, s)) opts.set_bias(bias);
   auto [o, st] = g.sdpa(q, k, v, opts);
   o->set_output(true)
       .set_uid(kO)
@@ -261,6 +276,7 @@ Plan make_backward(const SdpaShape& s, const AttentionOperand& dout) {
   auto opts = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(
       float(s.scale));
   if (s.causal) opts.set_causal_mask(true);
+  if (auto bias = bias_input(g, s)) opts.set_bias(bias);
   auto [dq, dk, dv] = g.sdpa_backward(q, k, v, o, d_o, stats, opts);
   dq->set_output(true).set_uid(kDQ).set_dim({s.batch, s.heads, s.q_len, s.head_dim}).set_stride(
       contiguous4(s.batch, s.heads, s.q_len, s.head_dim));
@@ -317,12 +333,23 @@ std::string cudnn_version() {
   return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
 }
 
-std::string cudnn_attention_refusal(const SdpaShape& s) {
+std::string cudnn_attention_refusal(const SdpaShape& s, bool stats) {
   if (std::string why = common_refusal(s); !why.empty()) return why;
-  return plan_for(shape_key(s, "fwd"), [&] { return make_forward(s, false); }).refusal;
+  return plan_for(shape_key(s, stats ? "fwd+stats" : "fwd"),
+                  [&] { return make_forward(s, stats); })
+      .refusal;
 }
 
-void cudnn_attention(const SdpaShape& s, void* o, void* stats) {
+void check_bias(const SdpaShape& s, const void* bias) {
+  SF_CHECK((s.bias_row == 0) == (bias == nullptr) &&
+               reinterpret_cast<uintptr_t>(bias) % 16 == 0,
+           "cuDNN attention: a bias of rows of {} given {} (16-byte aligned, exactly when the "
+           "shape has rows)",
+           s.bias_row, bias);
+}
+
+void cudnn_attention(const SdpaShape& s, void* o, void* stats, const void* bias) {
+  check_bias(s, bias);
   const bool with_stats = stats != nullptr;
   const Plan& p = plan_for(shape_key(s, with_stats ? "fwd+stats" : "fwd"),
                            [&] { return make_forward(s, with_stats); });
@@ -332,6 +359,7 @@ void cudnn_attention(const SdpaShape& s, void* o, void* stats) {
                                              {kV, const_cast<void*>(s.v.data)},
                                              {kO, o}};
   if (with_stats) pack[kStats] = stats;
+  if (bias) pack[kBias] = const_cast<void*>(bias);
   execute(p, pack);
 }
 
@@ -350,7 +378,9 @@ std::string cudnn_attention_backward_refusal(const SdpaShape& s, const Attention
 }
 
 void cudnn_attention_backward(const SdpaShape& s, const AttentionOperand& dout, const void* o,
-                              const void* stats, void* dq, void* dk, void* dv) {
+                              const void* stats, void* dq, void* dk, void* dv,
+                              const void* bias) {
+  check_bias(s, bias);
   const std::string key = shape_key(s, "bwd") + fmt::format(" do{},{},{},{}", dout.strides[0],
                                                             dout.strides[1], dout.strides[2],
                                                             dout.strides[3]);
@@ -361,6 +391,7 @@ void cudnn_attention_backward(const SdpaShape& s, const AttentionOperand& dout, 
       {kV, const_cast<void*>(s.v.data)}, {kO, const_cast<void*>(o)},
       {kDO, const_cast<void*>(dout.data)}, {kStats, const_cast<void*>(stats)},
       {kDQ, dq},  {kDK, dk},  {kDV, dv}};
+  if (bias) pack[kBias] = const_cast<void*>(bias);
   execute(p, pack);
 }
 

@@ -26,20 +26,26 @@ struct SdpaShape {
   bool causal = false;
   double scale = 1;
   AttentionOperand q, k, v;
+  // Note [cudnn masks]: an additive bias, contiguous [bias_batch, bias_heads, L, bias_row] of
+  // `type` (bias_batch 1 or B, bias_heads 1 or H, bias_row >= S); none when bias_row is 0.
+  int64_t bias_batch = 1, bias_heads = 1, bias_row = 0;
 };
 
 // "" when cuDNN runs the forward of `s` (its plan is built and cached per thread and shape),
 // else why not (the dtype, a head dim, a layout, a pointer's alignment, cuDNN's own refusal).
-std::string cudnn_attention_refusal(const SdpaShape& s);
+// `stats`: with the row statistics (masked calls ask for them, Note [cudnn masks]).
+std::string cudnn_attention_refusal(const SdpaShape& s, bool stats = false);
 // o = attention(q, k, v) into contiguous o [B, H, L, Ev] on the current stream; with `stats`
 // (float [B, H, L], contiguous) also each row's log-sum-exp of its scaled scores, which the
-// backward reads. Only after cudnn_attention_refusal(s) returned "".
-void cudnn_attention(const SdpaShape& s, void* o, void* stats);
+// backward reads; `bias` the bias of s.bias_row (16-byte aligned). Only after
+// cudnn_attention_refusal(s) returned "".
+void cudnn_attention(const SdpaShape& s, void* o, void* stats, const void* bias = nullptr);
 
 // The same for the backward: dq, dk, dv (contiguous, of q's, k's and v's shapes) from dout
 // (through its strides), o (contiguous) and stats of the forward.
 std::string cudnn_attention_backward_refusal(const SdpaShape& s, const AttentionOperand& dout);
 void cudnn_attention_backward(const SdpaShape& s, const AttentionOperand& dout, const void* o,
-                              const void* stats, void* dq, void* dk, void* dv);
+                              const void* stats, void* dq, void* dk, void* dv,
+                              const void* bias = nullptr);
 
 }  // namespace symmflow::cuda
