@@ -6,6 +6,8 @@
 // kernel (cuDNN's as a bias; fully masked rows zeros); the measured choice, its disk cache and
 // the error that lists every refusal. Skipped without a GPU; the cuDNN cases skip when cuDNN cannot be loaded,
 // unless SYMMFLOW_REQUIRE_CUDNN=1 (the device scripts set it), which makes that a failure.
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +23,7 @@
 #include "symmflow/core/error.hpp"
 #include "symmflow/kernels/cuda.hpp"
 #include "symmflow/ops/call.hpp"
+#include "symmflow/ops/registry.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda {
@@ -269,6 +272,59 @@ TEST_F(CudaAttention, ChoiceIsMeasuredAndCachedOnDisk) {
   expect_close(cpu_t(kFwd, {gq, gk, gk}, kw), want, tol(DType::bf16), "cached");
   EXPECT_EQ(last_choice(kFwd).how, "cached on disk");
   EXPECT_EQ(last_choice(kFwd).chosen, c.chosen);
+  ::unsetenv("SYMMFLOW_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+// A plan's first run captures its steps: the first call of a shape inside a capture builds the
+// cuDNN plan and times the kernels on a side stream (RelaxedCapture), and the graph replays to
+// the CPU's result, masked (scratch: bias, statistics, workspace as graph allocations) or not.
+TEST_F(CudaAttention, FirstCallInsideACaptureMeasuresAndReplays) {
+  if (!need_cudnn()) GTEST_SKIP() << "needs two candidates: " << cudnn_missing();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("sf-capture-{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  ::setenv("SYMMFLOW_CACHE_DIR", dir.c_str(), 1);
+  auto [q, gq] = input(2, 8, 96, 128, DType::bf16, 11, true);
+  auto [k, gk] = input(2, 2, 96, 128, DType::bf16, 12, true);
+  Tensor mask = Tensor::empty({96, 96}, DType::boolean);
+  for (int64_t n = 0; n < 96 * 96; ++n) store_double(mask.view(), n, n % 96 <= n / 96);
+  Tensor gmask = to_device(mask);
+  const OpDef& op = Registry::global().get(kFwd);
+  for (bool masked : {false, true}) {
+    reset_kernel_choices();
+    std::vector<Value> bound = masked ? bind_args(op, {gq, gk, gk, gmask}, {{"enable_gqa", true}})
+                                      : bind_args(op, {gq, gk, gk}, {{"is_causal", true},
+                                                                     {"enable_gqa", true}});
+    std::vector<Value> outputs = {Tensor::empty({2, 8, 96, 128}, DType::bf16, Device::cuda(0))};
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t g = nullptr;
+    {
+      StreamGuard guard(stream);
+      CaptureScratch scratch;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      call_bound_into(op, bound, outputs);
+      ASSERT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
+      EXPECT_EQ(scratch.live(), 0);
+    }
+    KernelChoice c = last_choice(kFwd);
+    EXPECT_EQ(c.how, "measured during capture") << format_kernel_choices();
+    EXPECT_EQ(c.median_us.size(), 2u);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    cudaGraphDestroy(g);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaStreamDestroy(stream);
+    Tensor want = masked ? cpu_t(kFwd, {q, k, k, mask}, {{"enable_gqa", true}})
+                         : cpu_t(kFwd, {q, k, k}, {{"is_causal", true}, {"enable_gqa", true}});
+    expect_close(outputs[0].to_tensor(), want, tol(DType::bf16),
+                 fmt::format("captured, masked={}", masked));
+  }
   ::unsetenv("SYMMFLOW_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }

@@ -155,7 +155,8 @@ struct RefusedKernel {
 struct KernelChoice {
   std::string op, key;  // key: dtype, dims and flags of the call, and library versions
   std::string chosen;   // "cudnn", "own"
-  std::string how;      // "measured", "cached on disk", "only candidate", "search off", "forced"
+  std::string how;      // "measured" (or "measured during capture"), "cached on disk",
+                        // "only candidate", "search off", "forced"
   std::vector<std::pair<std::string, double>> median_us;  // per timed candidate
   std::vector<RefusedKernel> refused;
 };

@@ -5,7 +5,8 @@
 // - Each distinct call (dtype, dims, strides, causal, scale, forward with or without stats,
 //   backward) builds one frontend graph on first use: validate, operation graph, heuristics
 //   mode A's plans, support check, plan build. The graph, its workspace size, or cuDNN's refusal
-//   are cached per rank thread and GPU (plans belong to a device; handles to a thread).
+//   are cached per rank thread and GPU (plans belong to a device; handles to a thread). The
+//   handle and plans may be made while a plan's first run is being captured (RelaxedCapture).
 // - Operands are read in place through their strides (any layout with unit stride in the head
 //   dim, such as a decoder's permuted views); outputs are contiguous. Pointers must be 16-byte
 //   aligned, checked per call (a refusal, not an error: the caller runs its own kernel).
@@ -45,6 +46,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "kernels/cuda/kernel_choice.hpp"
 #include "runtime/cuda/check.hpp"
 
 namespace cudnn_frontend {
@@ -151,7 +153,7 @@ cudnnHandle_t handle() {
   int device = 0;
   SF_CUDA_CHECK(cudaGetDevice(&device));
   if (tls.handle && tls.device == device) return tls.handle;
-  check_not_capturing("creating the cuDNN handle");
+  RelaxedCapture relaxed;  // a plan's first run captures its steps
   if (tls.handle) fe::detail::destroy_handle(tls.handle);
   tls.handle = nullptr;
   tls.plans.clear();
@@ -298,7 +300,7 @@ const Plan& plan_for(const std::string& key, Make make) {
   handle();  // a device change drops the plans of the other device
   auto it = tls.plans.find(key);
   if (it == tls.plans.end()) {
-    check_not_capturing("building a cuDNN attention plan");
+    RelaxedCapture relaxed;  // a plan's first run captures its steps
     it = tls.plans.emplace(key, make()).first;
   }
   return it->second;

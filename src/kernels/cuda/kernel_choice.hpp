@@ -16,9 +16,12 @@
 // - Cache: in memory per process, and on disk (one line per choice, appended) in
 //   $SYMMFLOW_CACHE_DIR, else $XDG_CACHE_HOME/symmflow, else ~/.cache/symmflow, file
 //   kernel-choices-v1.tsv; a cache that cannot be read or written is skipped, never an error.
-// - No timing while the stream is captured into a CUDA graph (nothing would run) or when the
-//   tunable cuda_kernel_search is 0: the cached choice if there is one, else candidate 0. The
-//   executor's warm-up run before a capture makes every choice.
+// - While the current stream is being captured into a CUDA graph (a plan's first run captures its
+//   steps), the candidates are timed on a side stream of the thread (not captured) with the
+//   thread's capture mode relaxed: they write their real outputs and scratch then, before the
+//   graph ever runs, which is harmless because a step's outputs are written, never read, by its
+//   own launch in the graph; the inputs' values do not matter to a kernel's time.
+// - The tunable cuda_kernel_search 0: the cached choice if there is one, else candidate 0.
 // - Every choice made or read is kept for `kernel_choices()` (symmflow/kernels/cuda.hpp), which
 //   explain's GPU report prints; force_kernel(name) makes that candidate run wherever it can.
 #pragma once
@@ -31,6 +34,20 @@
 #include "symmflow/kernels/cuda.hpp"
 
 namespace symmflow::cuda {
+
+// Relaxes the calling thread's CUDA graph capture mode for the scope, so that one-time set-up
+// (a library handle, a plan, the timing of Note [measured kernel choice]) may allocate and
+// synchronize while a stream of the thread is being captured; restores it after.
+class RelaxedCapture {
+ public:
+  RelaxedCapture();
+  ~RelaxedCapture();
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  int saved_;
+};
 
 struct KernelCandidate {
   std::string name;            // "cudnn", "own"
