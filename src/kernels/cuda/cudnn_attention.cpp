@@ -42,16 +42,25 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
-#include <cudnn_frontend.h>
 #include <filesystem>
 #include <unordered_map>
 
 #include "kernels/cuda/kernel_choice.hpp"
 #include "runtime/cuda/check.hpp"
 
+// Note [cudnn frontend visibility]: the frontend is header-only, and PyTorch's libtorch_cuda.so
+// carries its own copy (another version, linked to cuDNN, not dynamically loading it) under the
+// same mangled names. With default visibility, this module's calls to the frontend's inline
+// functions would bind to whichever copy the process loaded first (ELF interposition), mixing
+// two versions' code and layouts: a segmentation fault in the first compiled call under torch.
+// Everything the frontend declares here is hidden, so this module binds only to its own copy.
+#pragma GCC visibility push(hidden)
+#include <cudnn_frontend.h>
+
 namespace cudnn_frontend {
 void* cudnn_dlhandle = nullptr;  // the frontend's handle of the dlopen'ed library
 }
+#pragma GCC visibility pop
 #endif
 
 namespace symmflow::cuda {
