@@ -12,7 +12,8 @@
 #   bash tools/device/sf.sh allreduce           # the all-reduce bench beside NCCL and PyTorch
 #
 # `build` may come first in front of another subcommand: `bash tools/device/sf.sh build verify`.
-# NPROC sets the processes of sweep and breakdown. Logs go to $OUT/logs.tgz, tables to stdout.
+# NPROC sets the processes of sweep and breakdown; TARGETS limits what build builds (e.g.
+# TARGETS="symmflow_cuda symmflow_python" before a sweep). Logs go to $OUT/logs.tgz, tables to stdout.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 FINAL_OUT=${OUT:-/tmp/symmflow-device}
@@ -41,7 +42,7 @@ build() {
     >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; return 1; }
   grep -E "cuDNN|CUDA found" "$OUT/configure.log"
   step build
-  cmake --build build/device -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
+  cmake --build build/device -j "$(nproc)" ${TARGETS:+--target $TARGETS} >"$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; return 1; }
   step built
 }
