@@ -44,8 +44,11 @@ function(symmflow_find_cudnn_frontend)
   endif()
   find_path(SYMMFLOW_CUDNN_FRONTEND_INCLUDE cudnn_frontend.h
             HINTS $ENV{CUDNN_FRONTEND_INCLUDE} PATHS ${hints} PATH_SUFFIXES include NO_DEFAULT_PATH)
-  find_path(SYMMFLOW_CUDNN_INCLUDE cudnn.h HINTS $ENV{CUDNN_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS}
-            PATHS ${hints} PATH_SUFFIXES nvidia/cudnn/include)
+  # The Python environment's cuDNN first (PyTorch's, the library a torch process loads: Note
+  # [cudnn loading] refuses a library of another version than these headers), then the system's.
+  find_path(SYMMFLOW_CUDNN_INCLUDE cudnn.h HINTS $ENV{CUDNN_INCLUDE}
+            PATHS ${hints} PATH_SUFFIXES nvidia/cudnn/include NO_DEFAULT_PATH)
+  find_path(SYMMFLOW_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
   set(SYMMFLOW_CUDNN_FOUND OFF PARENT_SCOPE)
   if(SYMMFLOW_CUDNN_FRONTEND_INCLUDE AND SYMMFLOW_CUDNN_INCLUDE)
     set(SYMMFLOW_CUDNN_FOUND ON PARENT_SCOPE)

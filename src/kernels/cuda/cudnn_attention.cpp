@@ -26,7 +26,9 @@
 // $SYMMFLOW_CUDNN_LIBRARY (a path; its failure is the reason, nothing else is tried), a
 // libcudnn.so.9 already loaded in the process (PyTorch's), the loader's search path, the
 // nvidia/cudnn/lib folder of the wheels beside the loaded cuBLAS (site-packages/nvidia/...), and
-// the folder CMake found at configure time. cuDNN 9 or newer is required.
+// the folder CMake found at configure time. The library's major and minor version must be the
+// headers' (cudnn.h): the frontend built with cuDNN 9.14's headers crashed (SIGSEGV) running on
+// 9.19 (PyTorch 2.11's), so another version is refused, with the reason.
 #include "kernels/cuda/cudnn_attention.hpp"
 
 #include <fmt/format.h>
@@ -132,7 +134,13 @@ std::string load() {
   fe::cudnn_dlhandle = h;
   if (!dlsym(h, "cudnnGetVersion")) return "the loaded cuDNN has no cudnnGetVersion";
   const size_t version = fe::detail::get_backend_version();
-  if (version < 90000) return fmt::format("cuDNN {} is loaded; 9.0 or newer is needed", version);
+  if (version / 100 != CUDNN_VERSION / 100) {
+    return fmt::format(
+        "the process loaded cuDNN {}.{} but symmflow was built with cuDNN {}.{}'s headers (the "
+        "frontend then crashes); build symmflow against the headers of the cuDNN that PyTorch "
+        "loads (its nvidia-cudnn-cu13 wheel)",
+        version / 10000, version / 100 % 100, CUDNN_MAJOR, CUDNN_MINOR);
+  }
   return "";
 }
 
