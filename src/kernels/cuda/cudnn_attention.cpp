@@ -41,6 +41,7 @@
 #if defined(SYMMFLOW_HAVE_CUDNN_FRONTEND)
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
 #define CUDNN_FRONTEND_SKIP_JSON_LIB
+#define NV_CUDNN_FRONTEND_DISABLE_LOGGING  // Note [cudnn frontend visibility]
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
@@ -56,6 +57,8 @@
 // functions would bind to whichever copy the process loaded first (ELF interposition), mixing
 // two versions' code and layouts: a segmentation fault in the first compiled call under torch.
 // Everything the frontend declares here is hidden, so this module binds only to its own copy.
+// Its logging is compiled out: with CUDNN_FRONTEND_LOG_INFO set (as in PyTorch processes), its
+// writes to std::cout crashed inside the check of a plan's support.
 #pragma GCC visibility push(hidden)
 #include <cudnn_frontend.h>
 
