@@ -28,6 +28,7 @@ struct Tunables {
   bool cuda_pointwise_codegen = true;         // fused regions, plan steps: NVRTC kernels
   bool cuda_skinny_gemm_split = false;        // Note [skinny GEMM split]: k over a cluster
   bool cuda_kernel_search = true;             // Note [measured kernel choice]: time candidates
+  bool cuda_cudnn = true;                     // attention may run cuDNN's fused kernels
   bool collective_agreement = true;           // collectives' barriers carry a call signature
   bool debug_collectives = false;             // cross-rank fingerprint check of every collective
   bool rank_agreement = true;                 // ranks agree on plan and inputs (exec/agreement.cpp)

@@ -50,6 +50,7 @@
 
 #include "kernels/cuda/kernel_choice.hpp"
 #include "runtime/cuda/check.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 // Note [cudnn frontend visibility]: the frontend is header-only, and PyTorch's libtorch_cuda.so
 // carries its own copy (another version, linked to cuDNN, not dynamically loading it) under the
@@ -235,6 +236,7 @@ std::string build(fe::graph::Graph& g, int64_t& workspace) {
 }
 
 std::string common_refusal(const SdpaShape& s) {
+  if (!tunables().cuda_cudnn) return "turned off (tunable cuda_cudnn = 0)";
   if (!cudnn_missing().empty()) return cudnn_missing();
   if (s.type != PwType::bf16 && s.type != PwType::f16)
     return "cuDNN's fused attention takes bf16 and f16 only";

@@ -266,3 +266,21 @@ def test_run_pointers_checks_the_counts(world):
     with pytest.raises(symmflow.Error) as e:
         session.run_pointers([x.data_ptr(), y.data_ptr()], [])
     assert str(e.value) == "run_pointers: the program takes 1 outputs, got 0"
+
+
+def test_importing_symmflow_torch_turns_cudnn_attention_off_unless_set():
+    """symmflow.torch sets SYMMFLOW_CUDA_CUDNN=0 (cuDNN's attention crashes under PyTorch, docs/
+    cuda.md) before any tunable is read, and leaves a value the user set."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import symmflow.torch, symmflow; "
+            "print(symmflow.tunables()['cuda_cudnn']['value'])")
+    env = {k: v for k, v in os.environ.items() if k != "SYMMFLOW_CUDA_CUDNN"}
+    off = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert off.stdout.strip() == "0", off.stderr
+    on = subprocess.run([sys.executable, "-c", code], env={**env, "SYMMFLOW_CUDA_CUDNN": "1"},
+                        capture_output=True, text=True, timeout=120)
+    assert on.stdout.strip() == "1", on.stderr
