@@ -4,6 +4,7 @@
 // 1-sized dims, two batch dims), grouped KV heads 4:1 and 2:1, non-contiguous inputs, an explicit
 // scale, every float dtype (bf16/f16 to their tolerance); torch eager's own outputs for two cases
 // (tests/python/ref/sdpa_ref.py printed them); and the error text of every refused argument.
+#include <array>
 #include <functional>
 
 #include "test_util.hpp"
@@ -110,6 +111,10 @@ const Sdpa kCases[] = {
     {{1}, 2, 1, 6, 3, 3, 5, true},      // L > S
     {{3}, 3, 3, 17, 4, 1, 2, false},    // no mask, head dim 1
     {{1}, 1, 1, 1, 1, 1, 1, true},      // everything 1
+    // Note [cpu attention blocks]: more query rows than one block of 128
+    {{1}, 4, 2, 300, 300, 16, 16, true},  // causal over three blocks
+    {{1}, 2, 1, 200, 150, 8, 8, true},    // L > S over two blocks
+    {{2}, 2, 2, 130, 257, 8, 4, false},   // a block of two rows last
 };
 
 TEST(AtenAttention, EveryElementAgainstANaiveReference) {
@@ -209,6 +214,92 @@ TEST(AtenAttention, MasksEveryElementAgainstANaiveReference) {
                                          {{"enable_gqa", true}})
                                       .to_doubles();
       for (int64_t e = 0; e < c.v_dim; ++e) EXPECT_EQ(zeros[size_t(1 * c.v_dim + e)], 0.0);
+    }
+  }
+}
+
+// dq, dk, dv of the attention of ref_sdpa against grad `g` (f64, the row algorithm of Note
+// [attention backward]: P, D_i = sum_j P_ij dO_i . v_j, dS = P (dO . v - D) scale), masked by `add`.
+std::array<std::vector<double>, 3> ref_sdpa_backward(const Tensor& g, const Tensor& q,
+                                                     const Tensor& k, const Tensor& v,
+                                                     const Sdpa& c, double scale,
+                                                     const MaskFn& add = nullptr) {
+  std::vector<double> gv = g.to_doubles(), qv = q.to_doubles(), kv = k.to_doubles(),
+                      vv = v.to_doubles();
+  const int64_t batch = numel(c.lead), group = c.heads / c.kv_heads;
+  const int64_t E = c.head_dim, Ev = c.v_dim, S = c.kv_len;
+  std::array<std::vector<double>, 3> out = {std::vector<double>(qv.size(), 0.0),
+                                            std::vector<double>(kv.size(), 0.0),
+                                            std::vector<double>(vv.size(), 0.0)};
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const int64_t kvh = b * c.kv_heads + h / group;
+      for (int64_t i = 0; i < c.q_len; ++i) {
+        const int64_t row = (b * c.heads + h) * c.q_len + i;
+        std::vector<double> p;
+        for (int64_t j = 0; j < S && (!c.causal || j <= i); ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < E; ++e) dot += qv[size_t(row * E + e)] * kv[size_t((kvh * S + j) * E + e)];
+          p.push_back(dot * scale + (add ? add(b, h, i, j) : 0.0));
+        }
+        double mx = -INFINITY, sum = 0;
+        for (double x : p) mx = std::max(mx, x);
+        if (mx == -INFINITY) continue;
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (double& x : p) x /= sum;
+        std::vector<double> dp(p.size());
+        double d = 0;
+        for (size_t j = 0; j < p.size(); ++j) {
+          for (int64_t e = 0; e < Ev; ++e)
+            dp[j] += gv[size_t(row * Ev + e)] * vv[size_t((kvh * S + int64_t(j)) * Ev + e)];
+          d += p[j] * dp[j];
+        }
+        for (size_t j = 0; j < p.size(); ++j) {
+          const double ds = p[j] * (dp[j] - d) * scale;
+          const int64_t kj = kvh * S + int64_t(j);
+          for (int64_t e = 0; e < E; ++e) {
+            out[0][size_t(row * E + e)] += ds * kv[size_t(kj * E + e)];
+            out[1][size_t(kj * E + e)] += ds * qv[size_t(row * E + e)];
+          }
+          for (int64_t e = 0; e < Ev; ++e) out[2][size_t(kj * Ev + e)] += p[j] * gv[size_t(row * Ev + e)];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Note [cpu attention blocks]: the backward's GEMM blocks, every element of dq, dk and dv against
+// the row-by-row reference, over the cases above (grouped heads, L != S, several blocks) and a
+// bool mask with a fully masked row (no gradient from it), f32 and f64.
+TEST(AtenAttention, BackwardEveryElementAgainstANaiveReference) {
+  uint32_t seed = 500;
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const Sdpa& c : kCases) {
+      for (bool masked : {false, true}) {
+        if (masked && c.causal) continue;  // a mask and is_causal cannot be given together
+        const bool gqa = c.heads != c.kv_heads;
+        Tensor q = attention_input(c.lead, c.heads, c.q_len, c.head_dim, dt, seed++, true);
+        Tensor k = attention_input(c.lead, c.kv_heads, c.kv_len, c.head_dim, dt, seed++, false);
+        Tensor v = attention_input(c.lead, c.kv_heads, c.kv_len, c.v_dim, dt, seed++, false);
+        Tensor g = attention_input(c.lead, c.heads, c.q_len, c.v_dim, dt, seed++, false);
+        auto keep = [](int64_t i, int64_t j) { return i != 2 && (i + 3 * j) % 5 != 0; };
+        Tensor m = Tensor::empty({c.q_len, c.kv_len}, DType::boolean);
+        for (int64_t n = 0; n < c.q_len * c.kv_len; ++n)
+          store_double(m.view(), n, keep(n / c.kv_len, n % c.kv_len));
+        MaskFn fn = nullptr;
+        if (masked) fn = [&](int64_t, int64_t, int64_t i, int64_t j) { return keep(i, j) ? 0.0 : -INFINITY; };
+        std::vector<Value> args = {g, q, k, v};
+        if (masked) args.push_back(m);
+        std::vector<Tensor> got = call("aten::scaled_dot_product_attention_backward", args,
+                                       {{"is_causal", c.causal}, {"enable_gqa", gqa}})
+                                      .to_tensor_list();
+        auto want = ref_sdpa_backward(g, q, k, v, c, 1 / std::sqrt(double(c.head_dim)), fn);
+        for (size_t i = 0; i < 3; ++i)
+          expect_close(got[i], want[i], dt,
+                       fmt::format("sdpa backward {} grad {} H={} L={} S={} masked={}",
+                                   dtype_name(dt), i, c.heads, c.q_len, c.kv_len, masked));
+      }
     }
   }
 }

@@ -2,7 +2,8 @@
 //  - embedding: out[..., :] = weight[indices[...], :]; any weight dtype and layout, i64 or i32
 //    indices of any layout; an index outside [0, num_embeddings) is an error naming it (PyTorch:
 //    "index out of range in self"), checked before anything is written.
-//  - scaled_dot_product_attention: for each (batch, head, query row) the scores
+//  - scaled_dot_product_attention (Note [cpu attention blocks]: OpenBLAS GEMMs over blocks of
+//    query rows): for each (batch, head, query row) the scores
 //    scale * q . k_j over the allowed keys (all, or j <= i with is_causal: PyTorch's top-left
 //    aligned causal mask), a softmax (max subtracted) and the weighted sum of the value rows, all
 //    in float (double for f64), rounded to the dtype once. Query head h reads key/value head
@@ -14,6 +15,9 @@
 //    ops/aten/meta_attention.cpp): each query row's probabilities recomputed as above, then its
 //    dq row, and its terms of dk and dv accumulated over the rows (and the query heads of a key/value
 //    head) in float (double for f64), rounded to the dtype once; a fully masked row adds nothing.
+#include <cblas.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -84,108 +88,141 @@ MaskView<A> mask_view(const Tensor& mask_acc, const aten_meta::SdpaInfo& in) {
   return m;
 }
 
-// One query row's scores over its `keys` allowed keys into p (scale, mask and causal limit as
-// above), softmax-normalised in place; false when every key is masked (p is then all zeros).
-template <typename A>
-bool row_probabilities(const A* qi, const A* kh, int64_t keys, int64_t E, A scale, const A* mrow,
-                       const MaskView<A>& mask, A* p) {
-  const A inf = std::numeric_limits<A>::infinity();
-  A mx = -inf;
-  for (int64_t j = 0; j < keys; ++j) {
-    A dot = 0;
-    for (int64_t e = 0; e < E; ++e) dot += qi[e] * kh[j * E + e];
-    p[j] = dot * scale;
-    if (mrow) {
-      const A mj = mrow[j * mask.col];
-      p[j] = mask.is_bool ? (mj != 0 ? p[j] : -inf) : p[j] + mj;
-    }
-    mx = std::max(mx, p[j]);
-  }
-  if (mx == -inf) {
-    for (int64_t j = 0; j < keys; ++j) p[j] = 0;
-    return false;
-  }
-  A sum = 0;
-  for (int64_t j = 0; j < keys; ++j) {
-    p[j] = std::exp(p[j] - mx);
-    sum += p[j];
-  }
-  for (int64_t j = 0; j < keys; ++j) p[j] /= sum;
-  return true;
+// Note [cpu attention blocks]: attention runs per (batch, head) over blocks of kBlockRows query
+// rows with OpenBLAS's GEMMs: the block's scores scale * Q K^T over the keys its last row may see
+// (one GEMM), each row masked (causal j <= i, the mask), softmax-normalised in place (max
+// subtracted), then P V (one GEMM). The backward recomputes P the same way and takes dP = dO V^T,
+// dS = P * (dP - rowsum(P * dP)) * scale, dQ = dS K, dK += dS^T Q and dV += P^T dO as GEMMs. All
+// in float (double for f64); a row whose keys are all masked has P = 0 (zeros out, no gradient).
+constexpr int64_t kBlockRows = 128;
+
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-// q [B, H, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev], o [B, H, L, Ev], contiguous, in A.
+// The probabilities of query rows [i0, i0 + rows) of (b, h) over their first `keys` keys into p
+// ([rows, keys]): scores by one GEMM, then per row the causal limit, the mask and the softmax; a
+// row whose keys are all masked becomes zeros.
+template <typename A>
+void block_probabilities(const A* qb, const A* kh, int64_t i0, int64_t rows, int64_t keys,
+                         int64_t E, A scale, bool causal, const A* mbase,
+                         const MaskView<A>& mask, A* p) {
+  const A inf = std::numeric_limits<A>::infinity();
+  gemm(false, true, rows, keys, E, scale, qb, E, kh, E, A(0), p, keys);
+  for (int64_t r = 0; r < rows; ++r) {
+    A* pr = p + r * keys;
+    const int64_t i = i0 + r;
+    const int64_t allowed = causal ? std::min(keys, i + 1) : keys;
+    const A* mrow = mbase ? mbase + i * mask.row : nullptr;
+    A mx = -inf;
+    for (int64_t j = 0; j < allowed; ++j) {
+      if (mrow) {
+        const A mj = mrow[j * mask.col];
+        pr[j] = mask.is_bool ? (mj != 0 ? pr[j] : -inf) : pr[j] + mj;
+      }
+      mx = std::max(mx, pr[j]);
+    }
+    if (mx == -inf) {
+      std::fill(pr, pr + keys, A(0));
+      continue;
+    }
+    A sum = 0;
+    for (int64_t j = 0; j < allowed; ++j) {
+      pr[j] = std::exp(pr[j] - mx);
+      sum += pr[j];
+    }
+    const A inv = A(1) / sum;
+    for (int64_t j = 0; j < allowed; ++j) pr[j] *= inv;
+    std::fill(pr + allowed, pr + keys, A(0));
+  }
+}
+
+// The keys the rows [i0, i0 + rows) may see: all, or with causal up to the last row's.
+inline int64_t block_keys(bool causal, int64_t S, int64_t i0, int64_t rows) {
+  return causal ? std::min(S, i0 + rows) : S;
+}
+
+// q [B, H, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev], o [B, H, L, Ev], contiguous, in A
+// (Note [cpu attention blocks]).
 template <typename A>
 void attention(const A* q, const A* k, const A* v, A* o, const aten_meta::SdpaInfo& in,
                const MaskView<A>& mask) {
   const int64_t group = in.heads / in.kv_heads;
   const int64_t L = in.q_len, S = in.kv_len, E = in.head_dim, Ev = in.v_dim;
-  const A scale = A(in.scale);
-  std::vector<A> p(static_cast<size_t>(S));
+  std::vector<A> p(static_cast<size_t>(std::min(L, kBlockRows) * std::max<int64_t>(S, 1)));
   for (int64_t b = 0; b < in.batch; ++b) {
     for (int64_t h = 0; h < in.heads; ++h) {
-      const int64_t hk = h / group;
-      const A* kh = k + (b * in.kv_heads + hk) * S * E;
-      const A* vh = v + (b * in.kv_heads + hk) * S * Ev;
-      for (int64_t i = 0; i < L; ++i) {
-        const A* qi = q + ((b * in.heads + h) * L + i) * E;
-        A* oi = o + ((b * in.heads + h) * L + i) * Ev;
-        const int64_t keys = in.causal ? std::min(S, i + 1) : S;
-        const A* mrow = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] + i * mask.row
-                                  : nullptr;
-        for (int64_t e = 0; e < Ev; ++e) oi[e] = 0;
-        // every key masked: zeros, as PyTorch gives
-        if (!row_probabilities(qi, kh, keys, E, scale, mrow, mask, p.data())) continue;
-        for (int64_t j = 0; j < keys; ++j) {
-          for (int64_t e = 0; e < Ev; ++e) oi[e] += p[size_t(j)] * vh[j * Ev + e];
+      const int64_t kv = b * in.kv_heads + h / group;
+      const A* mbase = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] : nullptr;
+      for (int64_t i0 = 0; i0 < L; i0 += kBlockRows) {
+        const int64_t rows = std::min(kBlockRows, L - i0);
+        const int64_t keys = block_keys(in.causal, S, i0, rows);
+        A* ob = o + ((b * in.heads + h) * L + i0) * Ev;
+        if (keys == 0 || Ev == 0) {
+          std::fill(ob, ob + rows * Ev, A(0));
+          continue;
         }
+        block_probabilities(q + ((b * in.heads + h) * L + i0) * E, k + kv * S * E, i0, rows,
+                            keys, E, A(in.scale), in.causal, mbase, mask, p.data());
+        gemm(false, false, rows, Ev, keys, A(1), p.data(), keys, v + kv * S * Ev, Ev, A(0), ob,
+             Ev);
       }
     }
   }
 }
 
 // q, dq [B, H, L, E], k, dk [B, Hkv, S, E], v, dv [B, Hkv, S, Ev], dout [B, H, L, Ev],
-// contiguous, in A; dk and dv zeroed by the caller.
+// contiguous, in A; dk and dv zeroed by the caller (Note [cpu attention blocks]).
 template <typename A>
 void attention_backward(const A* dout, const A* q, const A* k, const A* v, A* dq, A* dk, A* dv,
                         const aten_meta::SdpaInfo& in, const MaskView<A>& mask) {
   const int64_t group = in.heads / in.kv_heads;
   const int64_t L = in.q_len, S = in.kv_len, E = in.head_dim, Ev = in.v_dim;
   const A scale = A(in.scale);
-  std::vector<A> p(static_cast<size_t>(S)), dp(static_cast<size_t>(S));
+  const size_t block = static_cast<size_t>(std::min(L, kBlockRows) * std::max<int64_t>(S, 1));
+  std::vector<A> p(block), dp(block);
   for (int64_t b = 0; b < in.batch; ++b) {
     for (int64_t h = 0; h < in.heads; ++h) {
       const int64_t kv = b * in.kv_heads + h / group;
       const A* kh = k + kv * S * E;
       const A* vh = v + kv * S * Ev;
-      A* dkh = dk + kv * S * E;
-      A* dvh = dv + kv * S * Ev;
-      for (int64_t i = 0; i < L; ++i) {
-        const int64_t row = (b * in.heads + h) * L + i;
-        const A* qi = q + row * E;
-        const A* doi = dout + row * Ev;
-        A* dqi = dq + row * E;
-        for (int64_t e = 0; e < E; ++e) dqi[e] = 0;
-        const int64_t keys = in.causal ? std::min(S, i + 1) : S;
-        const A* mrow = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] + i * mask.row
-                                  : nullptr;
-        if (!row_probabilities(qi, kh, keys, E, scale, mrow, mask, p.data())) continue;
-        A d = 0;  // D_i = sum_j P_ij (dO_i . v_j)
-        for (int64_t j = 0; j < keys; ++j) {
-          A dot = 0;
-          for (int64_t e = 0; e < Ev; ++e) dot += doi[e] * vh[j * Ev + e];
-          dp[size_t(j)] = dot;
-          d += p[size_t(j)] * dot;
+      const A* mbase = mask.data ? mask.data + mask.base[size_t(b * in.heads + h)] : nullptr;
+      for (int64_t i0 = 0; i0 < L; i0 += kBlockRows) {
+        const int64_t rows = std::min(kBlockRows, L - i0);
+        const int64_t keys = block_keys(in.causal, S, i0, rows);
+        const int64_t row0 = (b * in.heads + h) * L + i0;
+        A* dqb = dq + row0 * E;
+        std::fill(dqb, dqb + rows * E, A(0));
+        if (keys == 0) continue;
+        const A* qb = q + row0 * E;
+        const A* dob = dout + row0 * Ev;
+        block_probabilities(qb, kh, i0, rows, keys, E, scale, in.causal, mbase, mask, p.data());
+        if (Ev > 0) {
+          gemm(false, true, rows, keys, Ev, A(1), dob, Ev, vh, Ev, A(0), dp.data(), keys);
+        } else {
+          std::fill(dp.begin(), dp.begin() + rows * keys, A(0));
         }
-        for (int64_t j = 0; j < keys; ++j) {
-          const A pj = p[size_t(j)];
-          const A ds = pj * (dp[size_t(j)] - d) * scale;
-          for (int64_t e = 0; e < E; ++e) {
-            dqi[e] += ds * kh[j * E + e];
-            dkh[j * E + e] += ds * qi[e];
-          }
-          for (int64_t e = 0; e < Ev; ++e) dvh[j * Ev + e] += pj * doi[e];
+        for (int64_t r = 0; r < rows; ++r) {  // dP becomes dS
+          const A* pr = p.data() + r * keys;
+          A* dpr = dp.data() + r * keys;
+          A d = 0;  // D_i = sum_j P_ij dP_ij
+          for (int64_t j = 0; j < keys; ++j) d += pr[j] * dpr[j];
+          for (int64_t j = 0; j < keys; ++j) dpr[j] = pr[j] * (dpr[j] - d) * scale;
         }
+        if (E > 0) {
+          gemm(false, false, rows, E, keys, A(1), dp.data(), keys, kh, E, A(0), dqb, E);
+          gemm(true, false, keys, E, rows, A(1), dp.data(), keys, qb, E, A(1), dk + kv * S * E, E);
+        }
+        if (Ev > 0)
+          gemm(true, false, keys, Ev, rows, A(1), p.data(), keys, dob, Ev, A(1), dv + kv * S * Ev,
+               Ev);
       }
     }
   }
