@@ -35,12 +35,12 @@ SIZES = {
                   num_key_value_heads=4, head_dim=16),
     "4096": dict(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
                  num_key_value_heads=8, head_dim=128),
-    # Llama-3-8B's layer (FFN 14336) for tools/device/sweep.py; "cpu512" its shapes at hidden
-    # 512 (8/2 heads of 64) for the CPU sweep.
+    # Llama-3-8B's layer (FFN 14336) for tools/device/sweep.py; "cpu512" the CPU sweep's shapes
+    # at hidden 512 (8/4 heads of 64: four KV heads split over 2 and 4 processes).
     "8b": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
                num_key_value_heads=8, head_dim=128),
     "cpu512": dict(hidden_size=512, intermediate_size=1792, num_attention_heads=8,
-                   num_key_value_heads=2, head_dim=64),
+                   num_key_value_heads=4, head_dim=64),
 }
 
 
