@@ -30,7 +30,7 @@ function(symmflow_find_cuda_wheel_libraries)
   endforeach()
 endfunction()
 
-# cuDNN's fused attention (Note [cudnn attention] in src/kernels/cuda/cudnn_attention.cpp): the
+# cuDNN's fused attention (Note [cudnn attention] in src/kernels/cuda/attention/cudnn_attention.cpp): the
 # frontend's header-only C++ API (the nvidia-cudnn-frontend wheel puts it in site-packages/include)
 # and cudnn.h (nvidia-cudnn-cu13: site-packages/nvidia/cudnn/include). Nothing links libcudnn: it
 # is opened on first use; the library folder found here is one of the places tried then.

@@ -27,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.hpp"
-#include "kernels/cuda/skinny_gemm.hpp"
+#include "kernels/cuda/gemm/skinny_gemm.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/core/half.hpp"
 #include "symmflow/runtime/cuda.hpp"

@@ -2,7 +2,7 @@
 // your choice, measured"): the chain y = sin((x * 2 + 1) * x) on f32, as
 //   unfused   four eager aten calls (four kernels, four passes over memory, fresh outputs),
 //   program   the fused region fuse_pointwise makes, run by the register-program engine (one
-//             kernel for every program: Note [pointwise programs] in kernels/cuda/pointwise.cu),
+//             kernel for every program: Note [pointwise programs] in kernels/cuda/pointwise/pointwise.cu),
 //   compiled  the same region as its own kernel generated and compiled at run time (NVRTC, Note
 //             [pointwise codegen]): what the executor runs by default,
 //   by hand   the same chain compiled as its own kernel (what NVRTC or a template would give).

@@ -29,7 +29,7 @@
 // caller's capture and the steps are enqueued there, not captured into a graph of our own (CUDA
 // graphs do not nest by capture); every allocation and rendezvous happened at construction, so
 // the captured work replays safely (signal state is replay-safe: Note [cuda all-reduce] in
-// kernels/cuda/all_reduce.cu). Nothing waits on the host, so a failure surfaces later: a peer's
+// kernels/cuda/collectives/all_reduce.cu). Nothing waits on the host, so a failure surfaces later: a peer's
 // failure (the world's failure flag) at the next run, a collective's timeout on the GPU at
 // synchronize().
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Contract in algorithm.hpp. cuda_all_reduce_algorithm is the rule the cuda Communicator runs
-// (src/kernels/cuda/communicator.cpp); collective_algorithm describes it, with the cpu kernels'
+// (src/kernels/cuda/collectives/communicator.cpp); collective_algorithm describes it, with the cpu kernels'
 // choice (kernels/cpu/collectives/all_reduce.cpp), for explain; every other collective is
 // described by its definition (OpExchange, declared beside the op: Library::exchange).
 #include "symmflow/kernels/algorithm.hpp"

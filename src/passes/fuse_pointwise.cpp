@@ -121,7 +121,7 @@ bool fusible_node(const Node* n) {
 
 // Note [fused region size]: a region grows by producers only while it has at most kMaxFusedOps
 // ops and kMaxFusedInputs external tensors, so that every executor runs it as one program: the
-// GPU's (kernels/cuda/pointwise.hpp) holds 10 tensors (the inputs and the one output), 48
+// GPU's (kernels/cuda/pointwise/pointwise.hpp) holds 10 tensors (the inputs and the one output), 48
 // instructions (a load per input, at most 3 per op: the op and the constants of two scalar
 // arguments, a store) and 24 live registers (inputs and intermediates). Without the bound a long
 // decomposed chain (a backward graph's, say) would fuse into a region the GPU refuses at run

@@ -1,5 +1,5 @@
 // The GPU collectives' agreement (Note [gpu collective agreement] in
-// src/kernels/cuda/call_signature.hpp): ranks that call an all-reduce with another reduce op,
+// src/kernels/cuda/collectives/call_signature.hpp): ranks that call an all-reduce with another reduce op,
 // dtype or element count, on the ll path (4 KiB) and on the flag paths (one_shot and two_shot,
 // 1 MiB), or a reduce-scatter with another reduce op, raise InvalidUsage on every rank naming the
 // field and both ranks' values, leave the output untouched, and the failure is raised by the next

@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "kernels/cuda/cudnn_attention.hpp"
+#include "kernels/cuda/attention/cudnn_attention.hpp"
 #include "support/tensors.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/kernels/cuda.hpp"

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/cuda/fused.hpp"
-#include "kernels/cuda/pointwise_codegen.hpp"
+#include "kernels/cuda/pointwise/pointwise_codegen.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/exec/compare.hpp"
 #include "symmflow/exec/executable.hpp"
@@ -455,7 +455,7 @@ TEST(CudaExecGraph, EarlyLaunchGivesTheBitsOfPlainLaunches) {
   }
 }
 
-// Note [plan steps compiled] (kernels/cuda/program.cpp): a plan's standalone pointwise steps (a
+// Note [plan steps compiled] (kernels/cuda/pointwise/program.cpp): a plan's standalone pointwise steps (a
 // transposed copy, a cast) run as compiled programs, bit for bit what the interpreted kernel
 // gives; eager calls of the same ops compile nothing. A standalone pow (which codegen does not
 // spell: its special exponents are the interpreter's) runs interpreted inside the plan too.

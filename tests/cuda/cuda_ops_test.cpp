@@ -17,7 +17,7 @@
 #include "support/scoped_tunables.hpp"
 #include "support/tensors.hpp"
 
-#include "kernels/cuda/skinny_gemm.hpp"
+#include "kernels/cuda/gemm/skinny_gemm.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/call.hpp"

@@ -93,7 +93,7 @@ class EagerStream {
 // backend loaded); raises what failed.
 void synchronize_device();
 // The GPU kernels chosen by measurement in this process (Note [measured kernel choice] in
-// src/kernels/cuda/kernel_choice.hpp), one line each: "op key: chosen (how; times; refused)";
+// src/kernels/cuda/choice/kernel_choice.hpp), one line each: "op key: chosen (how; times; refused)";
 // "" when the cuda backend is not loaded or chose nothing yet.
 std::string gpu_kernel_choices();
 

@@ -33,7 +33,7 @@
 
 namespace symmflow::cuda {
 
-// Algorithms of all_reduce (Note [cuda all-reduce] in src/kernels/cuda/all_reduce.cu).
+// Algorithms of all_reduce (Note [cuda all-reduce] in src/kernels/cuda/collectives/all_reduce.cu).
 //   one_shot: every rank pushes its input into every peer's staging buffer, signals, and reduces
 //             all copies locally: one synchronization, W-1 copies of the data over the links.
 //   two_shot: reduce-scatter then all-gather, pushing both ways; in place on a DeviceHeap buffer.
@@ -64,7 +64,7 @@ class Communicator {
   void all_reduce_inplace(const DeviceHeap& heap, size_t offset_bytes, int64_t n, DType dtype,
                           std::string_view reduce_op, void* stream, Algo algo = Algo::automatic);
 
-  // The other collectives of the group (Note [cuda exchange] in src/kernels/cuda/exchange.cu):
+  // The other collectives of the group (Note [cuda exchange] in src/kernels/cuda/collectives/exchange.cu):
   // device pointers of this rank's GPU or of peers' (peer access), enqueued on `stream`,
   // capture-safe. `op` names the calling op in the error that synchronize() raises when a peer
   // never arrives. Every member calls them in the same order with the same sizes.
@@ -103,11 +103,11 @@ class Communicator {
   // Raises if a collective failed (reads the host-mapped report; the caller synchronized). Every
   // call of the communicator also raises a failure an earlier call's kernel recorded: a timeout,
   // bad splits, or ranks that called different collectives (Note [gpu collective agreement] in
-  // src/kernels/cuda/call_signature.hpp).
+  // src/kernels/cuda/collectives/call_signature.hpp).
   void check();
   const std::shared_ptr<Group>& group() const { return group_; }
 
-  struct State;  // device workspace and launch configuration (src/kernels/cuda/communicator.cpp)
+  struct State;  // device workspace and launch configuration (src/kernels/cuda/collectives/communicator.cpp)
 
  private:
   // Collectives of a file of their own launch on the workspace through it (Note [one file per
@@ -126,7 +126,7 @@ class Communicator {
 // the kernel ahead.
 struct StepLaunch {
   // A step of a plan (not an eager call): its pointwise programs are compiled kernels (Note
-  // [plan steps compiled] in src/kernels/cuda/program.cpp).
+  // [plan steps compiled] in src/kernels/cuda/pointwise/program.cpp).
   bool in_plan = false;
   bool early = false;
   bool after_communication = false;
@@ -146,7 +146,7 @@ Tensor to_device(const Tensor& t);
 // calls in the same order). Raises InvalidUsage when that would happen during capture.
 Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
 
-// ---- Note [measured kernel choice] (src/kernels/cuda/kernel_choice.hpp) ----------------------
+// ---- Note [measured kernel choice] (src/kernels/cuda/choice/kernel_choice.hpp) ----------------------
 // Where several kernels can run one GPU call (cuDNN's fused attention or symmflow's own), the
 // first call of each shape times them and keeps the fastest; these report and steer the choices.
 struct RefusedKernel {

@@ -13,8 +13,8 @@
 
 #include "exec/cuda/backend.hpp"
 #include "exec/cuda/fused.hpp"
-#include "kernels/cuda/blas.hpp"
-#include "kernels/cuda/copy_stream.hpp"
+#include "kernels/cuda/gemm/blas.hpp"
+#include "kernels/cuda/collectives/copy_stream.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/exec/executable.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -86,7 +86,7 @@ class CudaBackend : public exec::DeviceBackend {
     for (const auto& [group, bytes] : collective_bytes)
       comms_.push_back(&communicator(group, bytes));
     blas_handle();
-    copy_stream();  // the collective matmuls' (kernels/cuda/copy_stream.hpp)
+    copy_stream();  // the collective matmuls' (kernels/cuda/collectives/copy_stream.hpp)
     // Zeroed pools and heaps are ready (stream-ordered: Note [ranks sharing a GPU]).
     SF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream())));
   }

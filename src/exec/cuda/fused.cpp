@@ -1,5 +1,5 @@
 // A fused pointwise region (fuse_pointwise) on the GPU: the body becomes one pointwise program
-// (Note [pointwise programs] in kernels/cuda/pointwise.cu) that loads each region input once,
+// (Note [pointwise programs] in kernels/cuda/pointwise/pointwise.cu) that loads each region input once,
 // computes every body op in registers, rounding each to its value's dtype as op-by-op execution
 // would, and stores the region's outputs: one kernel, one pass over memory, compiled for the
 // region at run time (Note [pointwise codegen]) unless SYMMFLOW_CUDA_POINTWISE_CODEGEN=0.
@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <map>
 
-#include "kernels/cuda/program.hpp"
+#include "kernels/cuda/pointwise/program.hpp"
 
 namespace symmflow::cuda {
 

@@ -10,7 +10,7 @@
 // launch adding by atomics (Note [index_put accumulate on GPUs]); for a mask it runs composed
 // (kernels/index_put.cpp: eager calls only), and the kernel check keeps that form, and dtypes
 // without an atomic add, out of compiled graphs, naming the op.
-#include "kernels/cuda/program.hpp"
+#include "kernels/cuda/pointwise/program.hpp"
 #include "kernels/index_put.hpp"
 #include "ops/aten/meta_index_put.hpp"
 #include "symmflow/ops/aten.hpp"

@@ -9,9 +9,9 @@
 // GPU does not check what only device data tells: an integer division by zero gives 0, histc of a
 // range from data with NaN gives zero counts, _grouped_mm's offs are not validated (a row belongs
 // to the first group whose end is past it); the CPU raises on each.
-#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/pointwise/elementwise.hpp"
 #include "kernels/cuda/moe.hpp"
-#include "kernels/cuda/program.hpp"
+#include "kernels/cuda/pointwise/program.hpp"
 #include "ops/aten/meta_moe.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/collectives.hpp"
+#include "kernels/cuda/collectives/collectives.hpp"
 #include "kernels/cuda/moe.hpp"
-#include "kernels/cuda/typed_access.cuh"
+#include "kernels/cuda/pointwise/typed_access.cuh"
 
 namespace symmflow::cuda {
 namespace {

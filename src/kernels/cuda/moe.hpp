@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/pointwise.hpp"
+#include "kernels/cuda/pointwise/pointwise.hpp"
 
 namespace symmflow::cuda {
 

@@ -7,7 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/collectives.hpp"
+#include "kernels/cuda/collectives/collectives.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/cuda.hpp"
 

@@ -1,7 +1,7 @@
 // The aten indexing ops and scans that Hugging Face models use: index.Tensor (advanced indexing
 // with a `Tensor?[]` of i32/i64 index tensors), index_select, gather and cumsum, with PyTorch's
 // schemas; shapes and checks in meta_index.cpp (Note [gather geometry]). Kernels:
-// kernels/cpu/indexing.cpp and kernels/cuda/aten_logic.cpp.
+// kernels/cpu/indexing.cpp and kernels/cuda/pointwise/aten_logic.cpp.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {

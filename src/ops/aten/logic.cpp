@@ -1,7 +1,7 @@
 // The aten comparisons and bitwise/logical ops that Hugging Face models' masks use:
 // eq/ne/lt/le/gt/ge (.Tensor and .Scalar), bitwise_and/or/xor (.Tensor), bitwise_and/or
 // (.Scalar), bitwise_not and logical_or, with PyTorch's schemas, broadcasting and type promotion
-// (meta_logic.cpp). Kernels: kernels/cpu/logic.cpp and kernels/cuda/aten_logic.cpp.
+// (meta_logic.cpp). Kernels: kernels/cpu/logic.cpp and kernels/cuda/pointwise/aten_logic.cpp.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {

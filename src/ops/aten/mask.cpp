@@ -2,7 +2,7 @@
 // scaled_dot_product_attention(is_causal=True)): arange.start_step, logical_and, logical_not,
 // any.dim, where.self, full_like, scalar_tensor (the comparisons it also uses: logic.cpp).
 // Schemas are PyTorch's; layout, device, pin_memory and memory_format are accepted and ignored.
-// Kernels: kernels/cpu/mask.cpp and kernels/cuda/aten_logic.cpp.
+// Kernels: kernels/cpu/mask.cpp and kernels/cuda/pointwise/aten_logic.cpp.
 #include "ops/aten/meta.hpp"
 
 namespace symmflow {

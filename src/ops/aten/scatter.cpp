@@ -3,7 +3,7 @@
 // slice_scatter (the rotary embedding's backward); squeeze.dims is with the views (views.cpp).
 // Shapes and checks in meta_scatter.hpp (Note [pad geometry], Note [scatter geometry]). Kernels:
 // constant_pad_nd and slice_scatter are composed of copy_ and full.out on every backend
-// (kernels/views.cpp); scatter.value in kernels/cpu/indexing.cpp and kernels/cuda/aten_logic.cpp.
+// (kernels/views.cpp); scatter.value in kernels/cpu/indexing.cpp and kernels/cuda/pointwise/aten_logic.cpp.
 #include "ops/aten/meta_scatter.hpp"
 
 namespace symmflow {

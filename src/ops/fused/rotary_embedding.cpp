@@ -1,6 +1,6 @@
 // The `fused` namespace: compute ops that symmflow's rewrites make out of several aten ops, so
 // that a backend runs them as one kernel (Note [fused compute ops]). Definitions and shape
-// functions; kernels in kernels/cpu/rotary.cpp and kernels/cuda/rotary.cu; raise_rotary makes
+// functions; kernels in kernels/cpu/rotary.cpp and kernels/cuda/pointwise/rotary.cu; raise_rotary makes
 // rotary_embedding from the decomposition PyTorch traces.
 #include "symmflow/ops/library.hpp"
 

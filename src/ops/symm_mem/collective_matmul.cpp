@@ -2,7 +2,7 @@
 // result feeds matmuls, and a matmul whose result is reduce-scattered, each one op so that a
 // backend can hide the communication behind the GEMMs (Note [collective matmuls]). Definitions,
 // symm args and shape functions; kernels in kernels/cpu/collectives/collective_matmul.cpp and
-// kernels/cuda/collective_matmul.cpp; decompose_collective_matmul makes them from the graphs
+// kernels/cuda/collectives/collective_matmul.cpp; decompose_collective_matmul makes them from the graphs
 // DTensor's sequence parallelism produces.
 #include "symmflow/ops/group_size.hpp"
 #include "symmflow/ops/library.hpp"

@@ -63,7 +63,7 @@ std::vector<TensorSpec> all_to_all_shape(std::span<const Value> a) {
 // one_shot_all_reduce on the same inputs); the other ranks' out is not written (still declared
 // written, so nothing reads a stale copy of it across the call). Every rank calls it with the same
 // root. It is the model of a collective added in its three files (docs/architecture.md): this
-// definition, src/kernels/cpu/collectives/reduce_to_root.cpp and src/kernels/cuda/reduce_to_root.cu.
+// definition, src/kernels/cpu/collectives/reduce_to_root.cpp and src/kernels/cuda/collectives/reduce_to_root.cu.
 
 // Note [fused all-reduce add rms_norm]
 // fused_all_reduce_add_rms_norm(input, residual, weight, eps, reduce_op, group_name) is, exactly,

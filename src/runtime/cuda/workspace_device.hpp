@@ -15,7 +15,7 @@
 //            block that recorded it (status last)
 //   sigs     2 parities x kMaxRanks sources x kMaxBlocks blocks of uint32: the call signature
 //            each peer's block stored before its phase-0 flag (Note [gpu collective agreement]
-//            in kernels/cuda/call_signature.hpp); in the flags heap, after the flags
+//            in kernels/cuda/collectives/call_signature.hpp); in the flags heap, after the flags
 //   signals  channels x kMaxRanks sources of uint32: put_signal/wait_signal flags (0 or 1)
 //   put_done channels x kMaxRanks: blocks of a running put_signal to (channel, peer) that finished
 // The arrays of pointers hold every member's address of its staging and flags, indexed by group
