@@ -70,6 +70,9 @@ def explain(model, *inputs, print_report: bool = True, **kwargs) -> CompileRepor
         report.input_copies += r.input_copies
         report.compile_seconds += r.compile_seconds
         report.constant_uploads += r.constant_uploads
+    import symmflow
+
+    report.kernel_choices = symmflow.kernel_choices()
     if print_report:
         print(report.text(), end="")
     return report

@@ -76,6 +76,9 @@ class CompileReport:
     # replace them (Note [folding input-independent values] in _fold.py).
     folded_nodes: int = 0
     folded_constants: int = 0
+    # GPU kernels chosen by measurement in this process so far (Note [measured kernel choice] in
+    # src/kernels/cuda/choice/kernel_choice.hpp): explain() fills it after its run; "" on CPUs.
+    kernel_choices: str = ""
 
     @property
     def partition_count(self) -> int:
@@ -128,6 +131,10 @@ class CompileReport:
         for p in self.partitions:
             lines.append(f"== partition {p.name} on {p.device}")
             lines.append(p.explain_text.rstrip())
+        if self.kernel_choices:
+            lines.append("== GPU kernels chosen by measurement (this process; op shape: kernel "
+                         "(how; median us; refused kernels and why))")
+            lines.append(self.kernel_choices.rstrip())
         return "\n".join(lines) + "\n"
 
 

@@ -61,3 +61,25 @@ def test_explain_takes_keyword_inputs_and_leaves_other_compiled_models_alone(wor
         got = torch.compile(model, backend="symmflow")(x, scale=3.0)
     torch.testing.assert_close(got, want)
     assert isinstance(report, _backend.CompileReport)
+
+
+def test_the_report_prints_the_gpu_kernel_choices_it_holds():
+    """explain() fills kernel_choices from symmflow.kernel_choices() ('' on CPUs, where nothing is
+    chosen by measurement) and text() prints them under their own heading only when there are
+    some."""
+    report = _backend.CompileReport()
+    assert "GPU kernels chosen" not in report.text()
+    line = ("aten::scaled_dot_product_attention f32 b1 h8/8 l16 s16 e64/64 causal cudnn: own "
+            "(only candidate; refused: cudnn: cuDNN's fused attention takes bf16 and f16 only)")
+    report.kernel_choices = line + "\n"
+    text = report.text()
+    assert "== GPU kernels chosen by measurement" in text
+    assert text.rstrip().endswith(line)
+
+
+def test_explain_on_cpus_has_no_kernel_choices(world, capsys):
+    import symmflow
+
+    report = sft.explain(Scaled(world), torch.randn(4, 8))
+    capsys.readouterr()
+    assert symmflow.kernel_choices() == "" and report.kernel_choices == ""
