@@ -27,8 +27,8 @@
 // libcudnn.so.9 already loaded in the process (PyTorch's), the loader's search path, the
 // nvidia/cudnn/lib folder of the wheels beside the loaded cuBLAS (site-packages/nvidia/...), and
 // the folder CMake found at configure time. The library's major and minor version must be the
-// headers' (cudnn.h): the frontend built with cuDNN 9.14's headers crashed (SIGSEGV) running on
-// 9.19 (PyTorch 2.11's), so another version is refused, with the reason.
+// headers' (cudnn.h), else it is refused with the reason: the frontend must not meet a library
+// whose interface it was not compiled for.
 #include "kernels/cuda/attention/cudnn_attention.hpp"
 
 #include <fmt/format.h>
@@ -55,11 +55,11 @@
 // Note [cudnn frontend visibility]: the frontend is header-only, and PyTorch's libtorch_cuda.so
 // carries its own copy (another version, linked to cuDNN, not dynamically loading it) under the
 // same mangled names. With default visibility, this module's calls to the frontend's inline
-// functions would bind to whichever copy the process loaded first (ELF interposition), mixing
-// two versions' code and layouts: a segmentation fault in the first compiled call under torch.
-// Everything the frontend declares here is hidden, so this module binds only to its own copy.
-// Its logging is compiled out: with CUDNN_FRONTEND_LOG_INFO set (as in PyTorch processes), its
-// writes to std::cout crashed inside the check of a plan's support.
+// functions could bind to whichever copy the process loaded first (ELF interposition), mixing two
+// versions' code and layouts. Everything the frontend declares here is hidden, so this module
+// binds only to its own copy, and its logging (writes to std::cout when CUDNN_FRONTEND_LOG_INFO
+// is set) is compiled out. Neither removed the SIGSEGV that the first cuDNN plan build gives
+// inside a PyTorch process (docs/cuda.md, "Open: cuDNN under PyTorch"), which stays open.
 #pragma GCC visibility push(hidden)
 #include <cudnn_frontend.h>
 
