@@ -59,7 +59,11 @@ if [[ -n "$nvcc_path" ]] && command -v python3 >/dev/null; then
      ! compgen -G "$toolkit/targets/*/lib/libcublas.so*" >/dev/null; then
     if ! python3 "$root/scripts/check-requirements.py" "$root/scripts/requirements-cuda.txt"; then
       echo "install-deps: installing the CUDA library wheels (scripts/requirements-cuda.txt)" >&2
-      python3 -m pip install -q --disable-pip-version-check -r "$root/scripts/requirements-cuda.txt"
+      # --no-deps: every wheel the build needs is pinned there; the cuDNN frontend's own
+      # dependencies (CUTLASS's Python DSL, TVM's FFI: gigabytes) serve its Python API, not its
+      # headers.
+      python3 -m pip install -q --disable-pip-version-check --no-deps \
+        -r "$root/scripts/requirements-cuda.txt"
     fi
   fi
 fi
