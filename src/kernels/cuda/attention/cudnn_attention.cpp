@@ -352,7 +352,7 @@ const std::string& cudnn_missing() {
 }
 
 std::string cudnn_version() {
-  if (!cudnn_missing().empty()) return "";
+  if (!tunables().cuda_cudnn || !cudnn_missing().empty()) return "";  // off: never loaded
   const size_t v = fe::detail::get_backend_version();
   return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
 }

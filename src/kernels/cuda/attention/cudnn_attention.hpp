@@ -15,7 +15,7 @@ namespace symmflow::cuda {
 // "" when cuDNN is usable in this process (the first call loads it), else why not, e.g. "this
 // symmflow was built without cuDNN's headers" or "libcudnn.so.9 not found: ...".
 const std::string& cudnn_missing();
-// The loaded library's version, "9.24.0" ("" when missing).
+// The loaded library's version, "9.24.0" ("" when missing or turned off: tunable cuda_cudnn).
 std::string cudnn_version();
 
 // One attention call: q [B, H, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] through their strides,
