@@ -248,16 +248,25 @@ std::string common_refusal(const SdpaShape& s) {
   return "";
 }
 
-Plan make_forward(const SdpaShape& s, bool stats) {
-  Plan p;
+// A new graph of s's types in p with q, k and v as its inputs (the forward's and backward's start).
+struct QKV {
+  std::shared_ptr<fe::graph::Tensor_attributes> q, k, v;
+};
+QKV start_graph(Plan& p, const SdpaShape& s) {
   p.graph = std::make_shared<fe::graph::Graph>();
   fe::graph::Graph& g = *p.graph;
   g.set_io_data_type(io_type(s.type))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = input(g, "q", kQ, {s.batch, s.heads, s.q_len, s.head_dim}, strides_of(s.q));
-  auto k = input(g, "k", kK, {s.batch, s.kv_heads, s.kv_len, s.head_dim}, strides_of(s.k));
-  auto v = input(g, "v", kV, {s.batch, s.kv_heads, s.kv_len, s.v_dim}, strides_of(s.v));
+  return {input(g, "q", kQ, {s.batch, s.heads, s.q_len, s.head_dim}, strides_of(s.q)),
+          input(g, "k", kK, {s.batch, s.kv_heads, s.kv_len, s.head_dim}, strides_of(s.k)),
+          input(g, "v", kV, {s.batch, s.kv_heads, s.kv_len, s.v_dim}, strides_of(s.v))};
+}
+
+Plan make_forward(const SdpaShape& s, bool stats) {
+  Plan p;
+  auto [q, k, v] = start_graph(p, s);
+  fe::graph::Graph& g = *p.graph;
   auto opts = fe::graph::SDPA_attributes()
                   .set_name("sdpa")
                   .set_generate_stats(stats)
@@ -283,14 +292,8 @@ Plan make_forward(const SdpaShape& s, bool stats) {
 
 Plan make_backward(const SdpaShape& s, const AttentionOperand& dout) {
   Plan p;
-  p.graph = std::make_shared<fe::graph::Graph>();
+  auto [q, k, v] = start_graph(p, s);
   fe::graph::Graph& g = *p.graph;
-  g.set_io_data_type(io_type(s.type))
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = input(g, "q", kQ, {s.batch, s.heads, s.q_len, s.head_dim}, strides_of(s.q));
-  auto k = input(g, "k", kK, {s.batch, s.kv_heads, s.kv_len, s.head_dim}, strides_of(s.k));
-  auto v = input(g, "v", kV, {s.batch, s.kv_heads, s.kv_len, s.v_dim}, strides_of(s.v));
   auto o = input(g, "o", kO, {s.batch, s.heads, s.q_len, s.v_dim},
                  contiguous4(s.batch, s.heads, s.q_len, s.v_dim));
   auto d_o = input(g, "dO", kDO, {s.batch, s.heads, s.q_len, s.v_dim}, strides_of(dout));
@@ -315,6 +318,19 @@ Plan make_backward(const SdpaShape& s, const AttentionOperand& dout) {
   p.refusal = build(g, p.workspace);
   if (!p.refusal.empty()) p.graph.reset();
   return p;
+}
+
+std::string backward_key(const SdpaShape& s, const AttentionOperand& dout) {
+  return shape_key(s, "bwd") + fmt::format(" do{},{},{},{}", dout.strides[0], dout.strides[1],
+                                           dout.strides[2], dout.strides[3]);
+}
+
+void check_bias(const SdpaShape& s, const void* bias) {
+  SF_CHECK((s.bias_row == 0) == (bias == nullptr) &&
+               reinterpret_cast<uintptr_t>(bias) % 16 == 0,
+           "cuDNN attention: a bias of rows of {} given {} (16-byte aligned, exactly when the "
+           "shape has rows)",
+           s.bias_row, bias);
 }
 
 template <class Make>
@@ -364,14 +380,6 @@ std::string cudnn_attention_refusal(const SdpaShape& s, bool stats) {
       .refusal;
 }
 
-void check_bias(const SdpaShape& s, const void* bias) {
-  SF_CHECK((s.bias_row == 0) == (bias == nullptr) &&
-               reinterpret_cast<uintptr_t>(bias) % 16 == 0,
-           "cuDNN attention: a bias of rows of {} given {} (16-byte aligned, exactly when the "
-           "shape has rows)",
-           s.bias_row, bias);
-}
-
 void cudnn_attention(const SdpaShape& s, void* o, void* stats, const void* bias) {
   check_bias(s, bias);
   const bool with_stats = stats != nullptr;
@@ -395,20 +403,14 @@ std::string cudnn_attention_backward_refusal(const SdpaShape& s, const Attention
   const std::string& fwd =
       plan_for(shape_key(s, "fwd+stats"), [&] { return make_forward(s, true); }).refusal;
   if (!fwd.empty()) return fwd;
-  const std::string key = shape_key(s, "bwd") + fmt::format(" do{},{},{},{}", dout.strides[0],
-                                                            dout.strides[1], dout.strides[2],
-                                                            dout.strides[3]);
-  return plan_for(key, [&] { return make_backward(s, dout); }).refusal;
+  return plan_for(backward_key(s, dout), [&] { return make_backward(s, dout); }).refusal;
 }
 
 void cudnn_attention_backward(const SdpaShape& s, const AttentionOperand& dout, const void* o,
                               const void* stats, void* dq, void* dk, void* dv,
                               const void* bias) {
   check_bias(s, bias);
-  const std::string key = shape_key(s, "bwd") + fmt::format(" do{},{},{},{}", dout.strides[0],
-                                                            dout.strides[1], dout.strides[2],
-                                                            dout.strides[3]);
-  const Plan& p = plan_for(key, [&] { return make_backward(s, dout); });
+  const Plan& p = plan_for(backward_key(s, dout), [&] { return make_backward(s, dout); });
   SF_CHECK(p.graph, "cuDNN attention backward: {}", p.refusal);
   std::unordered_map<int64_t, void*> pack = {
       {kQ, const_cast<void*>(s.q.data)}, {kK, const_cast<void*>(s.k.data)},
