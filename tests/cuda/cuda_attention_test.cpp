@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "attention_inputs.hpp"
 #include "kernels/cuda/attention/cudnn_attention.hpp"
 #include "support/tensors.hpp"
 #include "symmflow/core/error.hpp"
@@ -75,17 +76,10 @@ void expect_close(const Tensor& got_gpu, const Tensor& want, double tolerance,
   }
 }
 
-// A random [b, h, l, e] input on the host and the same on the GPU, laid out as [b, l, h, e] and
-// permuted (a decoder's strided views, read in place) when `permuted`.
+// A random [b, h, l, e] operand on the host and on the GPU, permuted when `permuted`.
 std::pair<Tensor, Tensor> input(int64_t b, int64_t h, int64_t l, int64_t e, DType d,
                                 uint64_t seed, bool permuted) {
-  if (!permuted) {
-    Tensor x = random({b, h, l, e}, d, seed);
-    return {x, to_device(x)};
-  }
-  Tensor x = random({b, l, h, e}, d, seed);
-  std::vector<int64_t> order{0, 2, 1, 3};
-  return {cpu_t("aten::permute", {x, order}), cpu_t("aten::permute", {to_device(x), order})};
+  return testing::attention_input(b, h, l, e, d, seed, permuted);
 }
 
 // The last recorded choice of `op`.

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "attention_inputs.hpp"
 #include "support/tensors.hpp"
 
 #include "symmflow/core/error.hpp"
@@ -114,18 +115,7 @@ TEST_F(CudaLlamaOps, EmbeddingMatchesCpu) {
   }
 }
 
-// A random [b, h, l, e] input on the host and the same on the GPU, both laid out as [b, l, h, e]
-// and permuted (strided views, read in place) when `permuted`.
-std::pair<Tensor, Tensor> attention_input(int64_t b, int64_t h, int64_t l, int64_t e, DType d,
-                                          uint64_t seed, bool permuted) {
-  if (!permuted) {
-    Tensor x = random({b, h, l, e}, d, seed);
-    return {x, to_device(x)};
-  }
-  Tensor x = random({b, l, h, e}, d, seed);
-  std::vector<int64_t> order{0, 2, 1, 3};
-  return {cpu_t("aten::permute", {x, order}), cpu_t("aten::permute", {to_device(x), order})};
-}
+using testing::attention_input;
 
 TEST_F(CudaLlamaOps, AttentionMatchesCpu) {
   struct Case {
