@@ -12,18 +12,11 @@
 #                                         # at TP2 through the backend beside eager and inductor
 # Logs go to $OUT (logs_<mode>.tgz); a table last.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mode=${1:-run}
 here=$(dirname "$0")
-FINAL_OUT=${OUT:-/tmp/symmflow-device}
-OUT=/tmp/symmflow-device-logs
-mkdir -p "$OUT" "$FINAL_OUT"
-pack_logs() { tar -czf "$FINAL_OUT/logs_$mode.tgz" -C "$OUT" . 2>/dev/null; }
-trap pack_logs EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
-start=$(date +%s)
-step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
+LOGS_NAME=logs_$mode
+source "$(dirname "$0")/common.sh"
+carried_wheels && export PYTHONPATH=/tmp/site
 tests="test_cuda test_cuda_symm_ops test_cuda_exec test_cuda_stream test_cuda_ops"
 if [[ "$mode" == quick ]]; then  # one call on a fresh machine: build and run only the new tests
   nvidia-smi -L

@@ -36,22 +36,15 @@
 #                                            # (tools/device/host_path.py, one GPU)
 # Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mode=${1:-moe}
 here=$(dirname "$0")
 if [[ ! -x build/device/bin/symmflow ]]; then
   bash "$here/hf_models.sh" build || exit 1
 fi
-FINAL_OUT=${OUT:-/tmp/symmflow-device}
-OUT=/tmp/symmflow-device-logs
-mkdir -p "$OUT" "$FINAL_OUT"
-pack_logs() { tar -czf "$FINAL_OUT/logs_$mode.tgz" -C "$OUT" . 2>/dev/null; }
-trap pack_logs EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
+LOGS_NAME=logs_$mode
+source "$(dirname "$0")/common.sh"
+carried_wheels && export PYTHONPATH=/tmp/site
 export PYTHONPATH=$PWD/build/device/python:${PYTHONPATH:-}
-start=$(date +%s)
-step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
 if [[ "$mode" == moe ]]; then
   step "build test_cuda_ops"
   cmake --build build/device -j "$(nproc)" --target test_cuda_ops >"$OUT/build_ops.log" 2>&1 \

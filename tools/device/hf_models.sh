@@ -8,17 +8,9 @@
 #                                          # case against eager, partitions, boundaries, copies
 # CASES1, CASES2 and DTYPES override the worker's cases. Logs go to $OUT (logs.tgz); a table last.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-FINAL_OUT=${OUT:-/tmp/symmflow-device}
-OUT=/tmp/symmflow-device-logs
-mkdir -p "$OUT" "$FINAL_OUT"
-pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
-trap pack_logs EXIT
+source "$(dirname "$0")/common.sh"
 mode=${1:-run}
-start=$(date +%s)
-step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
+carried_wheels && export PYTHONPATH=/tmp/site
 tests="test_cuda_mask_ops test_cuda_moe_ops test_cuda_llama_ops test_cuda_exec"
 if [[ "$mode" == build ]]; then
   nvidia-smi -L | tee "$OUT/gpus.txt"

@@ -20,14 +20,9 @@
 # `bash tools/device/torch_backend.sh run` checks and times the PyTorch backend. Logs come back
 # packed in $OUT/logs.tgz.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Only 8 files come back from $OUT: every log goes to a folder of its own, packed into
 # $OUT/logs.tgz at each step (so a call stopped at its time limit still returns what it wrote).
-FINAL_OUT=${OUT:-/tmp/symmflow-device}
-OUT=/tmp/symmflow-device-logs
-mkdir -p "$OUT" "$FINAL_OUT"
-pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
-trap pack_logs EXIT
+source "$(dirname "$0")/common.sh"
 mode=${1:-full}
 nvidia-smi -L | tee "$OUT/gpus.txt"
 python=OFF
@@ -36,8 +31,6 @@ if ls .whl/nanobind-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-inde
   export PYTHONPATH=/tmp/site
   python=ON
 fi
-start=$(date +%s)
-step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
 
 # The 8-layer MLP compiled by symmflow at 1 and (with two GPUs, or sharing one) 2 ranks: as built
 # (skinny GEMM, steps started early), without early starts, and with cuBLAS only, alternating for

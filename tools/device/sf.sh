@@ -15,18 +15,10 @@
 # NPROC sets the processes of sweep and breakdown; TARGETS limits what build builds (e.g.
 # TARGETS="symmflow_cuda symmflow_python" before a sweep). Logs go to $OUT/logs.tgz, tables to stdout.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-FINAL_OUT=${OUT:-/tmp/symmflow-device}
-OUT=/tmp/symmflow-device-logs
-mkdir -p "$OUT" "$FINAL_OUT"
-pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
-trap pack_logs EXIT
-start=$(date +%s)
-step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
+source "$(dirname "$0")/common.sh"
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 NPROC=${NPROC:-$gpus}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1
+carried_wheels
 export PYTHONPATH=$PWD/build/device/python:/tmp/site
 # cudnn.h: the GPU machine's own (PyTorch's nvidia-cudnn-cu13 wheel), else the carried headers.
 if ! python3 -c "import nvidia.cudnn, os, sys; d = os.path.join(list(nvidia.cudnn.__path__)[0], \

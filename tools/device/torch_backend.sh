@@ -11,19 +11,11 @@
 # (`bash tools/device/run.sh build` builds the same and more; `run.sh verify` runs the GPU tests.)
 # Logs go to $OUT.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Only 8 files come back from $OUT: every log goes to a folder of its own, packed into
 # $OUT/logs.tgz at each step (so a call stopped at its time limit still returns what it wrote).
-FINAL_OUT=${OUT:-/tmp/symmflow-device}
-OUT=/tmp/symmflow-device-logs
-mkdir -p "$OUT" "$FINAL_OUT"
-pack_logs() { tar -czf "$FINAL_OUT/logs.tgz" -C "$OUT" . 2>/dev/null; }
-trap pack_logs EXIT
+source "$(dirname "$0")/common.sh"
 mode=${1:-run}
-start=$(date +%s)
-step() { pack_logs; echo "== $* ($(( $(date +%s) - start )) s)"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
+carried_wheels && export PYTHONPATH=/tmp/site
 if [[ "$mode" == build ]]; then
   nvidia-smi -L | tee "$OUT/gpus.txt"
   step configure
