@@ -22,8 +22,8 @@ against eager (relative to eager's largest logit, or the loss), and symmflow's p
 that fails is named with its error and the sweep goes on. Every row also goes to --out as JSON.
 --profile MODES prints those modes' GPU time per kernel; rank 0 ends with the GPU kernels that
 symmflow chose by measurement (symmflow.kernel_choices()).
-On a GPU machine: bash tools/device/run.sh's sibling scripts build the package first (see
-tools/device/hf_models.sh build); on CPUs: --device cpu --size cpu512 --dtype f32.
+On a GPU machine: `bash tools/device/sf.sh build sweep [ARGS]` builds the package and runs this;
+on CPUs: --device cpu --size cpu512 --dtype f32.
 """
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
         if device.type == "cuda":
             row["peak_mb"][mode] = torch.cuda.max_memory_allocated(device) / 2**20
         if mode in args.profile.split(","):
-            row.setdefault("profile", {})[mode] = kernel_table(fn, device)
+            row.setdefault("profile", {})[mode] = kernel_table(fn)
         if mode.startswith("symmflow"):
             import symmflow.torch as sft
 
@@ -180,24 +180,14 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
         row["failed"][mode] = traceback.format_exc()[-1200:]
 
 
-def kernel_table(fn, device, calls: int = 3, top: int = 12) -> list:
-    """GPU time per kernel name of one call (torch.profiler over `calls` calls), largest first:
-    [(name, us per call, launches per call)], with the total first as ("total", us, launches)."""
-    from torch.profiler import ProfilerActivity, profile
+def kernel_table(fn, top: int = 12) -> list:
+    """GPU time per kernel of one call, largest first, as tools/device/breakdown.py measures it
+    (torch.profiler over 3 calls): [(name, us per call, launches per call)], the total first."""
+    from breakdown import kernel_table as profiled  # GPU only: imported when asked for
 
-    sync(device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        sync(device)
-    per = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0)
-        if us > 0 and e.device_type.name == "CUDA":
-            per[e.key] = (us / calls, e.count / calls)
-    rows = sorted(per.items(), key=lambda kv: -kv[1][0])
-    total = (sum(v[0] for v in per.values()), sum(v[1] for v in per.values()))
-    return [("total", *total)] + [(k[:90], *v) for k, v in rows[:top]]
+    _, table, _ = profiled(fn, 3)
+    total = ("total", sum(us for us, _, _ in table), sum(n for _, n, _ in table))
+    return [total] + [(name, us, n) for us, n, name in table[:top]]
 
 
 def best(row, prefix):
