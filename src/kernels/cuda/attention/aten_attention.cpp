@@ -148,7 +148,7 @@ void run_chosen(std::string_view op, const std::string& key,
 }
 
 // Note [measured kernel choice] between cuDNN (Note [cudnn attention]) and symmflow's own kernel
-// (Note [attention tiles] in attention.cu); masked calls stay on the own kernel.
+// (Note [attention tiles] in attention.cu); masks: Note [cudnn masks].
 void sdpa_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& query = call.arg("query").to_tensor();
