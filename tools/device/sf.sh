@@ -29,7 +29,22 @@ fi
 build() {
   nvidia-smi -L | tee "$OUT/gpus.txt"
   step configure
+  # The system's compilers, not the machine's default /opt/gcc ones (first in PATH, and in CC/CXX):
+  # those link libstdc++ statically into every shared library (Note [one libstdc++] in
+  # cmake/Toolchain.cmake). PATH too, for whatever looks up g++ by name (nvcc's host compiler),
+  # through a folder of links: /usr/bin first would also put the system's python3 before PyTorch's.
+  export CC=${SF_CC:-/usr/bin/gcc} CXX=${SF_CXX:-/usr/bin/g++}
+  mkdir -p /tmp/sf-compilers
+  ln -sf "$CC" /tmp/sf-compilers/gcc && ln -sf "$CC" /tmp/sf-compilers/cc
+  ln -sf "$CXX" /tmp/sf-compilers/g++ && ln -sf "$CXX" /tmp/sf-compilers/c++
+  export PATH=/tmp/sf-compilers:$PATH
+  export CUDAHOSTCXX=$CXX
+  # A fresh cache each time (the tree's objects stay): a kept one would keep an earlier call's
+  # compilers, Python and cudnn.h. PyTorch's Python names the cuDNN headers (Note [cudnn loading]).
+  rm -f build/device/CMakeCache.txt
   cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMFLOW_CUDA=ON \
+    -DPython3_EXECUTABLE="$(command -v python3)" -DPython_EXECUTABLE="$(command -v python3)" \
+    -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" -DCMAKE_CUDA_HOST_COMPILER="$CXX" \
     -DSYMMFLOW_BUILD_BENCH=OFF -DSYMMFLOW_TESTS_CUDA_ONLY=ON -DSYMMFLOW_PYTHON=ON \
     >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; return 1; }
   grep -E "cuDNN|CUDA found" "$OUT/configure.log"

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 
-# cuDNN's fused attention crashes (SIGSEGV inside the frontend's support check) in PyTorch
-# processes on GPUs, while it passes every test outside them (docs/cuda.md, "Attention"): off here
-# until that is fixed, unless the user sets SYMMFLOW_CUDA_CUDNN. Read before any tunable is.
+# cuDNN's fused attention crashed (SIGSEGV in the frontend's first std::stringstream) in PyTorch
+# processes on the GPU machines, whose default compiler links libstdc++ statically into shared
+# libraries (Note [one libstdc++] in cmake/Toolchain.cmake); built with the system's compiler the
+# libraries share PyTorch's libstdc++, but cuDNN under PyTorch is not yet measured that way: off
+# here until it is, unless the user sets SYMMFLOW_CUDA_CUDNN. Read before any tunable is.
 os.environ.setdefault("SYMMFLOW_CUDA_CUDNN", "0")
 
 import torch  # noqa: E402

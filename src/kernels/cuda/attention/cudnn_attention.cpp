@@ -22,13 +22,15 @@
 // probabilities zeros, so its gradients are zeros rather than NaN spread into dk and dv.
 //
 // Note [cudnn loading]: cuDNN is opened on first use with dlopen (the frontend's dynamic loading:
-// nothing links libcudnn, so a machine without it runs everything else). Tried in order:
-// $SYMMFLOW_CUDNN_LIBRARY (a path; its failure is the reason, nothing else is tried), a
-// libcudnn.so.9 already loaded in the process (PyTorch's), the loader's search path, the
-// nvidia/cudnn/lib folder of the wheels beside the loaded cuBLAS (site-packages/nvidia/...), and
-// the folder CMake found at configure time. The library's major and minor version must be the
-// headers' (cudnn.h), else it is refused with the reason: the frontend must not meet a library
-// whose interface it was not compiled for.
+// nothing links libcudnn, so a machine without it runs everything else). Its major and minor
+// version must be the headers' (cudnn.h): the frontend must not meet a library whose interface
+// it was not compiled for. $SYMMFLOW_CUDNN_LIBRARY (a path) is the only one tried when set; else
+// a libcudnn.so.9 already loaded in the process (PyTorch's) is the only one; else the first of
+// the library beside the headers CMake found at configure time, the nvidia/cudnn/lib folder of
+// the wheels beside the loaded cuBLAS (site-packages/nvidia/...) and the loader's search path
+// whose version matches (a GPU machine may hold the system's cuDNN 9.14 and PyTorch's 9.19).
+// Each refusal says why. In that order because a refused candidate cannot be unloaded whole: its
+// sub-libraries (libcudnn_graph.so.9, ...) stay, and a later copy would load them by soname.
 #include "kernels/cuda/attention/cudnn_attention.hpp"
 
 #include <fmt/format.h>
@@ -112,39 +114,66 @@ std::string beside_cublas() {
   return "";
 }
 
+// cuDNN's version as major * 10000 + minor * 100 + patch, or 0 without cudnnGetVersion.
+size_t version_of(void* h) {
+  using GetVersion = size_t (*)();
+  auto get = reinterpret_cast<GetVersion>(dlsym(h, "cudnnGetVersion"));
+  return get ? get() : 0;
+}
+
+std::string version_text(size_t v) { return fmt::format("{}.{}", v / 10000, v / 100 % 100); }
+
+// "" when `h` is usable: a cuDNN of the headers' major.minor, else why not.
+std::string check_version(void* h, const std::string& what) {
+  const size_t v = version_of(h);
+  if (v == 0) return fmt::format("{} has no cudnnGetVersion", what);
+  if (v / 100 == CUDNN_VERSION / 100) return "";
+  return fmt::format("{} is cuDNN {} but symmflow was built with cuDNN {}.{}'s headers", what,
+                     version_text(v), CUDNN_MAJOR, CUDNN_MINOR);
+}
+
+// Note [cudnn loading]. One already in the process (PyTorch's) is the only choice: a second
+// copy would load its sub-libraries (libcudnn_graph.so.9, ...) by soname, i.e. the first copy's.
 std::string load() {
   std::string errors;
   void* h = nullptr;
   if (const char* env = std::getenv("SYMMFLOW_CUDNN_LIBRARY"); env && *env) {
     h = open_library(env, errors);
     if (!h) return fmt::format("SYMMFLOW_CUDNN_LIBRARY could not be loaded{}", errors);
-  }
-  if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-  if (!h) h = open_library("libcudnn.so.9", errors);
-  if (!h) {
-    const std::string wheel = beside_cublas();
-    if (!wheel.empty() && std::filesystem::exists(wheel)) h = open_library(wheel, errors);
-  }
+    if (std::string why = check_version(h, env); !why.empty()) return why;
+  } else if ((h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD))) {
+    if (std::string why = check_version(h, "the cuDNN this process already loaded");
+        !why.empty()) {
+      return why + " (build symmflow against the headers of the cuDNN that PyTorch loads: its "
+                   "nvidia-cudnn-cu13 wheel)";
+    }
+  } else {
+    std::vector<std::string> candidates;
 #ifdef SYMMFLOW_CUDNN_LIBRARY_HINT
-  if (!h && std::filesystem::exists(SYMMFLOW_CUDNN_LIBRARY_HINT))
-    h = open_library(SYMMFLOW_CUDNN_LIBRARY_HINT, errors);
+    candidates.push_back(SYMMFLOW_CUDNN_LIBRARY_HINT);
 #endif
-  if (!h) {
-    return fmt::format(
-        "libcudnn.so.9 not found (pip install nvidia-cudnn-cu13, or set "
-        "SYMMFLOW_CUDNN_LIBRARY){}",
-        errors);
+    candidates.push_back(beside_cublas());
+    candidates.push_back("libcudnn.so.9");
+    for (const std::string& path : candidates) {
+      if (path.empty() || (path.front() == '/' && !std::filesystem::exists(path))) continue;
+      void* c = open_library(path, errors);
+      if (!c) continue;
+      if (std::string why = check_version(c, path); !why.empty()) {
+        errors += "; " + why;
+        dlclose(c);
+        continue;
+      }
+      h = c;
+      break;
+    }
+    if (!h) {
+      return fmt::format(
+          "no libcudnn.so.9 of version {}.{} found (pip install nvidia-cudnn-cu13 of that "
+          "version, or set SYMMFLOW_CUDNN_LIBRARY){}",
+          CUDNN_MAJOR, CUDNN_MINOR, errors);
+    }
   }
   fe::cudnn_dlhandle = h;
-  if (!dlsym(h, "cudnnGetVersion")) return "the loaded cuDNN has no cudnnGetVersion";
-  const size_t version = fe::detail::get_backend_version();
-  if (version / 100 != CUDNN_VERSION / 100) {
-    return fmt::format(
-        "the process loaded cuDNN {}.{} but symmflow was built with cuDNN {}.{}'s headers (the "
-        "frontend then crashes); build symmflow against the headers of the cuDNN that PyTorch "
-        "loads (its nvidia-cudnn-cu13 wheel)",
-        version / 10000, version / 100 % 100, CUDNN_MAJOR, CUDNN_MINOR);
-  }
   return "";
 }
 

@@ -13,7 +13,7 @@
 namespace symmflow::cuda {
 
 // "" when cuDNN is usable in this process (the first call loads it), else why not, e.g. "this
-// symmflow was built without cuDNN's headers" or "libcudnn.so.9 not found: ...".
+// symmflow was built without cuDNN's headers" or "no libcudnn.so.9 of version 9.19 found ...").
 const std::string& cudnn_missing();
 // The loaded library's version, "9.24.0" ("" when missing or turned off: tunable cuda_cudnn).
 std::string cudnn_version();
