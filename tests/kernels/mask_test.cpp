@@ -71,6 +71,40 @@ TEST(AtenMask, AnyDim) {
                "dim 3 out of range for a tensor of rank 3");
 }
 
+// Note [typed where]: every dtype, each operand broadcast or strided in turn, against a naive
+// reference element by element.
+TEST(AtenMask, WhereEveryDtypeBroadcastAndStrided) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
+                   DType::i8, DType::boolean}) {
+    Tensor cond = call_t("aten::gt.Scalar", {random_tensor({3, 5}, DType::f32, 7), 0.0});
+    Tensor a = random_tensor({3, 5}, DType::f32, 8);
+    Tensor b = random_tensor({5, 3}, DType::f32, 9);
+    a = call_t("aten::_to_copy", {call_t("aten::mul.Scalar", {a, 9.0})}, {{"dtype", dt}});
+    b = call_t("aten::_to_copy", {call_t("aten::mul.Scalar", {b, 9.0})}, {{"dtype", dt}});
+    Tensor bt = call_t("aten::permute", {b, std::vector<int64_t>{1, 0}});  // strided [3, 5]
+    Tensor row = call_t("aten::slice.Tensor", {a, int64_t(0), int64_t(0), int64_t(1)});  // [1, 5]
+    Tensor col = call_t("aten::slice.Tensor", {cond, int64_t(1), int64_t(0), int64_t(1)});  // [3, 1]
+    struct Case { Tensor c, x, y; };
+    for (const Case& k : {Case{cond, a, bt}, Case{cond, row, bt}, Case{col, a, row},
+                          Case{cond, bt, row}, Case{col, bt, a}}) {
+      Tensor got = call_t("aten::where.self", {k.c, k.x, k.y});
+      ASSERT_EQ(got.shape(), (Shape{3, 5}));
+      EXPECT_EQ(got.dtype(), dt);
+      auto at = [](const Tensor& t, int64_t i, int64_t j) {
+        Tensor e = call_t("aten::expand", {t, std::vector<int64_t>{3, 5}});
+        return call_t("aten::clone", {e}).to_doubles()[size_t(i * 5 + j)];
+      };
+      std::vector<double> g = got.to_doubles();
+      for (int64_t i = 0; i < 3; ++i) {
+        for (int64_t j = 0; j < 5; ++j) {
+          double want = at(k.c, i, j) != 0 ? at(k.x, i, j) : at(k.y, i, j);
+          EXPECT_EQ(g[size_t(i * 5 + j)], want) << dtype_name(dt) << " at " << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(AtenMask, WhereFullLikeScalarTensor) {
   Tensor cond = from_doubles({1, 0, 0, 1}, {2, 2}, DType::boolean);
   Tensor a = from_doubles({1.5, 2.5}, {2}, DType::bf16);

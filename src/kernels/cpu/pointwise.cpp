@@ -255,8 +255,11 @@ Kernel unary_kernel(UnaryOp kind, const char* written) {
 // Note [pow special exponents]: PyTorch computes x ** 2 as x * x, x ** 3 as x * x * x, 0.5 as
 // sqrt, -0.5 as 1 / sqrt, -1 as 1 / x and -2 as 1 / (x * x), std::pow otherwise, in the compute
 // type (float for 16-bit floats); the GPU's pow instruction does the same (cuda/pointwise.cu).
+// x ** 1 is x (std::pow's exact result too): autograd's backward of x ** 2 asks for it, at
+// activation sizes, and std::pow there was 7% of a CPU training step's backward.
 template <typename A>
 A pow_scalar(A x, A e) {
+  if (e == A(1)) return x;
   if (e == A(2)) return x * x;
   if (e == A(3)) return x * x * x;
   if (e == A(0.5)) return std::sqrt(x);
@@ -276,7 +279,17 @@ void pow_scalar_kernel(KernelCall& call) {
     if constexpr (kIsFloat<T>) {
       using A = acc_t<T>;
       const A e = scalar_as<A>(exponent);
-      unary_loop<T>(call.out(0), in, [e](A x) { return pow_scalar(x, e); });
+      const Tensor& out = call.out(0);
+      // The special exponents' loops chosen once (Note [pow special exponents]), not per element.
+      if (e == A(1)) {
+        unary_loop<T>(out, in, [](A x) { return x; });
+      } else if (e == A(2)) {
+        unary_loop<T>(out, in, [](A x) { return x * x; });
+      } else if (e == A(3)) {
+        unary_loop<T>(out, in, [](A x) { return x * x * x; });
+      } else {
+        unary_loop<T>(out, in, [e](A x) { return pow_scalar(x, e); });
+      }
     }
   });
 }
