@@ -60,8 +60,8 @@
 // functions could bind to whichever copy the process loaded first (ELF interposition), mixing two
 // versions' code and layouts. Everything the frontend declares here is hidden, so this module
 // binds only to its own copy, and its logging (writes to std::cout when CUDNN_FRONTEND_LOG_INFO
-// is set) is compiled out. Neither removed the SIGSEGV that the first cuDNN plan build gives
-// inside a PyTorch process (docs/cuda.md, "Open: cuDNN under PyTorch"), which stays open.
+// is set) is compiled out. The SIGSEGV of the first cuDNN plan build inside a PyTorch process was
+// not this but a second libstdc++ (Note [one libstdc++] in cmake/Toolchain.cmake).
 #pragma GCC visibility push(hidden)
 #include <cudnn_frontend.h>
 
