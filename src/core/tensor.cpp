@@ -6,11 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "core/host_blocks.hpp"
+
 namespace symmflow {
 
 std::shared_ptr<Storage> Storage::allocate_host(size_t bytes, bool zero) {
   size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  void* p = rounded ? detail::host_block_take(rounded) : nullptr;  // Note [host block cache]
   if (rounded && !p) throw_error(ErrorCode::System, "out of host memory allocating {} bytes", bytes);
   if (p && zero) std::memset(p, 0, rounded);
   auto s = std::make_shared<Storage>(p, bytes, Device::cpu(), MemoryKind::regular);
@@ -49,7 +51,7 @@ Storage::Storage(void* data, size_t bytes, Device device, MemoryKind kind)
     : data_(data), bytes_(bytes), device_(device), kind_(kind) {}
 
 Storage::~Storage() {
-  if (owns_host_memory_) std::free(data_);
+  if (owns_host_memory_) detail::host_block_give(data_, (bytes_ + 63) / 64 * 64);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {

@@ -1,6 +1,9 @@
 // dtypes, shapes, strides and host tensors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "symmflow/core/tensor.hpp"
 
 namespace symmflow {
@@ -120,6 +123,31 @@ TEST(Tensor, StorageIsAlignedAndZeroed) {
   for (double v : t.to_doubles()) EXPECT_EQ(v, 0.0);
   EXPECT_FALSE(t.is_symmetric());
   EXPECT_EQ(t.view().storage, t.storage().get());
+}
+
+// Note [host block cache]: a freed block of a megabyte or more comes back for the next allocation
+// of its size (not of another size), zero-filled when asked; sanitized builds cache nothing.
+TEST(Storage, LargeHostBlocksAreReusedAndZeroed) {
+  const size_t big = size_t(3) << 20;
+  void* first = nullptr;
+  {
+    auto s = Storage::allocate_host(big);
+    first = s->data();
+    std::memset(first, 0x5a, big);
+  }
+  auto other = Storage::allocate_host(big + 64);  // another size: not the freed block
+  EXPECT_NE(other->data(), first);
+  auto again = Storage::allocate_host(big);
+#if defined(SYMMFLOW_ASAN) || defined(SYMMFLOW_TSAN)
+  (void)again;
+#else
+  EXPECT_EQ(again->data(), first);
+#endif
+  const auto* bytes = static_cast<const unsigned char*>(again->data());
+  size_t nonzero = 0;
+  for (size_t i = 0; i < big; ++i) nonzero += bytes[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again->data()) % 64, 0u);
 }
 
 }  // namespace
