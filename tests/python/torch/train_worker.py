@@ -1,10 +1,10 @@
 """One rank of the training tests (tests/python/torch/test_training_models.py, issue 26).
 
-    torchrun --nproc-per-node N train_worker.py MODEL:STYLE[:mask][,...] DTYPE[,DTYPE...]
+    torchrun --nproc-per-node N train_worker.py MODEL:STYLE[:mask][:bB][,...] DTYPE[,DTYPE...]
 
 For every model (examples/pytorch/hf_models.py), parallel style and dtype: two copies of the
 same sharded model, one trained eagerly and one compiled with torch.compile(backend="symmflow"),
-for STEPS steps of AdamW on the same batch (labels = the inputs: the model's own cross-entropy
+for STEPS steps of AdamW on the same batch of B sequences (`:bB`, default 2; labels = the inputs: the model's own cross-entropy
 loss). Compared: the loss at every step (within the dtype's tolerance), and at step 1 every
 parameter's gradient, on every element (full tensors of the sharded gradients). Recorded from the
 reports: the forward's and the backward's partitions and boundaries, copies, whether every
@@ -115,10 +115,10 @@ def _compare(want_losses, got_losses, want_grads, got_grads):
     return loss_err, grad_err, worst
 
 
-def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
+def run_case(name: str, style: str, masked: bool, dtype: torch.dtype, batch: int = 2) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     full = hf_models.make_model(name, dtype).train()
-    ids = hf_models.make_input_ids().to(device())
+    ids = hf_models.make_input_ids(batch=batch).to(device())
     mask = hf_models.make_attention_mask(ids.cpu()).to(device()) if masked else None
     eager = hf_models.sharded_copy(full.to(device()), name, style)
     mine = hf_models.sharded_copy(full.to(device()), name, style)
@@ -163,7 +163,8 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
         ok = ok or (t_loss <= tol * max(max(abs(x) for x in f32_losses), 1.0)
                     and t_grad <= GRAD_TOL[dtype])
     ok = ok and len(grads["eager"]) == len(grads["symmflow"])
-    return {"case": f"{name}:{style}" + (":mask" if masked else ""),
+    return {"case": f"{name}:{style}" + (":mask" if masked else "")
+            + (f":b{batch}" if batch != 2 else ""),
             "dtype": str(dtype).split(".")[-1], "rank": rank, "world": world,
             "device": str(device()), "ok": ok, "steps": STEPS, "losses_eager": want,
             "losses_symmflow": got, "loss_err": loss_err, "grad_err": grad_err,
@@ -177,7 +178,11 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype) -> dict:
 def main() -> int:
     def one(case, dtype_name):
         name, style, *rest = case.split(":")
-        return run_case(name, style, rest == ["mask"], DTYPES[dtype_name])
+        batches = [int(r[1:]) for r in rest if r.startswith("b") and r[1:].isdigit()]
+        unknown = [r for r in rest if r != "mask" and not (r.startswith("b") and r[1:].isdigit())]
+        if unknown or len(batches) > 1:
+            raise ValueError(f"case {case}: unknown options {unknown or batches} (mask, bB)")
+        return run_case(name, style, "mask" in rest, DTYPES[dtype_name], *batches)
     return run_cases(one, DEVICE, "30", seed=0)
 
 if __name__ == "__main__":
