@@ -10,6 +10,26 @@
 
 namespace symmflow {
 
+size_t checked_nbytes(const Shape& shape, DType dtype, std::string_view what) {  // Note [checked sizes]
+  constexpr uint64_t kMaxBytes = uint64_t(1) << 62;
+  uint64_t bytes = dtype_size(dtype);
+  for (int64_t s : shape) {
+    if (s < 0) {
+      throw_error(ErrorCode::InvalidUsage, "{}: negative dimension in {}", what, shape_str(shape));
+    }
+    if (s != 0 && bytes > kMaxBytes / uint64_t(s)) {
+      for (int64_t t : shape) {  // a zero anywhere makes it empty, whatever the others
+        if (t == 0) return 0;
+      }
+      throw_error(ErrorCode::InvalidUsage,
+                  "{}: {} of {} is more than 2^62 bytes (its size overflows)", what,
+                  shape_str(shape), dtype_name(dtype));
+    }
+    bytes *= uint64_t(s);
+  }
+  return size_t(bytes);
+}
+
 std::shared_ptr<Storage> Storage::allocate_host(size_t bytes, bool zero) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = rounded ? detail::host_block_take(rounded) : nullptr;  // Note [host block cache]
@@ -55,15 +75,12 @@ Storage::~Storage() {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
-  auto storage = Storage::allocate(device, size_t(symmflow::numel(shape)) * dtype_size(dtype));
+  auto storage = Storage::allocate(device, checked_nbytes(shape, dtype, "empty"));
   return from_storage(std::move(storage), 0, dtype, shape);
 }
 
 Tensor Tensor::uninitialized(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) SF_CHECK(s >= 0, "negative dimension in shape {}", shape_str(shape));
-  auto storage =
-      Storage::allocate(device, size_t(symmflow::numel(shape)) * dtype_size(dtype), false);
+  auto storage = Storage::allocate(device, checked_nbytes(shape, dtype, "empty"), false);
   return from_storage(std::move(storage), 0, dtype, shape);
 }
 

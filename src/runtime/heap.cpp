@@ -71,18 +71,16 @@ std::string_view SymmetricStorage::group_name() const { return heap_->group()->n
 
 Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offset_bytes,
                         const Shape& shape, DType dtype) {
-  size_t need = offset_bytes + size_t(numel(shape)) * dtype_size(dtype);
-  SF_CHECK(need <= heap->bytes(),
+  const size_t bytes = checked_nbytes(shape, dtype, "symmetric_tensor");
+  SF_CHECK(offset_bytes <= heap->bytes() && bytes <= heap->bytes() - offset_bytes,
            "symmetric tensor {}{} at offset {} does not fit a heap of {} bytes", dtype_name(dtype),
            shape_str(shape), offset_bytes, heap->bytes());
   return Tensor::from_storage(std::make_shared<SymmetricStorage>(heap), offset_bytes, dtype, shape);
 }
 
 Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) {
-  for (int64_t s : shape)
-    SF_CHECK(s >= 0, "empty_symmetric: negative dimension in {}", shape_str(shape));
+  const size_t bytes = checked_nbytes(shape, dtype, "empty_symmetric");  // Note [checked sizes]
   const std::shared_ptr<Group>& g = Runtime::current().group(group);
-  size_t bytes = size_t(numel(shape)) * dtype_size(dtype);
   auto heap = SymmetricHeap::allocate(g, bytes, "empty_symmetric");
   return symmetric_tensor(heap, 0, shape, dtype);
 }

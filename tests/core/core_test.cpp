@@ -90,6 +90,22 @@ TEST(Tensor, MetaHasNoStorageAndDtypeChecks) {
   EXPECT_EQ(z.numel(), 0);
   EXPECT_TRUE(z.to_doubles().empty());
   EXPECT_THROW(Tensor::empty({-1}, DType::f32), Error);
+  // Note [checked sizes]: bytes without overflow; a zero dimension makes any shape empty.
+  EXPECT_EQ(checked_nbytes({3, 5}, DType::bf16, "t"), 30u);
+  EXPECT_EQ(checked_nbytes({}, DType::f64, "t"), 8u);
+  EXPECT_EQ(checked_nbytes({int64_t(1) << 62, int64_t(1) << 62, 0}, DType::f32, "t"), 0u);
+  EXPECT_EQ(checked_nbytes({int64_t(1) << 60}, DType::f32, "t"), size_t(1) << 62);
+  for (const Shape& huge : {Shape{(int64_t(1) << 60) + 1}, Shape{int64_t(1) << 40, int64_t(1) << 40},
+                            Shape{int64_t(1) << 62, 4, 4}}) {
+    try {
+      Tensor::empty(huge, DType::f32);
+      FAIL() << shape_str(huge);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+      EXPECT_EQ(std::string(e.what()),
+                "empty: " + shape_str(huge) + " of f32 is more than 2^62 bytes (its size overflows)");
+    }
+  }
 }
 
 TEST(Tensor, GpuMemoryNeedsTheBackendAndStaysOffTheHost) {

@@ -148,6 +148,18 @@ def test_empty_symmetric_and_call_op_world_1(rank1):
     with pytest.raises(symmflow.InvalidUsage) as info:
         symmflow.empty_symmetric(rank1, [4], dtype="f33")
     assert str(info.value) == "empty_symmetric: unknown dtype 'f33'"
+    # Note [checked sizes]: a byte count that would wrap is refused, naming the shape (it once
+    # allocated 4 bytes for 2^62 + 1 floats, and an all-reduce on it crashed).
+    with pytest.raises(symmflow.InvalidUsage) as info:
+        symmflow.empty_symmetric(rank1, [2**62 + 1], dtype="f32")
+    assert str(info.value) == ("empty_symmetric: [4611686018427387905] of f32 is more than 2^62 "
+                               "bytes (its size overflows)")
+    with pytest.raises(symmflow.InvalidUsage) as info:
+        symmflow.empty_symmetric(rank1, [2**40, 2**40], dtype="bf16")
+    assert "[1099511627776, 1099511627776] of bf16 is more than 2^62 bytes" in str(info.value)
+    with pytest.raises(symmflow.InvalidUsage) as info:
+        symmflow.empty_symmetric(rank1, [3, -2], dtype="f32")
+    assert str(info.value) == "empty_symmetric: negative dimension in [3, -2]"
 
 
 def test_symmetric_input_is_bound_in_place(rank1):

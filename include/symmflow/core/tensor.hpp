@@ -20,6 +20,13 @@
 
 namespace symmflow {
 
+// Note [checked sizes]: the bytes of a dense `shape` of `dtype`, computed without overflow: a
+// negative dimension, or more than 2^62 bytes (no machine has them; the product would wrap
+// and allocate a few bytes for a huge tensor), is InvalidUsage naming `what` and the shape. Every
+// allocation from a shape goes through it: the C++ API, Python and symmflow.torch share it.
+size_t checked_nbytes(const Shape& shape, DType dtype, std::string_view what);
+
+
 class Storage {
  public:
   // Allocates `bytes` of 64-byte aligned host memory, zero-filled unless `zero` is false.

@@ -91,7 +91,7 @@ std::string_view SymmetricDeviceStorage::group_name() const { return heap_->grou
 
 Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) {
   check_not_capturing("cuda::empty_symmetric");
-  const size_t bytes = size_t(numel(shape)) * dtype_size(dtype);
+  const size_t bytes = checked_nbytes(shape, dtype, "cuda::empty_symmetric");  // Note [checked sizes]
   auto heap = DeviceHeap::allocate(Runtime::current().group(group), bytes, "cuda::empty_symmetric");
   return Tensor::from_storage(std::make_shared<SymmetricDeviceStorage>(std::move(heap)), 0, dtype,
                               shape);
