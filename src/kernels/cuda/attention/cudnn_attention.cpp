@@ -132,8 +132,7 @@ std::string check_version(void* h, const std::string& what) {
                      version_text(v), CUDNN_MAJOR, CUDNN_MINOR);
 }
 
-// Note [cudnn loading]. One already in the process (PyTorch's) is the only choice: a second
-// copy would load its sub-libraries (libcudnn_graph.so.9, ...) by soname, i.e. the first copy's.
+// Note [cudnn loading].
 std::string load() {
   std::string errors;
   void* h = nullptr;
