@@ -113,8 +113,7 @@ const std::vector<Row>& rows() {
                "(Note [measured kernel choice]); 0: the cached choice, else the library's kernel"),
       BOOL_ROW(cuda_cudnn,
                "1: GPU attention may run cuDNN's fused kernels (Note [cudnn attention]), loaded on "
-               "first use; 0: symmflow's own attention kernels only. symmflow.torch sets 0 unless "
-               "SYMMFLOW_CUDA_CUDNN is set (a crash under PyTorch is open: docs/cuda.md)"),
+               "first use; 0: symmflow's own attention kernels only"),
       BOOL_ROW(collective_agreement,
                "1: every collective's barrier carries a signature of the call (op, reduce op, "
                "dtype, element count, group), so ranks that disagree raise on every rank naming "

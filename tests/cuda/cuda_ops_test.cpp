@@ -368,7 +368,8 @@ TEST_F(CudaOps, SkinnyMatmulMatchesCpuAndCublas) {
 
 TEST_F(CudaOps, RmsNormAndSoftmaxMatchCpu) {
   for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-    for (int64_t n : {1, 7, 1023, 4099}) {
+    // Rows of up to 8192 elements stay in registers (Note [rms_norm rows]); 20000 re-reads.
+    for (int64_t n : {1, 7, 1023, 4096, 4099, 8192, 20000}) {
       Tensor x = random({3, n}, d, 18), w = random({n}, d, 19);
       std::vector<Value> args{x, std::vector<int64_t>{n}, w, 1e-5};
       std::vector<Value> gargs{to_device(x), std::vector<int64_t>{n}, to_device(w), 1e-5};
@@ -407,6 +408,13 @@ TEST_F(CudaOps, SumMeanAndCatMatchCpu) {
         }
       }
       Tensor t = call("aten::transpose.int", {x, int64_t(0), int64_t(2)}).to_tensor();
+      for (const char* op : {"aten::sum.dim_IntList", "aten::mean.dim"}) {  // a transposed view
+        expect_close(call(op, {call("aten::transpose.int", {to_device(x), int64_t(0), int64_t(2)}),
+                               std::vector<int64_t>{0}, false}).to_tensor(),
+                     call(op, {t, std::vector<int64_t>{0}, false}).to_tensor(),
+                     d == DType::f64 ? 1e-12 : d == DType::f32 ? 1e-5 : 2e-2,
+                     fmt::format("{} of a transposed {} over dim 0", op, dtype_name(d)));
+      }
       Tensor gt = call("aten::transpose.int", {to_device(x), int64_t(0), int64_t(2)}).to_tensor();
       expect_close(call("aten::sum.dim_IntList", {gt, std::vector<int64_t>{1}, false}, {{"dtype", DType::f32}}).to_tensor(),
                    call("aten::sum.dim_IntList", {t, std::vector<int64_t>{1}, false}, {{"dtype", DType::f32}}).to_tensor(),
@@ -422,6 +430,43 @@ TEST_F(CudaOps, SumMeanAndCatMatchCpu) {
                    fmt::format("cat dim 1 {} n={}", dtype_name(d), n));
     }
   }
+}
+
+// Note [column sums]: sums over adjacent dims of a contiguous tensor before a kept one (a norm's
+// weight gradient: [B, S, H] over B and S; GQA's repeated heads) run in place, the rows split over
+// blocks and the splits added in order:
+// every element against the CPU's, with row counts around the splits' boundaries, columns not a
+// multiple of the 32-column tile, size-1 dims between, integer results exact, and a mean.
+TEST_F(CudaOps, ColumnSumsMatchCpu) {
+  struct Case {
+    std::vector<int64_t> shape, dims;
+  };
+  // GQA's repeated heads: [B, Hkv, n, S, D] over n (outer B * Hkv); a middle dim of 3 x 5 x 7.
+  const std::vector<Case> cases{{{4, 512, 96}, {0, 1}},    {{2048, 33}, {0}},  {{31, 4097}, {0}},
+                                {{5, 1, 3, 70}, {0, 2}},   {{1, 700, 64}, {1}}, {{4096, 1, 2}, {0}},
+                                {{2, 8, 4, 16, 8}, {2}},   {{3, 5, 7}, {1}},    {{3, 400, 65}, {1}}};
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (const Case& c : cases) {
+      Tensor x = random(c.shape, d, 31);
+      int64_t count = 1;
+      for (int64_t k : c.dims) count *= c.shape[size_t(k)];
+      const double tol = d == DType::f64 ? 1e-12 + 2.3e-16 * 2 * double(count)
+                         : d == DType::f32 ? 1e-6 + 1.2e-7 * 2 * double(count)
+                                           : 1e-2 + 1.2e-7 * 2 * double(count);
+      for (bool keep : {false, true}) {
+        for (const char* op : {"aten::sum.dim_IntList", "aten::mean.dim"}) {
+          expect_close(call(op, {to_device(x), c.dims, keep}).to_tensor(),
+                       call(op, {x, c.dims, keep}).to_tensor(), tol,
+                       fmt::format("{} {} [{}] over {} keepdim={}", op, dtype_name(d),
+                                   fmt::join(c.shape, ","), fmt::join(c.dims, ","), keep));
+        }
+      }
+    }
+  }
+  Tensor ints = random({3000, 40}, DType::i32, 32, -1000, 1000);
+  expect_close(call("aten::sum.dim_IntList", {to_device(ints), std::vector<int64_t>{0}, false}).to_tensor(),
+               call("aten::sum.dim_IntList", {ints, std::vector<int64_t>{0}, false}).to_tensor(), 0,
+               "integer column sums are exact");
 }
 
 TEST_F(CudaOps, AllocationDuringCaptureIsRefused) {

@@ -20,7 +20,8 @@ mode's peak GPU memory (torch.cuda.max_memory_allocated, reset before the mode r
 a table per point: ms per mode, symmflow's better mode against inductor's better mode, the error
 against eager (relative to eager's largest logit, or the loss), and symmflow's partitions. A mode
 that fails is named with its error and the sweep goes on. Every row also goes to --out as JSON.
---profile MODES prints those modes' GPU time per kernel; rank 0 ends with the GPU kernels that
+--profile MODES prints those modes' GPU time per kernel (--out also keeps each kernel of one
+call in launch order); rank 0 ends with the GPU kernels that
 symmflow chose by measurement (symmflow.kernel_choices()).
 On a GPU machine: `bash tools/device/sf.sh build sweep [ARGS]` builds the package and runs this;
 on CPUs: --device cpu --size cpu512 --dtype f32.
@@ -170,7 +171,8 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
         if device.type == "cuda":
             row["peak_mb"][mode] = torch.cuda.max_memory_allocated(device) / 2**20
         if mode in args.profile.split(","):
-            row.setdefault("profile", {})[mode] = kernel_table(fn)
+            row.setdefault("profile", {})[mode], row.setdefault("sequence", {})[mode] = \
+                kernel_table(fn)
         if mode.startswith("symmflow"):
             import symmflow.torch as sft
 
@@ -180,14 +182,17 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
         row["failed"][mode] = traceback.format_exc()[-1200:]
 
 
-def kernel_table(fn, top: int = 12) -> list:
+def kernel_table(fn, top: int = 12) -> tuple[list, list]:
     """GPU time per kernel of one call, largest first, as tools/device/breakdown.py measures it
-    (torch.profiler over 3 calls): [(name, us per call, launches per call)], the total first."""
+    (torch.profiler over 3 calls): [(name, us per call, launches per call)], the total first;
+    and the first call's kernels in launch order, [(name, us, start us after the first)] (kept in
+    --out only)."""
     from breakdown import kernel_table as profiled  # GPU only: imported when asked for
 
-    _, table, _ = profiled(fn, 3)
+    _, table, sequence = profiled(fn, 3)
     total = ("total", sum(us for us, _, _ in table), sum(n for _, n, _ in table))
-    return [total] + [(name, us, n) for us, n, name in table[:top]]
+    return ([total] + [(name, us, n) for us, n, name in table[:top]],
+            [(name, us, start - sequence[0][0]) for start, name, us in sequence])
 
 
 def best(row, prefix):

@@ -14,16 +14,7 @@
 """
 from __future__ import annotations
 
-import os
-
-# cuDNN's fused attention crashed (SIGSEGV in the frontend's first std::stringstream) in PyTorch
-# processes on the GPU machines, whose default compiler links libstdc++ statically into shared
-# libraries (Note [one libstdc++] in cmake/Toolchain.cmake); built with the system's compiler the
-# libraries share PyTorch's libstdc++, but cuDNN under PyTorch is not yet measured that way: off
-# here until it is, unless the user sets SYMMFLOW_CUDA_CUDNN. Read before any tunable is.
-os.environ.setdefault("SYMMFLOW_CUDA_CUDNN", "0")
-
-import torch  # noqa: E402
+import torch
 
 from ._backend import CompileReport, PartitionReport, last_report, reports, symmflow_backend
 from ._fx_import import UnsupportedGraph
@@ -32,7 +23,6 @@ from ._runtime import init, resolve_group
 
 __all__ = ["init", "empty", "explain", "last_report", "reports", "register_ops", "resolve_group",
            "symmflow_backend", "CompileReport", "PartitionReport", "UnsupportedGraph"]
-
 
 
 def _register_backend() -> None:

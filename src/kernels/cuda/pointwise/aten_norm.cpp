@@ -1,8 +1,11 @@
 // cuda kernels of aten::sum.dim_IntList, mean.dim, amax, rms_norm, native_layer_norm, _softmax and
-// _log_softmax (+ out), on the row kernels of norm.cu. Inputs that are not contiguous are first
-// copied contiguous (sum/mean/amax: with the kept dims first and the reduced dims last, so each
-// output is one row); 16-bit floats accumulate in float. Floating dtypes only, like the other GPU
+// _log_softmax (+ out), on the row kernels of norm.cu. A sum or mean over adjacent dims of a
+// contiguous input with a kept dim after them runs in place (Note [column sums] in norm.cu); other
+// inputs that are not contiguous are first copied contiguous (sum/mean/amax: with the kept dims
+// first and the reduced dims last, so each output is one row); 16-bit floats accumulate in float. Floating dtypes only, like the other GPU
 // arithmetic, except sum's integer results (Note [integer sums on GPUs]).
+#include <optional>
+
 #include "kernels/cuda/pointwise/norm.hpp"
 #include "kernels/cuda/pointwise/program.hpp"
 #include "kernels/families.hpp"
@@ -33,6 +36,34 @@ Tensor kept_then_reduced(const Tensor& self, const aten_meta::ReduceInfo& info) 
   }
   Tensor rows = self.as_strided(shape, strides, 0);
   return rows.is_contiguous() ? rows : aten::clone(rows);
+}
+
+// `self` as [outer, rows, cols] summed over rows with cols > 1, when it is contiguous and its
+// reduced dims of more than one element are adjacent with a kept one after them (Note [column
+// sums] in norm.cu); nullopt otherwise (a reduction over the last dims is a row sum).
+struct ColumnView {
+  int64_t outer = 1, rows = 1, cols = 1;
+};
+std::optional<ColumnView> column_view(const Tensor& self, const aten_meta::ReduceInfo& info) {
+  if (!self.is_contiguous()) return std::nullopt;
+  ColumnView v;
+  int phase = 0;  // 0: kept dims before, 1: reduced dims, 2: kept dims after
+  for (size_t d = 0; d < size_t(self.dim()); ++d) {
+    const int64_t n = self.shape()[d];
+    if (n == 1) continue;
+    if (info.reduced[d]) {
+      if (phase == 2) return std::nullopt;
+      phase = 1;
+      v.rows *= n;
+    } else if (phase == 0) {
+      v.outer *= n;
+    } else {
+      phase = 2;
+      v.cols *= n;
+    }
+  }
+  if (phase != 2) return std::nullopt;
+  return v;
 }
 
 void rms_norm_kernel(KernelCall& call) {
@@ -105,13 +136,24 @@ Kernel reduce_kernel(bool is_mean, bool out_variant) {
     if (is_mean || info.spec.dtype == DType::boolean) check_float(op, info.spec.dtype);
     const Tensor& dst = out_variant ? call.arg("out").to_tensor() : call.out(0);
     if (out_variant) aten_meta::check_out(op, "out", dst, info.spec, /*exact_dtype=*/true);
-    Tensor x = kept_then_reduced(self, info);
     Tensor y = dst.is_contiguous()
                    ? dst
                    : Tensor::uninitialized(dst.shape(), dst.dtype(), dst.device());
-    SF_CUDA_CHECK(cudaError_t(launch_row_sum(x.raw_data(), pw_type(x.dtype()), y.raw_data(),
-                                             pw_type(y.dtype()), y.numel(), info.count, is_mean,
-                                             current_stream())));
+    if (std::optional<ColumnView> v = column_view(self, info)) {  // Note [column sums]
+      const PwType xt = pw_type(self.dtype()), yt = pw_type(y.dtype());
+      const int64_t bytes = col_sum_workspace_bytes(v->outer, v->rows, v->cols, xt, yt);
+      Tensor work = bytes > 0 ? Tensor::uninitialized({(bytes + 7) / 8}, DType::f64, self.device())
+                              : Tensor();
+      SF_CUDA_CHECK(cudaError_t(launch_col_sum(self.raw_data(), xt, y.raw_data(), yt, v->outer,
+                                               v->rows, v->cols, is_mean,
+                                               bytes > 0 ? work.raw_data() : nullptr,
+                                               current_stream())));
+    } else {
+      Tensor x = kept_then_reduced(self, info);
+      SF_CUDA_CHECK(cudaError_t(launch_row_sum(x.raw_data(), pw_type(x.dtype()), y.raw_data(),
+                                               pw_type(y.dtype()), y.numel(), info.count, is_mean,
+                                               current_stream())));
+    }
     if (y.raw_data() != dst.raw_data()) aten::copy_(dst, y);
   };
 }

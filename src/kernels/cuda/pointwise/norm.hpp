@@ -24,6 +24,12 @@ int launch_layer_norm(const void* x, PwType xt, const void* w, PwType wt, const 
 // included) takes an exact sum in int64 (wrapping), never a mean.
 int launch_row_sum(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
                    bool mean, void* stream);
+// y[o, c] = sum (or mean) of x[o, :, c] for a contiguous [outer, rows, cols] x (Note [column sums]
+// in norm.cu), accumulated and typed as launch_row_sum's; `workspace` holds
+// col_sum_workspace_bytes(outer, rows, cols, xt, yt) bytes on the GPU (null when that is 0).
+int64_t col_sum_workspace_bytes(int64_t outer, int64_t rows, int64_t cols, PwType xt, PwType yt);
+int launch_col_sum(const void* x, PwType xt, void* y, PwType yt, int64_t outer, int64_t rows,
+                   int64_t cols, bool mean, void* workspace, void* stream);
 // y[r] = max of x[r, :] (NaN if any element is NaN), for `rows` contiguous rows of n >= 1.
 int launch_row_max(const void* x, PwType xt, void* y, PwType yt, int64_t rows, int64_t n,
                    void* stream);

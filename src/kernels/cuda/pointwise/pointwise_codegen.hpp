@@ -13,11 +13,14 @@ namespace symmflow::cuda {
 
 // The CUDA C++ source of `p`'s kernel (entry point "pw"): everything but the operands' data
 // pointers and the element count is in the text (a strided program's shape and strides too), so
-// equal text means one kernel.
-std::string pointwise_source(const PwProgram& p);
+// equal text means one kernel. `vectorized` (a contiguous program whose operands are aligned to
+// 4 elements): each thread loads and stores 4 consecutive elements of an operand at once (Note
+// [vectorized pointwise] in pointwise_codegen.cpp).
+std::string pointwise_source(const PwProgram& p, bool vectorized = false);
 
-// Whether codegen spells every instruction of `p` (pow is the interpreter's only: its special
-// exponents, Note [pow special exponents]); a plan's step that it does not runs interpreted.
+// Whether codegen spells every instruction of `p` (every op today, pow with the interpreter's
+// special exponents: Note [pow special exponents]); a plan's step that it does not runs
+// interpreted.
 bool pointwise_compilable(const PwProgram& p);
 
 // Runs `p` through its compiled kernel (compiled and loaded on first use, then cached for the
