@@ -25,6 +25,7 @@ nb::dict stats_dict(const api::RunStats& s) {
   d["input_copies_skipped"] = s.input_copies_skipped;
   d["output_copies"] = s.output_copies;
   d["output_bytes"] = s.output_bytes;
+  d["outputs_bound"] = s.outputs_bound;
   return d;
 }
 

@@ -56,7 +56,8 @@ exec::RunOptions exec_run_options(const RunOptions& o) {
 }
 
 RunStats stats_of(const exec::RunStats& s) {
-  return {s.copies, s.bytes_copied, s.input_copies_skipped, s.output_copies, s.output_bytes};
+  return {s.copies,        s.bytes_copied, s.input_copies_skipped,
+          s.output_copies, s.output_bytes, s.outputs_bound};
 }
 
 // A tensor over caller-owned memory (the storage does not own or free it).

@@ -64,6 +64,7 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions opt
   bind_steps();
   find_staging_inputs();
   bind_entry_barriers();
+  find_bindable_outputs();
   handles_.resize(plan_->inputs.size());
   snapshots_.resize(plan_->inputs.size());
   skip_copy_.assign(steps_.size(), false);
@@ -487,6 +488,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
   for (const auto& barrier : entry_barriers_)  // Note [barrier before each run]
     barrier.first->barrier(0, "Executable::run");
   bind_inputs(inputs);
+  bind_outputs(inputs, options, nullptr);  // Note [outputs bound in place]
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (skip_copy_[s]) {
       ++stats_.input_copies_skipped;

@@ -223,8 +223,11 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
                   f->rank, f->what, runtime_->rank(), plan_->graph->name());
     }
   }
+  restore_rebound_slots();  // after a run that raised
   std::vector<bool> copy_in;
-  const RunBinding binding = bind_device_inputs(inputs, copy_in, options.stream);
+  RunBinding binding = bind_device_inputs(inputs, copy_in, options.stream);
+  bind_outputs(inputs, options, &binding.key);  // Note [outputs bound in place]
+  note_output_key(binding.key);
   auto before = [&] {
     // Note [barrier before each run], as a kernel on the compute stream that the whole run (its
     // graph included) follows; outside the graph, so it runs every time.
@@ -259,6 +262,7 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
     results = collect_outputs(options);
   };
   device_->run(before, steps, after, binding);
+  restore_rebound_slots();
   if (!ran_steps) {  // a replay: the captured steps made the same copies
     stats_.copies += graph_stats_.copies;
     stats_.bytes_copied += graph_stats_.bytes_copied;

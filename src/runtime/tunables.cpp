@@ -99,6 +99,10 @@ const std::vector<Row>& rows() {
                "1: a GPU step with a step ahead of it on its stream starts while that one ends "
                "(programmatic dependent launch); behind a collective the skinny GEMM loads its weight "
                "meanwhile"),
+      BOOL_ROW(bind_outputs,
+               "1: a run given destinations for its outputs (run_into, symmflow.torch) writes an "
+               "output that has a buffer of its own straight into its destination (Note [outputs "
+               "bound in place]); 0: every output is computed in the plan's pool and copied"),
       BOOL_ROW(cuda_pointwise_codegen,
                "1: a fused pointwise region, and a plan's pointwise step, on the GPU runs as its "
                "own kernel compiled at run time (NVRTC, cached); 0: as a program of the pointwise "

@@ -118,6 +118,42 @@ TEST_P(CudaStream, DeviceInputsAreReadInPlaceWithAGraphPerBinding) {
   }
 }
 
+// Note [outputs bound in place]: destinations that alternate between two tensors are written in
+// place (their addresses join the graph's key: two graphs, replayed); destinations that move every
+// run are too, until the executable gives up binding them (then copied, one graph); every result
+// right all along.
+TEST_P(CudaStream, OutputsAreWrittenInPlaceUntilTheirDestinationsMoveEveryRun) {
+  const int world = GetParam();
+  Case c = compile("tp_mlp_small.sf", world);
+  run_threads(world, [&](Runtime& rt) {
+    int dev = bind_device();
+    exec::Executable exe(c.plan, exec::ExecOptions{Device::cuda(dev)});
+    std::vector<Tensor> dev_in;
+    for (const Tensor& h : host_inputs(c, rt.rank(), 0)) dev_in.push_back(to_device(h));
+    const ir::TensorType& t = c.plan->graph->outputs()[0]->type();
+    std::vector<Tensor> fixed{Tensor::empty(t.shape, t.dtype, Device::cuda(dev)),
+                              Tensor::empty(t.shape, t.dtype, Device::cuda(dev))};
+    std::vector<Tensor> kept;  // every moving destination stays allocated: new addresses
+    for (int iter = 0; iter < 40; ++iter) {
+      const bool moving = iter >= 6;
+      if (moving) kept.push_back(Tensor::empty(t.shape, t.dtype, Device::cuda(dev)));
+      exec::RunOptions options;
+      options.into = {moving ? kept.back() : fixed[size_t(iter % 2)]};
+      std::vector<Tensor> got = exe.run(dev_in, options);
+      expect_matches(c, host_inputs(c, rt.rank(), 0), got,
+                     fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
+      const exec::RunStats& st = exe.last_stats();
+      if (!moving) {
+        EXPECT_EQ(st.outputs_bound, 1u) << "run " << iter;
+      }
+      if (iter >= 39) {
+        EXPECT_EQ(st.outputs_bound, 0u) << "run " << iter << ": still bound";
+      }
+      EXPECT_EQ(st.outputs_bound + st.output_copies, 1u) << "run " << iter;
+    }
+  }, ThreadsOptions{120});
+}
+
 // Runs on a stream of the caller's: the caller enqueues the inputs' upload on it, the run follows
 // with no host wait, outputs land in the caller's tensors, and the caller's stream waits for them.
 TEST_P(CudaStream, RunsFollowAndPrecedeTheCallersStream) {

@@ -13,6 +13,7 @@
 #include "symmflow/exec/interpret.hpp"
 #include "symmflow/passes/pipeline.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow {
 namespace {
@@ -310,8 +311,62 @@ TEST(Exec, LocalGraphRunsWithoutARank) {
   testing::expect_same(got[1], want[1], "b (a view)");
 }
 
+// Note [outputs bound in place]: into destinations, an output with a buffer of its own is written
+// in place, every run, whichever destination comes; an input passed through, a view, a value
+// that a view reads, an output listed twice, and a destination that overlaps an input are copied. Every element against the
+// interpreter, across runs with alternating destinations (the pool's memory is reused between
+// the intermediates and the outputs' planned buffers).
+constexpr const char* kManyOutputs = R"sf(graph g(x: f32[4, 6]) {
+  a = aten::exp(x)
+  b = aten::neg(a)
+  c = aten::add.Tensor(b, x)
+  d = aten::mul.Tensor(c, c)
+  v = aten::t(d)
+  e = aten::sin(d)
+  return e, x, v, c, c, d
+})sf";
+
+TEST(Exec, OutputsBoundInPlace) {
+  auto plan = testing::plan_text(kManyOutputs);
+  Executable exe(plan);
+  for (int run = 0; run < 4; ++run) {
+    Tensor x = make_input({4, 6}, DType::f32, run, 9);
+    std::vector<Tensor> want = exec::interpret(*plan->graph, {x});
+    std::vector<Tensor> into;
+    for (const Tensor& w : want) into.push_back(Tensor::empty(w.shape(), DType::f32));
+    exec::RunOptions options;
+    options.into = into;
+    if (run == 3) options.into[0] = x;  // e's destination is the input: copied after the steps
+    std::vector<Tensor> got = exe.run({x}, options);
+    for (size_t o = 0; o < want.size(); ++o) {
+      EXPECT_EQ(got[o].raw_data(), options.into[o].raw_data()) << o;
+      if (run == 3 && o == 1) continue;  // x, copied out after e was copied into it
+      testing::expect_same(got[o], want[o], fmt::format("run {} output {}", run, o));
+    }
+    // e: bound (at run 3 copied); x (an input), v (a view), c (listed twice), d (v views it):
+    // copied.
+    EXPECT_EQ(exe.last_stats().outputs_bound, run == 3 ? 0u : 1u) << run;
+    EXPECT_EQ(exe.last_stats().output_copies, run == 3 ? 6u : 5u) << run;
+  }
+  // The tunable bind_outputs = 0: every output copied, the same values.
+  Tunables saved = tunables(), off = saved;
+  off.bind_outputs = false;
+  set_tunables(off);
+  Tensor x = make_input({4, 6}, DType::f32, 7, 9);
+  std::vector<Tensor> want = exec::interpret(*plan->graph, {x});
+  exec::RunOptions options;
+  for (const Tensor& w : want) options.into.push_back(Tensor::empty(w.shape(), DType::f32));
+  exe.run({x}, options);
+  set_tunables(saved);
+  EXPECT_EQ(exe.last_stats().outputs_bound, 0u);
+  EXPECT_EQ(exe.last_stats().output_copies, 6u);
+  for (size_t o = 0; o < want.size(); ++o)
+    testing::expect_same(options.into[o], want[o], fmt::format("unbound output {}", o));
+}
+
 // RunOptions::into: outputs land in the caller's tensors (a strided one too) and run() returns
-// them, each counted as an output copy; destinations of another shape or number are refused.
+// them, each written in place or counted as an output copy; destinations of another shape or
+// number are refused.
 TEST(Exec, OutputsIntoCallerTensors) {
   auto plan = testing::plan_text(kLocalGraph);
   Executable exe(plan);
@@ -328,7 +383,9 @@ TEST(Exec, OutputsIntoCallerTensors) {
   EXPECT_EQ(got[1].raw_data(), b.raw_data());
   testing::expect_same(c, want[0], "c into the caller's tensor");
   testing::expect_same(b, want[1], "b into a strided destination");
-  EXPECT_EQ(exe.last_stats().output_copies, 2u);
+  // c is written in place (Note [outputs bound in place]); b, a view and strided, is copied.
+  EXPECT_EQ(exe.last_stats().outputs_bound, 1u);
+  EXPECT_EQ(exe.last_stats().output_copies, 1u);
   options.into = {Tensor::empty({3, 5}, DType::f32), b};
   EXPECT_EQ(testing::error_of([&] { exe.run({x}, options); }),
             "run: output 0 of program 'g' is f32[5, 3], its destination is f32[3, 5]");

@@ -38,7 +38,7 @@ def test_input_buffer_roundtrip_is_zero_copy(rank1):
     view[...] = x
     (out,) = s.run([buf])
     assert s.last_stats == {"copies": 0, "bytes_copied": 0, "input_copies_skipped": 1,
-                            "output_copies": 1, "output_bytes": 32 * 64 * 4}
+                            "output_copies": 1, "output_bytes": 32 * 64 * 4, "outputs_bound": 0}
     np.testing.assert_array_equal(np.from_dlpack(out), x)
     (out,) = s.run([x])  # caller memory: the plan copies it into symmetric memory
     assert s.last_stats["copies"] == 1 and s.last_stats["input_copies_skipped"] == 0
@@ -62,7 +62,8 @@ def test_run_into_writes_caller_arrays(rank1):
     x = np.random.default_rng(2).standard_normal((32, 64), dtype=np.float32)
     out = np.zeros((32, 64), np.float32)
     stats = s.run_into([x], [out])
-    assert stats["output_copies"] == 1 and stats["copies"] == 1
+    # The output is written into `out` itself (Note [outputs bound in place]).
+    assert stats["output_copies"] == 0 and stats["outputs_bound"] == 1 and stats["copies"] == 1
     np.testing.assert_array_equal(out, x)
     buf = s.input_buffer(0)
     np.from_dlpack(buf)[...] = 2 * x
@@ -172,14 +173,14 @@ def test_symmetric_input_is_bound_in_place(rank1):
     np.from_dlpack(other)[...] = x
     (out,) = s.run([other])
     assert s.last_stats == {"copies": 1, "bytes_copied": 32 * 64 * 4, "input_copies_skipped": 0,
-                            "output_copies": 1, "output_bytes": 32 * 64 * 4}
+                            "output_copies": 1, "output_bytes": 32 * 64 * 4, "outputs_bound": 0}
     np.testing.assert_array_equal(np.from_dlpack(out), x)
     assert rank1.has_group("tp")  # made by the session
     t = symmflow.empty_symmetric(rank1, [32, 64], dtype="f32", group="tp")
     np.from_dlpack(t)[...] = 3 * x
     (out,) = s.run([t])
     assert s.last_stats == {"copies": 0, "bytes_copied": 0, "input_copies_skipped": 1,
-                            "output_copies": 1, "output_bytes": 32 * 64 * 4}
+                            "output_copies": 1, "output_bytes": 32 * 64 * 4, "outputs_bound": 0}
     np.testing.assert_array_equal(np.from_dlpack(out), 3 * x)
 
 

@@ -130,6 +130,9 @@ struct RunStats {
   size_t input_copies_skipped = 0;
   size_t output_copies = 0;
   size_t output_bytes = 0;
+  // Outputs written straight into run_into's destinations (Note [outputs bound in place] in
+  // exec/executable_outputs.cpp).
+  size_t outputs_bound = 0;
 };
 
 class Session {

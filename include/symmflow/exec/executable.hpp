@@ -26,6 +26,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -86,8 +87,11 @@ struct RunStats {
   // Copy-ins skipped: the input already was the staging buffer, or symmetric memory of its group
   // bound in its place (Note [symmetric inputs bound in place] in executable.cpp).
   size_t input_copies_skipped = 0;
-  size_t output_copies = 0;         // OutputMode::owned
+  size_t output_copies = 0;  // copies into owned outputs or destinations (`into`)
   size_t output_bytes = 0;
+  // Outputs written straight into their destination (Note [outputs bound in place] in
+  // exec/executable_outputs.cpp).
+  size_t outputs_bound = 0;
   // Op calls made from their step's launch record (Note [launch records] in executable.cpp):
   // every call step with a tensor operand (not only a tensor list).
   size_t prepared_calls = 0;
@@ -180,6 +184,11 @@ class Executable {
                                 std::optional<void*> stream);
   Tensor& device_handle(size_t i);
   std::vector<Tensor> collect_outputs(const RunOptions& options);
+  // Note [outputs bound in place] (executable_outputs.cpp).
+  void find_bindable_outputs();
+  void bind_outputs(const std::vector<Tensor>& inputs, const RunOptions& options,
+                    std::vector<const void*>* key);
+  void note_output_key(const std::vector<const void*>& key);
 
   std::shared_ptr<const passes::Plan> plan_;
   ExecOptions options_;
@@ -195,7 +204,12 @@ class Executable {
   std::vector<int> transient_slots_;                   // inputs and views: cleared after a run
   std::vector<int> staging_step_;                      // per graph input: its copy-in step, or -1
   std::vector<bool> bind_in_place_;                    // per graph input: may replace its staging
-  std::vector<int> rebound_slots_;                     // staging slots bound to inputs this run
+  std::vector<int> rebound_slots_;  // staging slots bound to inputs, outputs bound, this run
+  std::vector<bool> output_bindable_;  // per output: Note [outputs bound in place]
+  bool bind_outputs_ = true;           // false once destinations moved too often (GPU)
+  static constexpr size_t kOutputKeysKept = 4, kOutputKeyWindow = 16, kOutputKeyMisses = 8;
+  std::deque<std::vector<const void*>> recent_keys_;
+  std::vector<bool> key_misses_;
   std::vector<Tensor> handles_;                        // input_handle cache
   // Device plans (Note [device inputs]): the steps' streams with synthetic input ranges, and
   // each input's synthetic range (null for a staged input).

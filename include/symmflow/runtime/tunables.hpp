@@ -32,6 +32,7 @@ struct Tunables {
   bool collective_agreement = true;           // collectives' barriers carry a call signature
   bool debug_collectives = false;             // cross-rank fingerprint check of every collective
   bool rank_agreement = true;                 // ranks agree on plan and inputs (exec/agreement.cpp)
+  bool bind_outputs = true;                   // Note [outputs bound in place]
 };
 
 struct TunableInfo {
