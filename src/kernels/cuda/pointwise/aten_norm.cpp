@@ -2,8 +2,9 @@
 // _log_softmax (+ out), on the row kernels of norm.cu. A sum or mean over adjacent dims of a
 // contiguous input with a kept dim after them runs in place (Note [column sums] in norm.cu); other
 // inputs that are not contiguous are first copied contiguous (sum/mean/amax: with the kept dims
-// first and the reduced dims last, so each output is one row); 16-bit floats accumulate in float. Floating dtypes only, like the other GPU
-// arithmetic, except sum's integer results (Note [integer sums on GPUs]).
+// first and the reduced dims last, so each output is one row); 16-bit floats accumulate in float.
+// Floating dtypes only, like the other GPU arithmetic, except sum's integer results (Note [integer
+// sums on GPUs]).
 #include <optional>
 
 #include "kernels/cuda/pointwise/norm.hpp"

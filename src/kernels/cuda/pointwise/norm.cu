@@ -1,17 +1,15 @@
-// Row kernels: sum/mean (one block per row; rows in blockIdx.x, grid-strided), max (one warp per
-// row, grid-strided), rms_norm (one block per row, a block-wide sum of squares), layer_norm (one
-// block per row, a block-wide sum then one of squared deviations) and softmax (one
-// thread
-// per (outer, inner) column; rows of the last dim, the common case, take one warp each). The
-// arithmetic follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then
-// x * scale * w; max, sum of exp(x - max), exp(x - max) / sum (log_softmax: x - max - log(sum));
-// float accumulation (double for f64), so results agree up to summation order; sums with an integer
-// result accumulate in int64, exactly.
+// Row kernels: sum/mean (one block per row; rows in blockIdx.x, grid-strided; over leading or
+// middle dims, column sums: Note [column sums]), max (one warp per row, grid-strided), rms_norm
+// (one block per row, a block-wide sum of squares: Note [rms_norm rows]), layer_norm (one block
+// per row, a block-wide sum then one of squared deviations) and softmax (one thread per (outer,
+// inner) column; rows of the last dim, the common case, take one warp each). The arithmetic
+// follows the CPU kernels (kernels/cpu/reduce.cpp): 1 / sqrt(mean + eps), then x * scale * w; max,
+// sum of exp(x - max), exp(x - max) / sum (log_softmax: x - max - log(sum)); float accumulation
+// (double for f64), so results agree up to summation order; sums with an integer result accumulate
+// in int64, exactly.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-
-#include <type_traits>
 
 #include "kernels/cuda/pointwise/norm.hpp"
 #include "kernels/cuda/pointwise/typed_access.cuh"
@@ -120,8 +118,7 @@ __global__ void layer_norm_kernel(const void* x, PwType xt, const void* w, PwTyp
 }
 
 template <typename A, typename E>
-__global__ void row_sum_kernel(E x, void* y, PwType yt, int64_t rows,
-                               int64_t n, bool mean) {
+__global__ void row_sum_kernel(E x, void* y, PwType yt, int64_t rows, int64_t n, bool mean) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     A acc = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += x.template get<A>(r * n + j);
@@ -237,7 +234,9 @@ __global__ void softmax_rows(E x, E y, int64_t rows, int64_t n, bool log_out) {
     for (int64_t j = lane; j < n; j += 32) y.set(base + j, x.template get<A>(base + j) - mx - lse);
     return;
   }
-  for (int64_t j = lane; j < n; j += 32) y.set(base + j, exp(x.template get<A>(base + j) - mx) / sum);
+  for (int64_t j = lane; j < n; j += 32) {
+    y.set(base + j, exp(x.template get<A>(base + j) - mx) / sum);
+  }
 }
 
 template <typename A>
@@ -367,7 +366,9 @@ int launch_col_sum(const void* x, PwType xt, void* y, PwType yt, int64_t outer, 
   if (integer_result(yt)) {
     return col_sum<int64_t>(x, xt, y, yt, outer, rows, cols, false, workspace, s);
   }
-  if (xt == PwType::f64) return col_sum<double>(x, xt, y, yt, outer, rows, cols, mean, workspace, s);
+  if (xt == PwType::f64) {
+    return col_sum<double>(x, xt, y, yt, outer, rows, cols, mean, workspace, s);
+  }
   return col_sum<float>(x, xt, y, yt, outer, rows, cols, mean, workspace, s);
 }
 
