@@ -9,9 +9,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "kernels/cuda/pointwise/rotary.hpp"
+#include "kernels/cuda/pointwise/typed_access.cuh"
 
 namespace symmflow::cuda {
 namespace {
@@ -21,27 +20,6 @@ __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
-// Elements of storage type T as the compute type A and back (16-bit floats round to nearest).
-template <typename A, typename T>
-__device__ __forceinline__ A load_as(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return A(__bfloat162float(p[i]));
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return A(__half2float(p[i]));
-  } else {
-    return A(p[i]);
-  }
-}
-template <typename T, typename A>
-__device__ __forceinline__ T stored(A v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(float(v));
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(float(v));
-  } else {
-    return T(v);
-  }
-}
 // v rounded to T and read back (what storing a product and loading it does).
 template <typename T, typename A>
 __device__ __forceinline__ A round_to(A v) {
@@ -55,7 +33,7 @@ __device__ __forceinline__ A round_to(A v) {
 // 32-bit arithmetic (index type I) when every offset and the row count fit in it (64-bit divisions
 // are a long instruction sequence on GPUs: with one thread per element and four of them each, the
 // query rotation of a 2048-token prefill took 83 us on an H200). The storage type T is a template
-// argument (no per-element switch on a runtime type).
+// argument (no per-element switch on a runtime type: Note [typed elements]).
 template <typename T, typename A, typename I>
 __global__ void rotary_kernel(const __grid_constant__ RotaryArgs a, I rows) {
   const int last = a.nd - 1;
