@@ -30,11 +30,16 @@ namespace symmflow::exec {
 
 namespace {
 
+// By address, not by storage: tensors over caller memory (DLPack, run_pointers) each wrap their
+// own storage object, however they overlap.
+bool overlaps(const char* lo_a, size_t bytes_a, const char* lo_b, size_t bytes_b) {
+  return lo_a < lo_b + bytes_b && lo_b < lo_a + bytes_a;
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
-  if (a.storage().get() != b.storage().get()) return false;
-  const auto* lo_a = static_cast<const char*>(a.raw_data());
-  const auto* lo_b = static_cast<const char*>(b.raw_data());
-  return lo_a < lo_b + b.nbytes() && lo_b < lo_a + a.nbytes();
+  if (!a.defined() || !b.defined() || a.device() != b.device()) return false;
+  return overlaps(static_cast<const char*>(a.raw_data()), a.nbytes(),
+                  static_cast<const char*>(b.raw_data()), b.nbytes());
 }
 
 }  // namespace
@@ -75,9 +80,13 @@ void Executable::bind_outputs(const std::vector<Tensor>& inputs, const RunOption
     if (!dst.defined() || !dst.is_contiguous() || dst.shape() != planned.shape() ||
         dst.dtype() != planned.dtype() || dst.device() != planned.device() || dst.numel() == 0)
       continue;
-    if (std::find(pool_storages_.begin(), pool_storages_.end(), dst.storage().get()) !=
-        pool_storages_.end())
-      continue;
+    const bool in_pools = std::any_of(
+        pool_storages_.begin(), pool_storages_.end(), [&](const Storage* pool) {
+          return pool->device() == dst.device() &&
+                 overlaps(static_cast<const char*>(pool->data()), pool->bytes(),
+                          static_cast<const char*>(dst.raw_data()), dst.nbytes());
+        });
+    if (in_pools) continue;
     bool clash = std::any_of(inputs.begin(), inputs.end(),
                              [&](const Tensor& in) { return overlaps(in, dst); });
     for (size_t k = first_bound; k < rebound_slots_.size() && !clash; ++k)
