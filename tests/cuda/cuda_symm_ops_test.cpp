@@ -24,6 +24,7 @@
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 namespace {
@@ -329,45 +330,63 @@ TEST_F(CudaSymmOps, GetBroadcastBarrierAndU32Writes) {
 
 // symm_mem::fused_all_reduce_add_rms_norm: the GPU kernel against the cpu kernel, whose result is
 // bitwise the composition of one_shot_all_reduce, add.Tensor and rms_norm. residual_out has the
-// same roundings (equal bits); out differs only in the order of the row's sum of squares.
+// same roundings (equal bits); out differs only in the order of the row's sum of squares. Both
+// exchanges (Note [fused all-reduce rms_norm on GPUs]): the one_shot at its sizes and, with
+// cuda_one_shot_max_bytes lowered, the two_shot at the same ones (rows fewer than, not a multiple
+// of, and many more than the ranks; rows of 1 and 33 elements take one element per access), and
+// a prefill's 600 rows of 4096 at the default limit (two_shot above 4 MiB at 2 ranks).
+void check_fused_all_reduce_rms_norm(Runtime& rt, DType d, int64_t rows, int64_t n) {
+  const std::string what = fmt::format("world {} rank {} {} rows {} n {} (one_shot limit {})",
+                                       rt.world_size(), rt.rank(), dtype_name(d), rows, n,
+                                       tunables().cuda_one_shot_max_bytes);
+  Twin in = symmetric(values({rows, n}, d, uint64_t(n), rt.rank()));
+  Tensor residual = values({rows, n}, d, uint64_t(n) + 1, 0);
+  Tensor weight = values({n}, d, uint64_t(n) + 2, 0);
+  for (const char* op : {"sum", "avg"}) {
+    std::vector<Tensor> want = call("symm_mem::fused_all_reduce_add_rms_norm",
+                                    {in.cpu, residual, weight, 1e-5, op, "world"})
+                                   .to_tensor_list();
+    std::vector<Tensor> got =
+        call("symm_mem::fused_all_reduce_add_rms_norm",
+             {in.gpu, to_device(residual), to_device(weight), 1e-5, op, "world"})
+            .to_tensor_list();
+    expect_same(got[1], want[1], 0, fmt::format("residual_out {} {}", op, what));
+    expect_same(got[0], want[0], 2 * one_rounding(d) + 1e-5, fmt::format("out {} {}", op, what));
+  }
+}
+
 TEST_F(CudaSymmOps, FusedAllReduceRmsNormMatchesTheComposition) {
-  for (int w : {1, 2, 3}) {
-    on_ranks(w, [&](Runtime& rt) {
-      for (DType d : {DType::f32, DType::bf16, DType::f16}) {
-        for (int64_t rows : {1, 7, 16}) {
-          for (int64_t n : {1, 33, 4096}) {
-            const std::string what = fmt::format("world {} rank {} {} rows {} n {}", w, rt.rank(),
-                                                 dtype_name(d), rows, n);
-            Twin in = symmetric(values({rows, n}, d, uint64_t(n), rt.rank()));
-            Tensor residual = values({rows, n}, d, uint64_t(n) + 1, 0);
-            Tensor weight = values({n}, d, uint64_t(n) + 2, 0);
-            for (const char* op : {"sum", "avg"}) {
-              std::vector<Tensor> want = call("symm_mem::fused_all_reduce_add_rms_norm",
-                                              {in.cpu, residual, weight, 1e-5, op, "world"})
-                                             .to_tensor_list();
-              std::vector<Tensor> got =
-                  call("symm_mem::fused_all_reduce_add_rms_norm",
-                       {in.gpu, to_device(residual), to_device(weight), 1e-5, op, "world"})
-                      .to_tensor_list();
-              expect_same(got[1], want[1], 0, fmt::format("residual_out {} {}", op, what));
-              expect_same(got[0], want[0], 2 * one_rounding(d) + 1e-5,
-                          fmt::format("out {} {}", op, what));
-            }
-            std::string message;
-            try {
-              call("symm_mem::fused_all_reduce_add_rms_norm",
-                   {in.gpu, to_device(residual), gpu_empty({n + 1}, d), 1e-5, "sum", "world"});
-            } catch (const Error& e) {
-              message = e.what();
-            }
-            EXPECT_NE(message.find("symm_mem::fused_all_reduce_add_rms_norm: argument 'weight'"),
-                      std::string::npos)
-                << message;
+  const Tunables before = tunables();
+  for (int64_t limit : {before.cuda_one_shot_max_bytes, int64_t(64)}) {
+    Tunables t = before;
+    t.cuda_one_shot_max_bytes = limit;
+    set_tunables(t);
+    for (int w : {1, 2, 3}) {
+      on_ranks(w, [&](Runtime& rt) {
+        for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+          for (int64_t rows : {1, 7, 16, 131}) {
+            for (int64_t n : {1, 33, 4096}) check_fused_all_reduce_rms_norm(rt, d, rows, n);
           }
         }
-      }
-    });
+        if (limit == before.cuda_one_shot_max_bytes) {
+          check_fused_all_reduce_rms_norm(rt, DType::bf16, 600, 4096);
+          check_fused_all_reduce_rms_norm(rt, DType::f32, 601, 4096);
+        }
+        std::string message;
+        try {
+          call("symm_mem::fused_all_reduce_add_rms_norm",
+               {symmetric(values({2, 8}, DType::f32, 1, 0)).gpu, gpu_empty({2, 8}, DType::f32),
+                gpu_empty({9}, DType::f32), 1e-5, "sum", "world"});
+        } catch (const Error& e) {
+          message = e.what();
+        }
+        EXPECT_NE(message.find("symm_mem::fused_all_reduce_add_rms_norm: argument 'weight'"),
+                  std::string::npos)
+            << message;
+      });
+    }
   }
+  set_tunables(before);
 }
 
 // symm_mem::reduce_out (Note [reduce to root]; one file, reduce_to_root.cu): the root's out against

@@ -118,5 +118,19 @@ TEST_F(AlgorithmTest, OtherCollectivesAndNonCollectives) {
   EXPECT_TRUE(none.cpu.empty() && none.cuda.empty() && none.why.empty());
 }
 
+// The fused all-reduce + rms_norm follows the all-reduce's rule on GPUs (Note [fused all-reduce
+// rms_norm on GPUs]): one_shot up to the limit, two_shot above; nothing to exchange at one rank.
+TEST_F(AlgorithmTest, FusedAllReduceRmsNormFollowsTheAllReduceRule) {
+  const std::string op = "symm_mem::fused_all_reduce_add_rms_norm";
+  EXPECT_EQ(kernels::collective_algorithm(op, 4 << 20, 2).cuda, "one_shot+norm");
+  EXPECT_EQ(kernels::collective_algorithm(op, (4 << 20) + 2, 2).cuda, "two_shot+norm");
+  EXPECT_EQ(kernels::collective_algorithm(op, 3 << 20, 4).cuda, "two_shot+norm");
+  EXPECT_EQ(kernels::collective_algorithm(op, 3 << 20, 4).cpu, "one_shot+norm");
+  EXPECT_EQ(kernels::collective_algorithm("fused_all_reduce_add_rms_norm_out", 16 << 20, 1).cuda,
+            "local");
+  EXPECT_NE(kernels::collective_algorithm(op, 64, 2).why.find("two_shot above; then residual add"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace symmflow

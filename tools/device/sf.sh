@@ -9,6 +9,10 @@
 #   bash tools/device/sf.sh sweep [SWEEP ARGS]  # tools/device/sweep.py on NPROC GPUs (default:
 #                                                # all), e.g. --points prefill:1x2048 --iters 10
 #   bash tools/device/sf.sh breakdown [ARGS]    # tools/device/breakdown.py: GPU time per kernel
+#   bash tools/device/sf.sh train [CASES [DTYPES]]  # tests/python/torch/train_worker.py on NPROC
+#                                                # GPUs: compiled training against eager (loss at
+#                                                # every step, step 1's gradients), default Llama and
+#                                                # Qwen3 at batch 1, 2 and 4, f32 and bf16
 #   bash tools/device/sf.sh allreduce           # the all-reduce bench beside NCCL and PyTorch
 #
 # `build` may come first in front of another subcommand: `bash tools/device/sf.sh build verify`.
@@ -77,7 +81,20 @@ torchrun_py() {
   tail -${TAIL:-60} "$OUT/$log.log"
 }
 
-[[ $# -eq 0 ]] && { sed -n 2,16p "$0"; exit 2; }
+train() {
+  local results
+  results=$(mktemp -d)
+  step train
+  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TRAIN_INDUCTOR=1 SYMMFLOW_TEST_RESULTS=$results \
+    OMP_NUM_THREADS=4 PYTHONPATH=$PYTHONPATH:$PWD/tests/python/torch TAIL=${TAIL:-4} \
+    torchrun_py tests/python/torch/train_worker.py train \
+    "${1:-llama:dtensor:mask:b1,llama:dtensor:mask,llama:dtensor:mask:b4,qwen3:dtensor:b4}" \
+    "${2:-f32,bf16}"
+  cp "$results"/*.jsonl "$OUT/" 2>/dev/null
+  python3 tools/device/train_table.py "$results"
+}
+
+[[ $# -eq 0 ]] && { sed -n 2,20p "$0"; exit 2; }
 if [[ $1 == build ]]; then
   shift
   build || exit 1
@@ -87,6 +104,7 @@ case $1 in
   verify) shift; verify "$@" ;;
   sweep) shift; step sweep; torchrun_py tools/device/sweep.py sweep --out "$OUT/sweep.jsonl" "$@" ;;
   breakdown) shift; step breakdown; torchrun_py tools/device/breakdown.py breakdown "$@" ;;
+  train) shift; train "$@" ;;
   allreduce) shift; exec bash tools/device/run.sh quick ;;
-  *) echo "unknown subcommand $1 (build, verify, sweep, breakdown, allreduce)"; exit 2 ;;
+  *) echo "unknown subcommand $1 (build, verify, sweep, breakdown, train, allreduce)"; exit 2 ;;
 esac

@@ -132,7 +132,8 @@ SYMMFLOW_LIBRARY(symm_mem, m) {
   m.register_symm_mem_args("fused_all_reduce_add_rms_norm", {"input"});
   m.register_symm_mem_args("fused_all_reduce_add_rms_norm_out", {"input"});
   m.exchange("fused_all_reduce_add_rms_norm", "one_shot+norm",
-             "one_shot all-reduce, then residual add and rms_norm per row (cuda: one kernel)");
+             "one_shot all-reduce, then residual add and rms_norm per row (cuda: one kernel, "
+             "two_shot above the all-reduce's one-shot limit; kernels/algorithm.cpp)");
   // reduce to one rank (Note [reduce to root])
   m.def("reduce_out(Tensor input, int root, str reduce_op, str group_name, Tensor(a!) out) -> ()");
   m.register_symm_mem_args("reduce_out", {"input"});

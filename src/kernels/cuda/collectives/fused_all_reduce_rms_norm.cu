@@ -3,23 +3,44 @@
 // per collective] in workspace_access.hpp): the kernel, its launch on the group's communicator
 // workspace, the op's `impl` and the preload of its kernels.
 //
-// The kernel: the one_shot exchange of Note [cuda all-reduce] (push the rows into every rank's
-// staging, one flag per block, wait), then per row: reduce the ranks' copies in rank order (f32),
+// Note [fused all-reduce rms_norm on GPUs]
+// The result is the composition's: per row, reduce the ranks' partial sums in rank order (f32),
 // round to T, add the residual and round (= aten::add.Tensor), store that as residual_out, sum its
-// squares over the row, and store out = summed * (1 / sqrt(mean + eps)) * weight rounded to T
-// (= aten::rms_norm), so the result is the composition's up to the order of the sum of squares
-// within a row (the only difference from the cpu kernel). Block b handles rows [b * per,
-// (b + 1) * per) on every rank (the launch shape depends on the sizes only).
+// squares over the row, store out = summed * (1 / sqrt(mean + eps)) * weight rounded to T
+// (= aten::rms_norm); only the order of the row's sum of squares differs from the cpu kernel.
+// Two exchanges, chosen like the all-reduce's (cuda_all_reduce_algorithm, in place: Note
+// [one-shot limit per world] in src/kernels/algorithm.cpp), both moving 16 bytes per access
+// where every size and address allows (else one element):
+//   one_shot: block b pushes its rows into staging[parity][me] of every rank, signals, waits for
+//     every rank's, then normalizes its rows from the W staged copies (Note [cuda all-reduce]);
+//   two_shot: rows are cut into W chunks; block b pushes its rows of chunk q to rank q (peers in
+//     turn, Note [two-shot peer order]), waits for the W - 1 slices of its rows of chunk `me`,
+//     reduces them with its own input, and stores the rounded sums into staging[parity][me] of
+//     every rank at the same rows (a chunk's sums live in the slot of the rank that reduced it,
+//     which nobody pushes that chunk into); after the second flag each rank normalizes every row
+//     from the sums in its own staging. Each rank moves 2 (W - 1) / W of the rows over NVLink
+//     instead of (W - 1), and reduces 1 / W of them instead of all: the one_shot kernel took
+//     970 us for 8192 rows of 4096 bf16 on 2xH200 where NCCL's all-reduce took 249 us.
+// Rows go to blocks whole (the norm needs a row's sum); a block normalizes `groups` rows at once,
+// tpr threads each, a thread keeping up to kRowCache units of its row in registers between the
+// sum of squares and the scaled write. Block b of every rank takes the same rows: the launch
+// shape depends on the sizes only (not on alignment), so ranks with and without 16-byte
+// alignment still exchange the same bytes at the same places.
+// With one rank there is nothing to exchange: rows are normalized from the input.
+//
 // Expects: `input` a GPU symmetric tensor of the op's group (heap_of names op and argument);
 //   residual and weight of any layout (made contiguous first); f32, bf16 or f16; rows * n
 //   elements of input at most what the communicator stages (it is made larger when not).
 //   Strided outputs go through a contiguous stand-in.
 // Refuses: what the shape function refuses (also checked here for the _out variant), dtypes other
 //   than f32 / bf16 / f16 (naming op, dtype and backend), unknown reduce ops.
+#include <algorithm>
+
 #include "kernels/cuda/collectives/device_sync.cuh"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "kernels/cuda/collectives/workspace_access.hpp"
 #include "runtime/cuda/check.hpp"
+#include "symmflow/kernels/algorithm.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
@@ -36,90 +57,263 @@ struct Plan {
   void* residual_out = nullptr;
   int64_t rows = 0, n = 0;
   float eps = 0;
+  int tpr = 32;  // threads per row (a multiple of 32); blockDim.x / tpr rows at once
 };
 
-__device__ float block_sum(float v) {
+constexpr int kRowCache = 2;  // units of its row a thread keeps in registers
+
+// The sum of v over each group of tpr threads (tpr a multiple of 32 dividing blockDim.x), given
+// to every thread of the group.
+__device__ float row_sum(float v, int tpr) {
   __shared__ float partial[32];
   for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
-  if (lane == 0) partial[warp] = v;
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
   __syncthreads();
-  const int warps = (int(blockDim.x) + 31) / 32;
-  v = int(threadIdx.x) < warps ? partial[threadIdx.x] : 0.0f;
-  if (warp == 0) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float total = partial[0];
+  const int warps = tpr / 32, first = int(threadIdx.x) / tpr * warps;
+  float total = 0;
+  for (int w = 0; w < warps; ++w) total += partial[first + w];
   __syncthreads();
   return total;
 }
 
-template <typename T, ReduceKind Op>
-__global__ void __launch_bounds__(1024)
-    allreduce_rmsnorm_kernel(WorkspaceView v, Plan p) {
+// Normalizes rows [lo, hi) (the same for the whole block), `groups` rows at a time; summed(r, u)
+// is unit u of row r's reduced sum, already rounded to T.
+template <typename T, int K, typename Summed>
+__device__ void norm_rows(const Plan& p, int64_t lo, int64_t hi, Summed summed) {
+  using P = Pack<T, K>;
+  const int64_t units = p.n / K;
+  const int tpr = p.tpr, groups = int(blockDim.x) / tpr;
+  const int lane = int(threadIdx.x) % tpr;
+  const P* residual = static_cast<const P*>(p.residual);
+  const P* weight = static_cast<const P*>(p.weight);
+  P* out = static_cast<P*>(p.out);
+  P* residual_out = static_cast<P*>(p.residual_out);
+  for (int64_t first = lo; first < hi; first += groups) {
+    const int64_t r = first + int(threadIdx.x) / tpr;
+    const bool live = r < hi;
+    const int64_t row = r * units;
+    float cache[kRowCache][K];
+    float squares = 0;
+    auto add = [&](int64_t u, float* keep) {
+      const P s = summed(r, u), res = residual[row + u];
+      P o;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        o.v[k] = from_f<T>(to_f(s.v[k]) + to_f(res.v[k]));
+        const float f = to_f(o.v[k]);
+        if (keep) keep[k] = f;
+        squares += f * f;
+      }
+      residual_out[row + u] = o;
+    };
+#pragma unroll
+    for (int c = 0; c < kRowCache; ++c) {
+      const int64_t u = lane + int64_t(c) * tpr;
+      if (live && u < units) add(u, cache[c]);
+    }
+    for (int64_t u = lane + int64_t(kRowCache) * tpr; live && u < units; u += tpr) add(u, nullptr);
+    const float scale = 1.0f / sqrtf(row_sum(squares, tpr) / float(p.n) + p.eps);
+    auto scaled = [&](int64_t u, const float* f) {
+      const P w = weight[u];
+      P o;
+#pragma unroll
+      for (int k = 0; k < K; ++k) o.v[k] = from_f<T>(f[k] * scale * to_f(w.v[k]));
+      out[row + u] = o;
+    };
+#pragma unroll
+    for (int c = 0; c < kRowCache; ++c) {
+      const int64_t u = lane + int64_t(c) * tpr;
+      if (live && u < units) scaled(u, cache[c]);
+    }
+    for (int64_t u = lane + int64_t(kRowCache) * tpr; live && u < units; u += tpr) {
+      const P s = residual_out[row + u];
+      float f[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) f[k] = to_f(s.v[k]);
+      scaled(u, f);
+    }
+  }
+}
+
+// Copies units [lo, hi) of `from` to `to`, eight loads in flight before the stores.
+template <typename P>
+__device__ void push_units(const P* from, P* to, int64_t lo, int64_t hi) {
+  for (int64_t i = lo + threadIdx.x; i < hi; i += 8 * int64_t(blockDim.x)) {
+    P x[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t j = i + u * int64_t(blockDim.x);
+      if (j < hi) x[u] = from[j];
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t j = i + u * int64_t(blockDim.x);
+      if (j < hi) to[j] = x[u];
+    }
+  }
+}
+
+template <typename P>
+__device__ __forceinline__ P* staged(const WorkspaceView& v, int rank, int parity, int src) {
+  return reinterpret_cast<P*>(v.staging[rank] + (int64_t(parity) * v.world + src) * v.stage_bytes);
+}
+
+// Block b's rows of `count` rows starting at `base`.
+struct Rows {
+  int64_t lo, hi;
+};
+__device__ Rows block_rows(int64_t base, int64_t count) {
+  const int64_t per = (count + gridDim.x - 1) / gridDim.x;
+  const int64_t lo = base + int64_t(blockIdx.x) * per;
+  const int64_t hi = lo + per < base + count ? lo + per : base + count;
+  return {lo, hi};
+}
+
+template <typename T, int K, ReduceKind Op>
+__global__ void __launch_bounds__(1024) one_shot_norm_kernel(WorkspaceView v, Plan p) {
+  using P = Pack<T, K>;
+  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
+  const uint32_t tag = call + 1;
+  const int parity = int(call & 1);
+  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const int64_t units = p.n / K;
+  const P* in = static_cast<const P*>(p.in);
+  const Rows rows = block_rows(0, p.rows);
+  if (v.world == 1) {
+    norm_rows<T, K>(p, rows.lo, rows.hi, [&](int64_t r, int64_t u) { return in[r * units + u]; });
+    finish(v, call);
+    return;
+  }
+  for (int q = 0; q < v.world; ++q)
+    push_units(in, staged<P>(v, q, parity, v.rank), rows.lo * units, rows.hi * units);
+  signal_all(v, 0, tag, -1);
+  if (wait_all(v, 0, tag, deadline, -1)) {
+    const P* srcs[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) srcs[s] = staged<P>(v, v.rank, parity, s < v.world ? s : 0);
+    norm_rows<T, K>(p, rows.lo, rows.hi, [&](int64_t r, int64_t u) {
+      return reduce_units<T, K, Op>(srcs, v.world, r * units + u, float(v.world));
+    });
+  }
+  finish(v, call);
+}
+
+// Note [two-shot peer order] in all_reduce.cu: block b of rank me takes its k-th peer in turn.
+__device__ __forceinline__ int peer_at(int me, int k, int world) {
+  if (k == 0) return me;
+  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
+}
+
+template <typename T, int K, ReduceKind Op>
+__global__ void __launch_bounds__(1024) two_shot_norm_kernel(WorkspaceView v, Plan p) {
+  using P = Pack<T, K>;
   const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
   const uint32_t tag = call + 1;
   const int parity = int(call & 1);
   const uint64_t deadline = now_ns() + v.timeout_ns;
   const int me = v.rank;
-  auto slot = [&](int rank, int src) {
-    return reinterpret_cast<T*>(v.staging[rank] + (int64_t(parity) * v.world + src) * v.stage_bytes);
+  const int64_t units = p.n / K;
+  const int64_t chunk = (p.rows + v.world - 1) / v.world;
+  auto chunk_rows = [&](int q) {
+    const int64_t base = int64_t(q) * chunk < p.rows ? int64_t(q) * chunk : p.rows;
+    const int64_t count = p.rows - base < chunk ? p.rows - base : chunk;
+    return block_rows(base, count);
   };
-  const T* in = static_cast<const T*>(p.in);
-  const int64_t per = (p.rows + gridDim.x - 1) / gridDim.x;
-  const int64_t lo = int64_t(blockIdx.x) * per;
-  const int64_t hi = lo + per < p.rows ? lo + per : p.rows;
-  for (int64_t i = lo * p.n + threadIdx.x; i < hi * p.n; i += blockDim.x) {
-    const T x = in[i];
-    for (int q = 0; q < v.world; ++q) slot(q, me)[i] = x;
+  const P* in = static_cast<const P*>(p.in);
+  // 1. My partial sums of each peer's chunk go to that peer.
+  for (int k = 1; k < v.world; ++k) {
+    const int q = peer_at(me, k, v.world);
+    const Rows rows = chunk_rows(q);
+    push_units(in, staged<P>(v, q, parity, me), rows.lo * units, rows.hi * units);
   }
-  signal_all(v, 0, tag, -1);
-  if (wait_all(v, 0, tag, deadline, -1)) {
-    const T* residual = static_cast<const T*>(p.residual);
-    const T* weight = static_cast<const T*>(p.weight);
-    T* out = static_cast<T*>(p.out);
-    T* residual_out = static_cast<T*>(p.residual_out);
-    for (int64_t r = lo; r < hi; ++r) {
-      float squares = 0;
-      for (int64_t j = threadIdx.x; j < p.n; j += blockDim.x) {
-        const int64_t i = r * p.n + j;
-        float acc = to_f(slot(me, 0)[i]);
-        for (int s = 1; s < v.world; ++s) acc = combine<Op>(acc, to_f(slot(me, s)[i]));
-        const T reduced = from_f<T>(Op == ReduceKind::avg ? acc / float(v.world) : acc);
-        const T summed = from_f<T>(to_f(reduced) + to_f(residual[i]));
-        residual_out[i] = summed;
-        squares += to_f(summed) * to_f(summed);
-      }
-      const float scale = 1.0f / sqrtf(block_sum(squares) / float(p.n) + p.eps);
-      for (int64_t j = threadIdx.x; j < p.n; j += blockDim.x) {
-        const int64_t i = r * p.n + j;
-        out[i] = from_f<T>(to_f(residual_out[i]) * scale * to_f(weight[j]));
+  signal_all(v, 0, tag, me);
+  if (wait_all(v, 0, tag, deadline, me)) {
+    // 2. Reduce my chunk in rank order; its sums go to every rank's slot `me`.
+    const P* srcs[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      srcs[s] = s == me ? in : staged<P>(v, me, parity, s < v.world ? s : 0);
+    }
+    P* sums[kMaxRanks];
+    for (int k = 0; k < v.world; ++k) sums[k] = staged<P>(v, peer_at(me, k, v.world), parity, me);
+    const Rows mine = chunk_rows(me);
+    for (int64_t i = mine.lo * units + threadIdx.x; i < mine.hi * units; i += blockDim.x) {
+      const P r = reduce_units<T, K, Op>(srcs, v.world, i, float(v.world));
+      for (int k = 0; k < v.world; ++k) sums[k][i] = r;
+    }
+    signal_all(v, 1, tag, me);
+    // 3. Every chunk's sums are here: normalize this block's rows of each.
+    if (wait_all(v, 1, tag, deadline, me)) {
+      for (int q = 0; q < v.world; ++q) {
+        const P* s = staged<P>(v, me, parity, q);
+        const Rows rows = chunk_rows(q);
+        norm_rows<T, K>(p, rows.lo, rows.hi,
+                        [&](int64_t r, int64_t u) { return s[r * units + u]; });
       }
     }
   }
   finish(v, call);
 }
 
+template <typename T, int K>
+struct Kernels {
+  template <ReduceKind Op>
+  static void launch(bool two_shot, dim3 blocks, dim3 threads, cudaStream_t s,
+                     const WorkspaceView& v, const Plan& p) {
+    if (two_shot) {
+      two_shot_norm_kernel<T, K, Op><<<blocks, threads, 0, s>>>(v, p);
+    } else {
+      one_shot_norm_kernel<T, K, Op><<<blocks, threads, 0, s>>>(v, p);
+    }
+  }
+  template <ReduceKind Op>
+  static void preload() {
+    cudaFuncAttributes a;
+    cudaFuncGetAttributes(&a, one_shot_norm_kernel<T, K, Op>);
+    cudaFuncGetAttributes(&a, two_shot_norm_kernel<T, K, Op>);
+  }
+};
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Enqueues the kernel on `stream` for `rows` rows of n (the communicator holds them: checked).
-void launch(Communicator& comm, std::string_view op, const Plan& plan, DType dtype,
+void launch(Communicator& comm, std::string_view op, Plan plan, DType dtype,
             std::string_view reduce_op, void* stream) {
   const ElemType type = elem_type(dtype, op);
   const ReduceKind kind = reduce_kind(reduce_op, op);
   if (plan.rows == 0 || plan.n == 0) return;
   const CallWorkspace w =
       call_workspace(comm, op, {op, &dtype, reduce_op, uint64_t(plan.rows * plan.n)});
-  const int64_t bytes = plan.rows * plan.n * int64_t(dtype_size(dtype));
+  const int64_t size = int64_t(dtype_size(dtype));
+  const int64_t bytes = plan.rows * plan.n * size;
   SF_CHECK(size_t(bytes) <= w.max_bytes,
            "{}: {} rows of {} exceed the communicator's max_bytes {} (group '{}')", op, plan.rows,
            plan.n, w.max_bytes, comm.group()->name());
-  Launch l;
-  l.threads = plan.n >= 512 ? 512 : int((plan.n + 31) / 32 * 32);
-  l.blocks = int(std::min<int64_t>(plan.rows, std::min(w.sms, kMaxBlocks)));
+  const int world = w.view.world;
+  const bool two_shot = kernels::cuda_all_reduce_algorithm(bytes, world, true, true) ==
+                        kernels::AllReduceAlgorithm::two_shot;
+  // Note [fused all-reduce rms_norm on GPUs]: the shape from the sizes only.
+  const int64_t k16 = 16 / size;
+  const int64_t units = plan.n % k16 == 0 ? plan.n / k16 : plan.n;
+  const int64_t want = (units + kRowCache - 1) / kRowCache;
+  plan.tpr = want >= 1024 ? 1024 : int((want + 31) / 32 * 32);
+  const int groups = std::max(1, std::min(8, 1024 / plan.tpr));
+  const int64_t rows = two_shot ? (plan.rows + world - 1) / world : plan.rows;
+  const int blocks = int(std::min<int64_t>((rows + groups - 1) / groups, std::min(w.sms, kMaxBlocks)));
+  const bool vec = plan.n % k16 == 0 &&
+                   aligned16(plan.in) && aligned16(plan.residual) && aligned16(plan.weight) &&
+                   aligned16(plan.out) && aligned16(plan.residual_out);
+  const auto s = static_cast<cudaStream_t>(stream);
   by_type_and_op(type, kind, [&](auto t, auto o) {
-    allreduce_rmsnorm_kernel<decltype(t), decltype(o)::value>
-        <<<l.blocks, l.threads, 0, static_cast<cudaStream_t>(stream)>>>(w.view, plan);
+    using T = decltype(t);
+    constexpr ReduceKind Op = decltype(o)::value;
+    if (vec) {
+      Kernels<T, 16 / sizeof(T)>::template launch<Op>(two_shot, dim3(blocks),
+                                                      dim3(groups * plan.tpr), s, w.view, plan);
+    } else {
+      Kernels<T, 1>::template launch<Op>(two_shot, dim3(blocks), dim3(groups * plan.tpr), s,
+                                         w.view, plan);
+    }
   });
   SF_CUDA_CHECK(cudaGetLastError());
 }
@@ -165,8 +359,9 @@ SYMMFLOW_LIBRARY_IMPL(symm_mem, cuda, m) {
 
 int preload() {
   every_type_and_op([](auto t, auto o) {
-    cudaFuncAttributes a;
-    cudaFuncGetAttributes(&a, allreduce_rmsnorm_kernel<decltype(t), decltype(o)::value>);
+    using T = decltype(t);
+    Kernels<T, 1>::template preload<decltype(o)::value>();
+    Kernels<T, 16 / sizeof(T)>::template preload<decltype(o)::value>();
   });
   return int(cudaGetLastError());
 }
