@@ -61,7 +61,8 @@ build() {
 verify() {
   local tests=("$@")
   if [[ ${#tests[@]} -eq 0 ]]; then
-    mapfile -t tests < <(cd build/device/tests/cuda && ls test_cuda_* | grep -v mpi)
+    mapfile -t tests < <(cd build/device/tests/cuda &&
+      find . -maxdepth 1 -type f -executable -name 'test_cuda*' ! -name '*mpi*' -printf '%f\n' | sort)
   fi
   for t in "${tests[@]}"; do
     SYMMFLOW_REQUIRE_CUDNN=1 timeout 300 build/device/tests/cuda/$t >"$OUT/$t.log" 2>&1

@@ -12,7 +12,7 @@ collective's input was produced in symmetric memory, and each pass's planned pea
 PyTorch's own (the plan's pools on the CPU). One `RESULT {json}` line per case, also appended to
 $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl. SYMMFLOW_TEST_DEVICE=cuda trains on the rank's GPU (and
 records torch.cuda.max_memory_allocated of each run); SYMMFLOW_TRAIN_INDUCTOR=1 also trains a
-copy compiled by torch.compile's default backend, timed the same way (tools/device/training.sh).
+copy compiled by torch.compile's default backend, timed the same way (`bash tools/device/sf.sh train`).
 A bf16 run not within tolerance of eager is measured against the same weights trained in f32
 (Note [bf16 against the f32 model]); SYMMFLOW_TRAIN_VS_F32=1 measures it so always.
 """

@@ -237,9 +237,20 @@ __global__ void __launch_bounds__(1024) two_shot_norm_kernel(WorkspaceView v, Pl
     P* sums[kMaxRanks];
     for (int k = 0; k < v.world; ++k) sums[k] = staged<P>(v, peer_at(me, k, v.world), parity, me);
     const Rows mine = chunk_rows(me);
-    for (int64_t i = mine.lo * units + threadIdx.x; i < mine.hi * units; i += blockDim.x) {
-      const P r = reduce_units<T, K, Op>(srcs, v.world, i, float(v.world));
-      for (int k = 0; k < v.world; ++k) sums[k][i] = r;
+    const int64_t end = mine.hi * units;
+    for (int64_t i = mine.lo * units + threadIdx.x; i < end; i += 4 * int64_t(blockDim.x)) {
+      P r[4];  // four units' loads in flight before the stores
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = i + u * int64_t(blockDim.x);
+        if (j < end) r[u] = reduce_units<T, K, Op>(srcs, v.world, j, float(v.world));
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = i + u * int64_t(blockDim.x);
+        if (j >= end) continue;
+        for (int k = 0; k < v.world; ++k) sums[k][j] = r[u];
+      }
     }
     signal_all(v, 1, tag, me);
     // 3. Every chunk's sums are here: normalize this block's rows of each.

@@ -169,6 +169,40 @@ __global__ void elementwise_kernel(const __grid_constant__ ElemArgs a) {
   }
 }
 
+// The same call over fewer dims: dims of size 1 dropped, and a dim merged into the next where
+// every operand (and the output) steps over both as over one (stride[d] = stride[d + 1] *
+// size[d + 1]). The linear output index (arange's) is unchanged; each dim left costs a division
+// per element.
+ElemArgs coalesced(const ElemArgs& a) {
+  ElemArgs c = a;
+  c.ndim = 0;
+  auto strides_ok = [&](int d, int e) {  // dim d of a merges into dim e of c
+    auto fits = [&](const int64_t* from, const int64_t* to) {
+      return to[e] == from[d] * a.sizes[d];
+    };
+    if (!fits(a.out_strides, c.out_strides)) return false;
+    for (int n = 0; n < kElemMaxInputs; ++n) {
+      if (a.in[n].data && !fits(a.in[n].strides, c.in[n].strides)) return false;
+    }
+    return true;
+  };
+  for (int d = 0; d < a.ndim; ++d) {
+    if (a.sizes[d] == 1) continue;
+    const int e = c.ndim - 1;
+    if (e >= 0 && strides_ok(d, e)) {  // merge: dim e (outer) absorbs dim d (inner)
+      c.sizes[e] *= a.sizes[d];
+      c.out_strides[e] = a.out_strides[d];
+      for (int n = 0; n < kElemMaxInputs; ++n) c.in[n].strides[e] = a.in[n].strides[d];
+      continue;
+    }
+    c.sizes[c.ndim] = a.sizes[d];
+    c.out_strides[c.ndim] = a.out_strides[d];
+    for (int n = 0; n < kElemMaxInputs; ++n) c.in[n].strides[c.ndim] = a.in[n].strides[d];
+    ++c.ndim;
+  }
+  return c;
+}
+
 // Whether every index and offset of the call (the output's and each operand's) fits int32_t.
 bool index_fits_32(const ElemArgs& a) {
   constexpr int64_t kMax = int64_t(1) << 31;
@@ -331,8 +365,9 @@ const bool kPreloaded = register_kernel_preload(&preload_elementwise_kernels);
 
 }  // namespace
 
-int launch_elementwise(ElemOp op, const ElemArgs& a, void* stream) {
-  if (a.numel == 0) return 0;
+int launch_elementwise(ElemOp op, const ElemArgs& args, void* stream) {
+  if (args.numel == 0) return 0;
+  const ElemArgs a = coalesced(args);
   auto s = static_cast<cudaStream_t>(stream);
   switch (op) {
     case ElemOp::eq: launch_op<ElemOp::eq>(a, s); break;
