@@ -203,6 +203,11 @@ void bind_ranks(nb::module_& m) {
       .def("has_group", [](const api::Rank& r, const std::string& name) {
         return r.runtime().has_group(name);
       }, nb::arg("name"))
+      .def("group_poisoned", [](const api::Rank& r, const std::string& name) {
+        return r.runtime().has_group(name) && r.runtime().group(name)->poisoned();
+      }, nb::arg("name"),
+           "Whether a collective of group `name` failed (Note [poisoned groups]): every later call "
+           "of it raises; a new group of the same ranks goes on.")
       .def("abort",
            [](api::Rank& r, const std::string& why) {
              nb::gil_scoped_release release;

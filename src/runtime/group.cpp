@@ -3,6 +3,9 @@
 #include "symmflow/runtime/group.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
 #include <functional>
 
 #include <fmt/format.h>
@@ -20,6 +23,18 @@ constexpr int kKinds = 2;
 constexpr uint32_t kSignalBit = 1;
 constexpr uint32_t kParkedBit = 2;
 constexpr int kSignatureShift = 2;
+// Note [poisoned groups]: a member's first error, after its state word: "<code>\n<unix ms>\n<text>".
+constexpr size_t kFailureTextOffset = 64;
+constexpr size_t kFailureTextBytes = 960;
+
+std::string utc_time(int64_t unix_ms) {
+  const std::time_t secs = std::time_t(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d} UTC", buf, int(unix_ms % 1000));
+}
 }  // namespace
 
 Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
@@ -34,7 +49,9 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
   size_t flag_bytes = size_t(kKinds) * size_t(channels_) * ranks_.size() * sizeof(uint32_t);
   // The state word on a cache line of its own (Note [peers that left] in group.hpp).
   state_offset_ = (flag_bytes + 63) / 64 * 64;
-  pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_, state_offset_ + 64, "new_group");
+  pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_,
+                                      state_offset_ + kFailureTextOffset + kFailureTextBytes,
+                                      "new_group");
   name_hash_ = std::hash<std::string>{}(name_);
   staging_half_ = size_t(tunables().one_shot_max_bytes + 63) / 64 * 64;
   staging_ = bootstrap_->allocate_shared(sorted, "staging:" + name_,
@@ -79,8 +96,91 @@ void Group::check_channel(int channel, std::string_view op) const {
            op, channel, name_, channels_ - 1);
 }
 
+char* Group::failure_text(int owner) const {
+  return static_cast<char*>(pads_->peer(member_index(owner))) + state_offset_ + kFailureTextOffset;
+}
+
 void Group::check_alive(std::string_view op) const {
   SF_CHECK(!destroyed(), "{}: group '{}' was destroyed; create it again with new_group", op, name_);
+  // Note [poisoned groups]: this member's own first error, else one a member published.
+  if (std::optional<FirstError> f = first_error()) raise_poisoned(op, *f);
+  // The world poisoned (a rank failed or aborted): said as a wait would say it.
+  if (std::optional<RankFailure> w = bootstrap_->failure()) {
+    if (w->rank == bootstrap_->rank()) {
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} failed earlier ({}), so the world is poisoned and it waits for no "
+                  "peer in group '{}'",
+                  op, w->rank, w->what, name_);
+    }
+    throw_error(ErrorCode::PeerFailure,
+                "{}: rank {} failed ({}) before rank {} called; the world is poisoned, so no "
+                "call of group '{}' runs",
+                op, w->rank, w->what, bootstrap_->rank(), name_);
+  }
+}
+
+// The first error recorded here, else the first one a member published (then recorded and
+// published here too, so a member that waits only for this one learns it as well).
+std::optional<Group::FirstError> Group::first_error() const {
+  {
+    std::lock_guard lock(poison_mutex_);
+    if (first_error_) return first_error_;
+  }
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_ || state(r)->load(std::memory_order_acquire) != kLeftFailed) continue;
+    const char* text = failure_text(r);
+    const std::string all(text, strnlen(text, kFailureTextBytes - 1));
+    // "<code>\n<unix ms>\n<global rank>\n<text>"
+    size_t at[3], from = 0;
+    bool ok = true;
+    for (size_t& a : at) {
+      a = all.find('\n', from);
+      ok = ok && a != std::string::npos;
+      from = ok ? a + 1 : all.size();
+    }
+    FirstError f{ErrorCode::PeerFailure, global_rank(r), 0, all};
+    if (ok) {
+      const int code = std::atoi(all.substr(0, at[0]).c_str());
+      if (code >= 0 && code <= int(ErrorCode::Internal)) f.code = ErrorCode(code);
+      f.unix_ms = std::atoll(all.substr(at[0] + 1, at[1] - at[0] - 1).c_str());
+      f.rank = std::atoi(all.substr(at[1] + 1, at[2] - at[1] - 1).c_str());
+      f.what = all.substr(at[2] + 1);
+    }
+    record(f);
+    std::lock_guard lock(poison_mutex_);
+    return first_error_;
+  }
+  return std::nullopt;
+}
+
+void Group::poison(const Error& e) const {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  record(FirstError{e.code(), bootstrap_->rank(), now, e.what()});
+}
+
+void Group::record(const FirstError& f) const {
+  std::lock_guard lock(poison_mutex_);
+  if (first_error_) return;
+  first_error_ = f;
+  // Published once: the text first, then the state word with release order (readers acquire it).
+  if (state(rank_)->load(std::memory_order_relaxed) != 0) return;
+  const std::string text = fmt::format("{}\n{}\n{}\n{}", int(f.code), f.unix_ms, f.rank, f.what);
+  const size_t n = std::min(text.size(), kFailureTextBytes - 1);
+  std::memcpy(failure_text(rank_), text.data(), n);
+  failure_text(rank_)[n] = '\0';
+  uint32_t zero = 0;
+  state(rank_)->compare_exchange_strong(zero, kLeftFailed, std::memory_order_release);
+}
+
+void Group::raise_poisoned(std::string_view op, const FirstError& f) const {
+  throw Error(f.code,
+              fmt::format("{}: group '{}' is poisoned: a collective failed on rank {}{} ({}); no "
+                          "later call of the group runs (Note [poisoned groups]): destroy it and "
+                          "create a new group to go on",
+                          op, name_, f.rank, f.unix_ms ? " at " + utc_time(f.unix_ms) : "",
+                          f.what));
 }
 
 // Note [signal protocol] in group.hpp: bit 1 is the signal, bit 2 says the other side parked,
@@ -89,6 +189,18 @@ uint32_t Group::transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t t
                            std::memory_order order, int peer, std::string_view op) {
   uint32_t v = expect;
   if (f->compare_exchange_strong(v, to, order, std::memory_order_relaxed)) return expect;
+  try {
+    return wait_transition(f, expect, to, order, peer, op);
+  } catch (const Error& e) {
+    // Note [poisoned groups]: a member's published error is the group's first, else this one.
+    if (!first_error()) poison(e);
+    throw;
+  }
+}
+
+uint32_t Group::wait_transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t to,
+                                std::memory_order order, int peer, std::string_view op) {
+  uint32_t v = f->load(std::memory_order_relaxed);
   const uint32_t from = expect & kSignalBit;
   Waiter w(bootstrap_, {op, name_, bootstrap_->rank(), global_rank(peer)});
   w.watch_peer_state(state(peer));
@@ -149,7 +261,14 @@ void Group::signed_barrier(int channel, std::string_view op, uint32_t signature,
   bool agree = true;
   for (int i = 1; i < n; ++i)
     agree &= consume(SignalKind::barrier, (rank_ + n - i) % n, channel, op, signature) == signature;
-  if (!agree) disagree(op, call);
+  if (!agree) {
+    try {
+      disagree(op, call);
+    } catch (const Error& e) {
+      poison(e);  // Note [poisoned groups]
+      throw;
+    }
+  }
 }
 
 void Group::put_signal(int peer, int channel, std::string_view op) {

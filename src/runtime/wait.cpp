@@ -88,8 +88,9 @@ void Waiter::fail() {
   if (peer_left_ != 0) {
     throw_error(ErrorCode::PeerFailure, "{}: rank {} has {} while rank {} waited for it{}",
                 site_.op, site_.peer,
-                peer_left_ == Group::kLeftDestroyed
-                    ? std::string("destroyed the group")
+                peer_left_ == Group::kLeftDestroyed ? std::string("destroyed the group")
+                : peer_left_ == Group::kLeftFailed
+                    ? std::string("poisoned the group (a collective of it failed there)")
                     : std::string("finished (it left the world cleanly)"),
                 site_.rank, where);
   }

@@ -178,27 +178,49 @@ TEST(CollectiveAgreement, APlainBarrierMeetingACollectiveFailsOnBothSides) {
 }
 
 // At 8 ranks one odd rank is named among the others, nothing is reduced, and the group works on.
-TEST(CollectiveAgreement, EightRanksOneDiffersAndTheGroupStaysUsable) {
+// Note [poisoned groups]: after a disagreement the group is unusable on every rank (the one that
+// differed and the seven that did not): each of 100 later calls raises before anything moves,
+// naming the first error, its rank and time; a new group of the same ranks then gives the right
+// sums. The input is untouched throughout.
+TEST(CollectiveAgreement, EightRanksOneDiffersAndTheGroupIsPoisoned) {
   ScopedTunables fast(oversubscribed_tunables());
   auto errors = errors_of(8, [](Runtime& rt) {
     Tensor x = empty_symmetric({6}, DType::i32, "world");
     for (int i = 0; i < 6; ++i) x.data<int32_t>()[i] = rt.rank() + 1;
+    const std::string first =
+        "symmflow::all_reduce: the ranks of group 'world' disagree on reduce op (collective "
+        "agreement; no data was exchanged):\n"
+        "  reduce op: sum on ranks 0, 1, 2, 3, 4, 6, 7; min on rank 5";
     try {
       all_reduce(x, rt.rank() == 5 ? "min" : "sum", "world");
       fail("no error");
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::InvalidUsage ||
-          std::string(e.what()) !=
-              "symmflow::all_reduce: the ranks of group 'world' disagree on reduce op (collective "
-              "agreement; no data was exchanged):\n"
-              "  reduce op: sum on ranks 0, 1, 2, 3, 4, 6, 7; min on rank 5")
-        throw;
+      if (e.code() != ErrorCode::InvalidUsage || std::string(e.what()) != first) throw;
+    }
+    for (int call = 0; call < 100; ++call) {
+      try {
+        all_reduce(x, "sum", "world");
+        fail(fmt::format("call {} after the disagreement returned", call));
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        // The first error is this rank's own (every rank saw the disagreement).
+        const std::string head = fmt::format(
+            "symmflow::all_reduce: group 'world' is poisoned: a collective failed on rank {} at ",
+            rt.rank());
+        if (e.code() != ErrorCode::InvalidUsage || m.rfind(head, 0) != 0 ||
+            m.find(" UTC (" + first + "); no later call of the group runs") == std::string::npos)
+          throw;
+      }
     }
     for (int i = 0; i < 6; ++i)
       if (x.data<int32_t>()[i] != rt.rank() + 1) fail("the input changed");
-    all_reduce(x, "sum", "world");
+    // Recovery: a new group of the same ranks.
+    rt.new_group("again", {0, 1, 2, 3, 4, 5, 6, 7});
+    Tensor y = empty_symmetric({6}, DType::i32, "again");
+    for (int i = 0; i < 6; ++i) y.data<int32_t>()[i] = rt.rank() + 1;
+    all_reduce(y, "sum", "again");
     for (int i = 0; i < 6; ++i)
-      if (x.data<int32_t>()[i] != 36) fail(fmt::format("sum {}", x.data<int32_t>()[i]));
+      if (y.data<int32_t>()[i] != 36) fail(fmt::format("sum {}", y.data<int32_t>()[i]));
   });
   expect_all(errors, "<no error>");
 }

@@ -328,12 +328,15 @@ TEST(Runtime, RankThatThrowsFailsPeersFast) {
   EXPECT_EQ(message_of(errors[2]), "boom");
   for (int r : {0, 1, 3}) {
     EXPECT_EQ(code_of(errors[size_t(r)]), ErrorCode::PeerFailure);
-    EXPECT_EQ(message_of(errors[size_t(r)])
-                  .rfind("symm_mem::one_shot_all_reduce: rank 2 failed (boom) while rank " +
-                             std::to_string(r) + " waited",
-                         0),
-              0u)
-        << message_of(errors[size_t(r)]);
+    // While it waited, or at the call when rank 2 failed first (Note [poisoned groups]).
+    const std::string m = message_of(errors[size_t(r)]);
+    const std::string rank = std::to_string(r);
+    EXPECT_TRUE(m.rfind("symm_mem::one_shot_all_reduce: rank 2 failed (boom) while rank " + rank +
+                            " waited",
+                        0) == 0 ||
+                m == "symm_mem::one_shot_all_reduce: rank 2 failed (boom) before rank " + rank +
+                         " called; the world is poisoned, so no call of group 'world' runs")
+        << m;
   }
   try {
     run_threads(

@@ -21,21 +21,37 @@
 //
 // Note [peers that left]: each member's pad ends with a state word that only its owner writes:
 // 0 while it runs, kLeftFinished once its Runtime was torn down without an exception in flight,
-// kLeftDestroyed once it destroyed the group. A wait for a peer whose state is not 0 ends at
+// kLeftDestroyed once it destroyed the group, kLeftFailed once a collective of the group failed
+// on it (Note [poisoned groups]). A wait for a peer whose state is not 0 ends at
 // once with PeerFailure ("rank 3 has finished ...") instead of waiting out the timeout; what that
 // peer did before it left (a flag it raised) is still seen, since the state is stored with release
 // order after everything else the peer did in the group, and read with acquire order before the
 // last poll. The pads' memory outlives the peer (every transport frees it with the last mapping).
+//
+// Note [poisoned groups]: an error inside a collective of a group (a wait that timed out or found
+// a peer failed, a disagreement of the ranks' calls) is final for the group on every member: the
+// member it happened on records it (the first error stays) and publishes it in its pad, the text
+// beside the state word (kLeftFailed), so a peer's next call on the group, or its wait, raises at
+// once naming that first error, its rank and time, and records it too. Every later call on the
+// group raises before anything moves (check_alive), as does every call once the world is
+// poisoned (Bootstrap::failure, e.g. an abort). A collective that fails on one rank leaves the
+// state of the others' (staging halves, signal flags) out of step; going on would return wrong
+// values with no error (seen: five of five all-reduces after a caught disagreement). Recovery is
+// explicit: destroy the group and create a new one (fresh pads and staging, a fresh
+// rendezvous); a poisoned world group is left by making a new group of the same ranks.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "symmflow/core/dtype.hpp"
+#include "symmflow/core/error.hpp"
 #include "symmflow/runtime/bootstrap.hpp"
 
 namespace symmflow {
@@ -104,10 +120,14 @@ class Group {
   // bit). One compare-exchange when the flag holds exactly `expect`.
   uint32_t transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t to,
                       std::memory_order order, int peer, std::string_view op);
+  // transition's wait, once the first compare-exchange failed.
+  uint32_t wait_transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t to,
+                           std::memory_order order, int peer, std::string_view op);
 
   // Values of a member's state word (Note [peers that left]).
   static constexpr uint32_t kLeftFinished = 1;
   static constexpr uint32_t kLeftDestroyed = 2;
+  static constexpr uint32_t kLeftFailed = 3;  // Note [poisoned groups]
   // Publishes that this rank left the group (`why`: kLeftFinished or kLeftDestroyed).
   void mark_left(uint32_t why);
 
@@ -125,11 +145,29 @@ class Group {
   // After destroy, every operation on this group raises InvalidUsage "group 'x' was destroyed".
   void mark_destroyed() { destroyed_.store(true); }
   bool destroyed() const { return destroyed_.load(); }
+  // Raises when the group was destroyed, is poisoned (here or on a member: Note [poisoned
+  // groups]) or the world is poisoned; `op` names the caller.
   void check_alive(std::string_view op) const;
+  // Records `e`, an error of a collective of this group on this rank, as the group's first error
+  // (a later one is dropped) and publishes it to the members (Note [poisoned groups]).
+  void poison(const Error& e) const;
+  // Whether it is poisoned here or a member published that it is (Note [poisoned groups]).
+  bool poisoned() const { return first_error().has_value(); }
 
  private:
   std::atomic<uint32_t>* flag(int owner, SignalKind kind, int channel, int from) const;
   std::atomic<uint32_t>* state(int owner) const;  // Note [peers that left]
+  char* failure_text(int owner) const;            // Note [poisoned groups]
+  // The first error published by a member (or recorded here), with its rank and time.
+  struct FirstError {
+    ErrorCode code;
+    int rank;         // global
+    int64_t unix_ms;  // when it happened (0: not known)
+    std::string what;
+  };
+  std::optional<FirstError> first_error() const;
+  void record(const FirstError& f) const;  // the first one stays; published in this pad
+  [[noreturn]] void raise_poisoned(std::string_view op, const FirstError& f) const;
   void check_channel(int channel, std::string_view op) const;
   void signed_barrier(int channel, std::string_view op, uint32_t signature,
                       const CollectiveCall* call);
@@ -151,6 +189,8 @@ class Group {
   size_t staging_half_ = 0;
   uint64_t staging_calls_ = 0;
   std::atomic<bool> destroyed_{false};
+  mutable std::mutex poison_mutex_;
+  mutable std::optional<FirstError> first_error_;  // under poison_mutex_
 };
 
 }  // namespace symmflow

@@ -137,10 +137,25 @@ def local_group(c10d_name: str) -> GroupInfo:
             return _local_groups[c10d_name]
     pg = c10d._resolve_process_group(c10d_name)
     mine = tuple(int(r) for r in dist.get_process_group_ranks(pg))
-    info = GroupInfo(name=group_name((mine,)), subgroups=(mine,), c10d_name=c10d_name)
+    info = GroupInfo(name=_unpoisoned(group_name((mine,))), subgroups=(mine,),
+                     c10d_name=c10d_name)
     with _lock:
         _local_groups[c10d_name] = info
     return info
+
+
+def _unpoisoned(name: str) -> str:
+    """`name`, or the first of name~1, name~2, ... whose runtime group is not poisoned: a c10d
+    group made after a collective of its members' group failed (Note [poisoned groups]: the
+    documented recovery is a new group of the same ranks) gets symmflow memory and pads of its
+    own. Every member finds the same name: the failure is published to every member before the
+    call that raised returns."""
+    r = current_rank()
+    candidate, n = name, 0
+    while r.group_poisoned(candidate):
+        n += 1
+        candidate = f"{name}~{n}"
+    return candidate
 
 
 def device_of(tensors) -> str:

@@ -6,7 +6,9 @@ Each case prints one `RESULT {...}` line per rank (and appends it to
 $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl, as worker.py does):
 - "disagree": eager torch.ops.symmflow.one_shot_all_reduce with rank 1 passing "max" where the
   others pass "sum", then int32 where the others pass float32 (the same bytes): every rank raises,
-  naming the field and each rank's value; a correct call afterwards gives the right sum.
+  naming the field and each rank's value; the group is then poisoned (Note [poisoned groups]):
+  the next call raises naming that first error, and a new group of the same ranks gives the
+  right sum.
 - "subgroup": new_group([0, 1]) in a world of 4 that joined symmflow; ranks 0 and 1 all-reduce on
   it eagerly while ranks 2 and 3 stay idle until gloo tells them the pair is done: no wait for the
   idle ranks.
@@ -54,18 +56,27 @@ def run_disagree(rank: int, world: int) -> dict:
     x.fill_(rank + 1)
     reduce_op = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(
         x, "max" if rank == 1 else "sum", group))
-    y = sft.empty((4,), dtype=torch.int32 if rank == 1 else torch.float32)
-    dtype = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(y, "sum", group))
-    total = torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
+    after = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(x, "sum", group))
+    # Recovery: a new group of the same ranks, its own symmetric memory.
+    fresh = dist.new_group(list(range(world)))
+    y = sft.empty((4,), dtype=torch.int32 if rank == 1 else torch.float32, group=fresh)
+    dtype = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(
+        y, "sum", fresh.group_name))
+    again = dist.new_group(list(range(world)))
+    z = sft.empty((4,), dtype=torch.float32, group=again)
+    z.fill_(rank + 1)
+    total = torch.ops.symmflow.one_shot_all_reduce(z, "sum", again.group_name)
     others = [str(r) for r in range(world) if r != 1]
     others = ("rank " if len(others) == 1 else "ranks ") + ", ".join(others)
     want_op = f"reduce op: sum on {others}; max on rank 1"
     want_dtype = f"dtype: f32 on {others}; i32 on rank 1"
     ok = (want_op in reduce_op and want_dtype in dtype and "InvalidUsage" in reduce_op
           and "symm_mem::one_shot_all_reduce: the ranks of group" in reduce_op
+          and f"is poisoned: a collective failed on rank {rank} at " in after
+          and want_op in after
           and total.tolist() == [world * (world + 1) / 2] * 4)
     return {"case": "disagree", "rank": rank, "ok": ok, "reduce_op": reduce_op[:600],
-            "dtype": dtype[:600], "total": total.tolist()}
+            "after": after[:600], "dtype": dtype[:600], "total": total.tolist()}
 
 
 def run_subgroup(rank: int, world: int) -> dict:
