@@ -77,14 +77,31 @@ TEST(MpiAgreement, DtypesAndReduceOpsThatDifferAreNamedOnEveryRank) {
   EXPECT_EQ(error_of([&] { call("symm_mem::one_shot_all_reduce", {x, "sum", g}); }),
             head + "dtype (collective agreement; no data was exchanged):\n  dtype: f32 on " +
                 others + "; i32 on rank 1");
+  // Note [poisoned groups]: the group is unusable after it; the next call names the first error.
   Tensor y = symmetric_tensor(heap, 0, {4}, DType::f32);
-  for (int i = 0; i < 4; ++i) y.data<float>()[i] = float(r.rank() + 1);
+  const std::string after = error_of([&] { call("symm_mem::one_shot_all_reduce", {y, "sum", g}); });
+  EXPECT_EQ(after.rfind("symm_mem::one_shot_all_reduce: group '" + g + "' is poisoned: a "
+                        "collective failed on rank " + std::to_string(r.rank()) + " at ", 0),
+            0u)
+      << after;
+  EXPECT_NE(after.find("dtype: f32 on " + others + "; i32 on rank 1"), std::string::npos) << after;
+  // A new group of the same ranks goes on: its own disagreement, then (another) a right sum.
+  const std::string g2 = fresh_group("agree_");
+  auto heap2 = SymmetricHeap::allocate(r.group(g2), 64);
+  Tensor y2 = symmetric_tensor(heap2, 0, {4}, DType::f32);
+  for (int i = 0; i < 4; ++i) y2.data<float>()[i] = float(r.rank() + 1);
+  const std::string head2 = "symm_mem::one_shot_all_reduce: the ranks of group '" + g2 +
+                            "' disagree on ";
   EXPECT_EQ(error_of([&] {
-              call("symm_mem::one_shot_all_reduce", {y, r.rank() == 1 ? "max" : "sum", g});
+              call("symm_mem::one_shot_all_reduce", {y2, r.rank() == 1 ? "max" : "sum", g2});
             }),
-            head + "reduce op (collective agreement; no data was exchanged):\n  reduce op: sum "
-                   "on " + others + "; max on rank 1");
-  Tensor z = call("symm_mem::one_shot_all_reduce", {y, "sum", g}).to_tensor();
+            head2 + "reduce op (collective agreement; no data was exchanged):\n  reduce op: sum "
+                    "on " + others + "; max on rank 1");
+  const std::string g3 = fresh_group("agree_");
+  auto heap3 = SymmetricHeap::allocate(r.group(g3), 64);
+  Tensor y3 = symmetric_tensor(heap3, 0, {4}, DType::f32);
+  for (int i = 0; i < 4; ++i) y3.data<float>()[i] = float(r.rank() + 1);
+  Tensor z = call("symm_mem::one_shot_all_reduce", {y3, "sum", g3}).to_tensor();
   const float want = float(r.world_size() * (r.world_size() + 1) / 2);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(z.data<float>()[i], want);
 }
