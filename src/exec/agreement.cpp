@@ -79,44 +79,6 @@ bool all_equal(const std::vector<std::string>& v) {
   return std::all_of(v.begin(), v.end(), [&](const std::string& s) { return s == v[0]; });
 }
 
-// The plan's structure as its peers see it: every step's kind and op in order, and of the steps
-// that communicate (those with a group) the group, operands (values, literals), results,
-// written operands and algorithms; every value's name and type; every buffer of a symmetric pool
-// with its place (peers read and write at those offsets). Int literals are left out: SPMD
-// programs may name a peer by a literal that differs per rank (the e2e generator's programs do),
-// which is the same program. So is what the local steps read and the regular pools' layout:
-// DTensor's sequence-parallel backward takes this rank's piece of a split (a different value per
-// rank) and compares token ids with this rank's vocabulary range (int literals), a per-rank
-// computation between the same collectives on the same symmetric buffers.
-uint64_t plan_hash(const passes::Plan& plan) {
-  std::string text;
-  for (const passes::PlanStep& s : plan.steps) {
-    const OpDef* op = s.op.called();
-    text += fmt::format("{} {} {} {} {} |", int(s.kind), op ? op->name() : "", s.group,
-                        s.group_size, int(s.copy));
-    if (s.group.empty()) {
-      text += "\n";
-      continue;
-    }
-    using Kind = passes::Operand::Kind;
-    for (const passes::Operand& o : s.args) {
-      if (o.kind == Kind::value) text += fmt::format(" v{}", o.value);
-      if (o.kind == Kind::value_list) text += fmt::format(" [{}]", fmt::join(o.values, " "));
-      if (o.kind == Kind::rank_relative) text += fmt::format(" r{}", o.rank_offset);
-      if (o.kind == Kind::literal)
-        text += o.literal.is_int() ? std::string(" int") : " " + o.literal.str();
-    }
-    text += fmt::format(" -> {} w {} a {} {} {}\n", fmt::join(s.results, " "),
-                        fmt::join(s.written, " "), fmt::join(s.result_aliases, " "),
-                        s.algorithm.cpu, s.algorithm.cuda);
-  }
-  for (const passes::PlanValue& v : plan.values) text += fmt::format("{} {}\n", v.name, v.type.str());
-  for (const passes::BufferPlan& b : plan.buffers) {
-    if (b.pool < 0 || plan.pools[size_t(b.pool)].layout.pool != ir::Pool::symm) continue;
-    text += fmt::format("{} {} {} {} {}\n", b.name, b.pool, b.offset, b.bytes, b.intermediate);
-  }
-  return fnv1a(text);
-}
 
 // The fields of a plan summary, in the order the message names differences.
 enum Field : size_t { kProgram, kWorld, kGroups, kInputs, kSteps, kPools, kHash, kFields };
@@ -160,6 +122,45 @@ const std::string& placement_of(const std::vector<std::string>& placements, size
 }
 
 }  // namespace
+
+// The plan's structure as its peers see it: every step's kind and op in order, and of the steps
+// that communicate (those with a group) the group, operands (values, literals), results,
+// written operands and algorithms; every value's name and type; every buffer of a symmetric pool
+// with its place (peers read and write at those offsets). Int literals are left out: SPMD
+// programs may name a peer by a literal that differs per rank (the e2e generator's programs do),
+// which is the same program. So is what the local steps read and the regular pools' layout:
+// DTensor's sequence-parallel backward takes this rank's piece of a split (a different value per
+// rank) and compares token ids with this rank's vocabulary range (int literals), a per-rank
+// computation between the same collectives on the same symmetric buffers.
+uint64_t plan_hash(const passes::Plan& plan) {
+  std::string text;
+  for (const passes::PlanStep& s : plan.steps) {
+    const OpDef* op = s.op.called();
+    text += fmt::format("{} {} {} {} {} |", int(s.kind), op ? op->name() : "", s.group,
+                        s.group_size, int(s.copy));
+    if (s.group.empty()) {
+      text += "\n";
+      continue;
+    }
+    using Kind = passes::Operand::Kind;
+    for (const passes::Operand& o : s.args) {
+      if (o.kind == Kind::value) text += fmt::format(" v{}", o.value);
+      if (o.kind == Kind::value_list) text += fmt::format(" [{}]", fmt::join(o.values, " "));
+      if (o.kind == Kind::rank_relative) text += fmt::format(" r{}", o.rank_offset);
+      if (o.kind == Kind::literal)
+        text += o.literal.is_int() ? std::string(" int") : " " + o.literal.str();
+    }
+    text += fmt::format(" -> {} w {} a {} {} {}\n", fmt::join(s.results, " "),
+                        fmt::join(s.written, " "), fmt::join(s.result_aliases, " "),
+                        s.algorithm.cpu, s.algorithm.cuda);
+  }
+  for (const passes::PlanValue& v : plan.values) text += fmt::format("{} {}\n", v.name, v.type.str());
+  for (const passes::BufferPlan& b : plan.buffers) {
+    if (b.pool < 0 || plan.pools[size_t(b.pool)].layout.pool != ir::Pool::symm) continue;
+    text += fmt::format("{} {} {} {} {}\n", b.name, b.pool, b.offset, b.bytes, b.intermediate);
+  }
+  return fnv1a(text);
+}
 
 bool plan_communicates(const passes::Plan& plan) {
   for (const passes::PoolPlan& p : plan.pools)

@@ -21,6 +21,10 @@
 
 namespace symmflow::exec::detail {
 
+// A 64-bit hash of the plan's structure as the peers see it (Note [rank agreement]); also the
+// program of Note [program steps in agreement] (src/runtime/agreement.cpp).
+uint64_t plan_hash(const passes::Plan& plan);
+
 class RankAgreement {
  public:
   // `bootstrap`: the world's; the members are every rank of it.

@@ -74,6 +74,8 @@ Executable::Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions opt
 // The calling rank's runtime (required when the plan communicates).
 void Executable::bind_runtime() {
   communicates_ = detail::plan_communicates(*plan_);
+  // Note [program steps in agreement] (src/runtime/agreement.cpp): never 0 (an eager call's).
+  if (communicates_) program_ = std::max<uint64_t>(detail::plan_hash(*plan_), 1);
   runtime_ = communicates_ ? &Runtime::current() : Runtime::current_or_null();
 }
 
@@ -495,6 +497,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
       skip_copy_[s] = false;
       continue;
     }
+    // Note [program steps in agreement]: the step's collectives say which program and step.
+    ProgramStepScope in_step({program_, int64_t(s), plan_->graph->name()});
     if (!options.on_step) {
       run_step(*steps_[s]);
       continue;

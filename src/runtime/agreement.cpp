@@ -22,6 +22,15 @@
 // check, SYMMFLOW_DEBUG_COLLECTIVES=1 (an all-gather of the call's text before every collective),
 // has no such gap. Point-to-point ops (put_signal, wait_signal, get) are not collectives: their
 // flags carry 0.
+//
+// Note [program steps in agreement]: two compiled programs whose collectives look alike (the same
+// op, dtype and count) called in a different order per rank (c1 then c2 on rank 0, c2 then c1 on
+// rank 1) paired c1's all-reduce with c2's and both returned wrong values without a word. So a
+// collective run by an Executable's step also carries the program (its plan's hash, Note [rank
+// agreement] in src/exec/agreement.cpp) and the step's index, set on the thread around the step
+// (ProgramStepScope); the message names each rank's program and step. An eager call carries
+// program 0: as with NCCL, the order of eager calls is the user's. Two programs of the same
+// structure (equal hashes) are not told apart: their steps are the same collectives.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -75,18 +84,31 @@ uint64_t finalize(uint64_t h) {
 }
 
 // The fields of a call as text, in the order of kFields; a plain barrier has only its op.
-constexpr const char* kFields[] = {"op", "reduce op", "dtype", "element count", "argument"};
+constexpr const char* kFields[] = {"op",       "reduce op", "dtype", "element count",
+                                   "argument", "program step"};
 constexpr size_t kFieldCount = std::size(kFields);
 constexpr char kSep = '\x1f';
 
+std::string program_step_text() {
+  const ProgramStep& p = current_program_step();
+  if (p.program == 0) return "eager";
+  return fmt::format("{} ({:08x}) step {}", p.name, uint32_t(p.program >> 32), p.step);
+}
+
 std::string describe(std::string_view op, const CollectiveCall* call) {
-  if (!call) return fmt::format("a plain barrier ({}){}-{}-{}-{}-", op, kSep, kSep, kSep, kSep);
-  return fmt::format("{}{}{}{}{}{}{}{}{}", call->op, kSep,
+  if (!call) {
+    return fmt::format("a plain barrier ({}){}-{}-{}-{}-{}{}", op, kSep, kSep, kSep, kSep, kSep,
+                       program_step_text());
+  }
+  return fmt::format("{}{}{}{}{}{}{}{}{}{}{}", call->op, kSep,
                      call->reduce_op.empty() ? "-" : call->reduce_op, kSep,
                      dtype_name(call->dtype), kSep, call->count, kSep,
                      call->param_name.empty() ? std::string("-")
-                                              : fmt::format("{}={}", call->param_name, call->param));
+                                              : fmt::format("{}={}", call->param_name, call->param),
+                     kSep, program_step_text());
 }
+
+thread_local ProgramStep t_program_step;
 
 std::vector<std::string> fields_of(const std::string& text) {
   std::vector<std::string> out;
@@ -119,8 +141,17 @@ std::string per_rank(const std::vector<std::string>& values, const Group& g) {
 
 }  // namespace
 
+const ProgramStep& current_program_step() { return t_program_step; }
+
+ProgramStepScope::ProgramStepScope(const ProgramStep& step) : saved_(t_program_step) {
+  t_program_step = step;
+}
+ProgramStepScope::~ProgramStepScope() { t_program_step = saved_; }
+
 uint32_t Group::signature(const CollectiveCall& call) const {
+  const ProgramStep& p = t_program_step;
   uint64_t h = name_hash_ + text_sum(call.op) * 0x94d049bb133111ebull +
+               (p.program + uint64_t(p.step + 1) * kMul) * 0x8ebc6af09c88c6e3ull +
                text_sum(call.reduce_op) * 0xd6e8feb86659fd93ull +
                (uint64_t(call.dtype) | uint64_t(call.count) << 8) * 0xa0761d6478bd642full +
                (text_sum(call.param_name) + uint64_t(call.param)) * 0xe7037ed1a0b428dbull;

@@ -102,9 +102,7 @@ char* Group::failure_text(int owner) const {
 
 void Group::check_alive(std::string_view op) const {
   SF_CHECK(!destroyed(), "{}: group '{}' was destroyed; create it again with new_group", op, name_);
-  // Note [poisoned groups]: this member's own first error, else one a member published.
-  if (std::optional<FirstError> f = first_error()) raise_poisoned(op, *f);
-  // The world poisoned (a rank failed or aborted): said as a wait would say it.
+  // The world poisoned (a rank failed or aborted) first: said as a wait would say it.
   if (std::optional<RankFailure> w = bootstrap_->failure()) {
     if (w->rank == bootstrap_->rank()) {
       throw_error(ErrorCode::PeerFailure,
@@ -117,6 +115,8 @@ void Group::check_alive(std::string_view op) const {
                 "call of group '{}' runs",
                 op, w->rank, w->what, bootstrap_->rank(), name_);
   }
+  // Note [poisoned groups]: then this member's own first error, else one a member published.
+  if (std::optional<FirstError> f = first_error()) raise_poisoned(op, *f);
 }
 
 // The first error recorded here, else the first one a member published (then recorded and

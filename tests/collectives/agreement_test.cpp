@@ -225,6 +225,46 @@ TEST(CollectiveAgreement, EightRanksOneDiffersAndTheGroupIsPoisoned) {
   expect_all(errors, "<no error>");
 }
 
+// Note [program steps in agreement]: two compiled programs whose all-reduces look alike (same
+// op, dtype, count and group), called in a different order per rank, used to pair c1's all-reduce
+// with c2's and return wrong sums on both ranks; now every rank raises naming each rank's program
+// and step.
+TEST(CollectiveAgreement, TwoProgramsCalledInAnotherOrderPerRankAreNamed) {
+  auto program = [](const char* name, const char* local) {
+    return fmt::format(
+        "group tp\ngraph {}(x: f32[8]) {{\n  y = {}\n"
+        "  z = symm_mem::one_shot_all_reduce(y, \"sum\", \"tp\")\n  return z\n}}\n",
+        name, local);
+  };
+  ir::ParseOptions o;
+  o.world_size = 2;
+  auto c1 = passes::compile(ir::parse_graph(program("c1", "aten::mul.Scalar(x, 2.0)"), o));
+  auto c2 = passes::compile(ir::parse_graph(program("c2", "aten::add.Scalar(x, 1.0, 1)"), o));
+  auto errors = errors_of(2, [&](Runtime& rt) {
+    exec::Executable e1(c1), e2(c2);
+    const Tensor x = Tensor::from_vector(std::vector<float>(8, float(rt.rank() + 1)), {8});
+    // The same order first: right sums (2 + 4, and 2 + 3).
+    if (e1.run({x})[0].data<float>()[0] != 6.0f || e2.run({x})[0].data<float>()[0] != 5.0f)
+      fail("wrong sums in the same order");
+    if (rt.rank() == 0) {
+      e1.run({x});
+    } else {
+      e2.run({x});
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string& m = errors[size_t(r)];
+    EXPECT_EQ(m.rfind("symm_mem::one_shot_all_reduce_out: the ranks of group 'tp' disagree on "
+                      "program step (collective agreement; no data was exchanged):\n"
+                      "  program step: c1 (",
+                      0),
+              0u)
+        << m;
+    EXPECT_NE(m.find(") step 1 on rank 0; c2 ("), std::string::npos) << m;
+    EXPECT_NE(m.find(") step 1 on rank 1"), std::string::npos) << m;
+  }
+}
+
 // Compiled plans run the same kernels: a broadcast whose root, an int literal, differs per rank
 // passes the rank agreement (which leaves int literals out of the plan's hash: an SPMD program may
 // name a peer by a literal that differs per rank) and is refused by the collective's.

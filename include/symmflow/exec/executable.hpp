@@ -228,6 +228,7 @@ class Executable {
   RunStats stats_;
   size_t allocations_ = 0;
   bool communicates_ = false;
+  uint64_t program_ = 0;  // Note [program steps in agreement]; 0 when it does not communicate
   std::unique_ptr<detail::RankAgreement> agreement_;  // null when off
 };
 

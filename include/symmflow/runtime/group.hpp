@@ -78,6 +78,26 @@ struct CollectiveCall {
   int64_t param;
 };
 
+// Note [program steps in agreement] (src/runtime/agreement.cpp): the compiled program and step a
+// collective runs for, on this thread; program 0 for an eager call. Set by the executor around
+// each step (ProgramStepScope); part of every collective's signature.
+struct ProgramStep {
+  uint64_t program = 0;   // the plan's hash (exec::detail::plan_hash); 0: not in a program
+  int64_t step = -1;      // index of the plan step
+  std::string_view name;  // the program's name, for messages (lives as long as the plan)
+};
+const ProgramStep& current_program_step();
+class ProgramStepScope {
+ public:
+  explicit ProgramStepScope(const ProgramStep& step);
+  ~ProgramStepScope();
+  ProgramStepScope(const ProgramStepScope&) = delete;
+  ProgramStepScope& operator=(const ProgramStepScope&) = delete;
+
+ private:
+  ProgramStep saved_;
+};
+
 class Group {
  public:
   enum class SignalKind { barrier = 0, signal = 1 };
