@@ -80,7 +80,7 @@ void Rank::barrier(const std::string& what) { runtime_->group("world")->barrier(
 std::vector<std::string> Rank::allgather(const std::string& bytes, const std::string& what) {
   return runtime_->group("world")->allgather(bytes, what);
 }
-void Rank::abort(const std::string& why) { runtime_->bootstrap().poison(why); }
+void Rank::abort(const std::string& why) { runtime_->abort(why); }
 
 void run_threads(int world_size, const std::function<void(Rank&)>& fn) {
   SF_CHECK(world_size >= 1, "--ranks must be at least 1 (got {})", world_size);

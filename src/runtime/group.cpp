@@ -193,7 +193,17 @@ uint32_t Group::transition(std::atomic<uint32_t>* f, uint32_t expect, uint32_t t
     return wait_transition(f, expect, to, order, peer, op);
   } catch (const Error& e) {
     // Note [poisoned groups]: a member's published error is the group's first, else this one.
-    if (!first_error()) poison(e);
+    const std::optional<FirstError> first = first_error();
+    if (!first) {
+      poison(e);
+      throw;
+    }
+    // The awaited peer failed and said why: name its words, not only that it left.
+    if (first->rank == global_rank(peer) && state(peer)->load(std::memory_order_acquire) == kLeftFailed &&
+        e.code() == ErrorCode::PeerFailure && !bootstrap_->failure()) {
+      throw_error(ErrorCode::PeerFailure, "{}: rank {} failed ({}) while rank {} waited for it in "
+                  "group '{}'", op, first->rank, first->what, bootstrap_->rank(), name_);
+    }
     throw;
   }
 }

@@ -38,12 +38,25 @@ Runtime::~Runtime() {
   if (!left_) leave(std::uncaught_exceptions() == 0);
 }
 
+void Runtime::abort(const std::string& why) {
+  if (!aborted_) aborted_ = why;
+  bootstrap_->poison(why);
+}
+
 void Runtime::leave(bool finished) {
   if (left_) return;
   left_ = true;
+  // A rank that aborted (an uncaught Python exception too: its excepthook aborts) did not finish
+  // cleanly: its groups say it failed, with its words (Note [poisoned groups]), so a peer
+  // waiting for it names the failure and not "finished", even before its rate-limited look at
+  // the world's poison. (Its own record: at exit the store may be gone already.)
   for (auto& [name, g] : groups_) {
+    if (aborted_) {
+      g->poison(Error(ErrorCode::PeerFailure, *aborted_));
+    } else if (finished) {
+      g->mark_left(Group::kLeftFinished);
+    }
     g->mark_destroyed();
-    if (finished) g->mark_left(Group::kLeftFinished);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,9 @@ class Runtime {
   // frees the pads' memory before the runtime is destroyed (MPI's windows at MPI_Finalize) calls
   // it first.
   void leave(bool finished = true);
+  // Poisons the world with `why` (Bootstrap::poison) and remembers it: leaving afterwards marks
+  // this rank's groups failed with `why`, not finished (Note [poisoned groups] in group.hpp).
+  void abort(const std::string& why);
 
   // The runtime of the calling rank; throws InvalidUsage when the thread is not a rank.
   static Runtime& current();
@@ -61,6 +65,7 @@ class Runtime {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
   bool left_ = false;
+  std::optional<std::string> aborted_;  // abort()'s words
 };
 
 // Makes `rt` the current runtime of this thread for the scope's lifetime.

@@ -41,6 +41,16 @@ def test_a_peer_that_finished_is_named_at_once():
     assert next(r for r in results if r["rank"] == 0)["seconds"] < 10
 
 
+def test_an_uncaught_exception_is_named_as_a_failure_not_a_finish():
+    """Issue 39 item 9: the peers of a rank that died of an uncaught Python exception read its
+    text (Note [poisoned groups]), at once."""
+    rc, results, out = launch(2, "uncaught", worker=WORKER, env=ENV, timeout=180)
+    mine = [r for r in results if r["rank"] == 0]
+    assert len(mine) == 1, out[-6000:]
+    assert mine[0]["ok"], json.dumps(mine[0], indent=1)
+    assert rc != 0  # rank 1 died of its exception
+
+
 def test_eager_barrier_runs_on_every_rank():
     _results(2, "barrier")
 

@@ -15,6 +15,8 @@ $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl, as worker.py does):
 - "finished": rank 1 leaves after one all-reduce; rank 0's next one raises PeerFailure naming
   rank 1 as finished, at once rather than after SYMMFLOW_TIMEOUT_S.
 - "barrier": torch.ops.symmflow.barrier eagerly on every rank (it has no tensor argument).
+- "uncaught": rank 1 raises an uncaught RuntimeError between two all-reduces; rank 0's second
+  names it ("rank 1 failed (uncaught RuntimeError: ...)"), not "rank 1 has finished".
 SYMMFLOW_TIMEOUT_S is set by the test (20 s); "seconds" is how long the awaited call took.
 """
 from __future__ import annotations
@@ -109,6 +111,23 @@ def run_finished(rank: int, world: int) -> dict:
     return {"case": "finished", "rank": rank, "ok": ok, "message": message[:600], "seconds": took}
 
 
+def run_uncaught(rank: int, world: int) -> dict:
+    """Rank 1 raises an uncaught exception between two all-reduces (its excepthook aborts the
+    world); rank 0, already waiting in the second, must name that failure and its text, never
+    "finished" (issue 39 item 9)."""
+    group = dist.group.WORLD.group_name
+    x = sft.empty((4,), dtype=torch.float32)
+    torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
+    if rank == 1:
+        raise RuntimeError("boom from rank 1")  # uncaught: main() lets it out
+    start = time.monotonic()
+    message = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(x, "sum", group))
+    took = time.monotonic() - start
+    ok = ("rank 1 failed (uncaught RuntimeError: boom from rank 1)" in message
+          and "finished" not in message and took < 10)
+    return {"case": "uncaught", "rank": rank, "ok": ok, "message": message[:600], "seconds": took}
+
+
 def run_barrier(rank: int, world: int) -> dict:
     group = dist.group.WORLD.group_name
     start = time.monotonic()
@@ -119,19 +138,21 @@ def run_barrier(rank: int, world: int) -> dict:
 
 
 CASES = {"disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
-         "barrier": run_barrier}
+         "barrier": run_barrier, "uncaught": run_uncaught}
 
 
 def main() -> int:
     case = sys.argv[1]
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if case == "uncaught" and rank == 1:
+        CASES[case](rank, world)  # raises, uncaught: the interpreter's excepthook sees it
     try:
         result = CASES[case](rank, world)
     except Exception:  # noqa: BLE001 - reported as a failed case
         result = {"case": case, "rank": rank, "ok": False, "error": traceback.format_exc()[-3000:]}
     emit(result)
-    if case != "finished":
+    if case not in ("finished", "uncaught"):
         dist.destroy_process_group()
     return 0 if result["ok"] else 1
 
