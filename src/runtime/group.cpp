@@ -23,7 +23,8 @@ constexpr int kKinds = 2;
 constexpr uint32_t kSignalBit = 1;
 constexpr uint32_t kParkedBit = 2;
 constexpr int kSignatureShift = 2;
-// Note [poisoned groups]: a member's first error, after its state word: "<code>\n<unix ms>\n<text>".
+// Note [poisoned groups]: a member's first error, after its state word:
+// "<code>\n<unix ms>\n<global rank>\n<text>".
 constexpr size_t kFailureTextOffset = 64;
 constexpr size_t kFailureTextBytes = 960;
 
