@@ -60,10 +60,7 @@ __global__ void __launch_bounds__(1024)
   using P = Pack<T, K>;
   wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
   release_kernel_behind();
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const int parity = int(call & 1);
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
   const int64_t per = (units + gridDim.x - 1) / gridDim.x;
   const int64_t lo = int64_t(blockIdx.x) * per;
   const int64_t hi = lo + per < units ? lo + per : units;
@@ -108,10 +105,7 @@ __global__ void __launch_bounds__(1024)
   using P = Pack<T, K>;
   wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
   release_kernel_behind();
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const int parity = int(call & 1);
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
   const int64_t per = (units + gridDim.x - 1) / gridDim.x;
   const int64_t lo = int64_t(blockIdx.x) * per;
   const int64_t hi = lo + per < units ? lo + per : units;
@@ -178,26 +172,14 @@ __global__ void __launch_bounds__(1024)
   finish(v, call);
 }
 
-// Note [two-shot peer order]
-// Every block of every rank used to push to peers 0, 1, 2, ... in turn, so at four ranks the
-// three others all wrote into rank 0 first, then rank 1: one GPU's incoming links saturated while
-// the rest idled. Block b of rank me takes its k-th peer as me + 1 + (k - 1 + b) mod (W - 1):
-// at each turn the ranks write to a permutation of each other, and a rank's blocks spread over
-// all its peers at once. k = 0 is the rank itself (for the result stores of step 2).
-__device__ __forceinline__ int peer_in_turn(int me, int k, int world) {
-  if (k == 0) return me;
-  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
-}
+// peer_in_turn: Note [two-shot peer order] in device_sync.cuh.
 
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) two_shot_kernel(WorkspaceView v, int64_t units) {
   using P = Pack<T, K>;
   wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
   release_kernel_behind();
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const int parity = int(call & 1);
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
   const int me = v.rank;
   const int64_t chunk = (units + v.world - 1) / v.world;
   const int64_t per = (chunk + gridDim.x - 1) / gridDim.x;

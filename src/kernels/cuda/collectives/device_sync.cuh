@@ -31,6 +31,19 @@ __device__ __forceinline__ uint64_t now_ns() {
   return t;
 }
 
+// A call's turn, read once at a kernel's start: the call count, the tag its signals carry
+// (count + 1), the staging half (count parity) and the deadline of its waits.
+struct CallTurn {
+  uint32_t call;
+  uint32_t tag;
+  int parity;
+  uint64_t deadline;
+};
+__device__ __forceinline__ CallTurn begin_call(const WorkspaceView& v) {
+  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
+  return {call, call + 1, int(call & 1), now_ns() + v.timeout_ns};
+}
+
 // Records the first failure of the call in the workspace status (status_code); later ones are
 // dropped. The block that records it copies it into the host-mapped report, the signatures first
 // (`theirs`: the peer's, for kDisagree), so the host reads it at its next call without a copy.
@@ -100,6 +113,17 @@ __device__ void finish(const WorkspaceView& v, uint32_t call) {
       *static_cast<volatile uint32_t*>(v.calls) = call + 1;
     }
   }
+}
+
+// Note [two-shot peer order]
+// Every block of every rank used to push to peers 0, 1, 2, ... in turn, so at four ranks the
+// three others all wrote into rank 0 first, then rank 1: one GPU's incoming links saturated while
+// the rest idled. Block b of rank me takes its k-th peer as me + 1 + (k - 1 + b) mod (W - 1):
+// at each turn the ranks write to a permutation of each other, and a rank's blocks spread over
+// all its peers at once. k = 0 is the rank itself (for the result stores of step 2).
+__device__ __forceinline__ int peer_in_turn(int me, int k, int world) {
+  if (k == 0) return me;
+  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
 }
 
 // Matches the cpu kernels (kernels/cpu/collectives/reduce.hpp): max keeps acc unless acc < v.

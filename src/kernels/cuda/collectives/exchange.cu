@@ -31,9 +31,8 @@ namespace {
 template <typename Body>
 __global__ void __launch_bounds__(1024)
     exchange_kernel(WorkspaceView v, Body body, int64_t units) {
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
+  (void)parity;
   const int me = v.rank;
   signal_all(v, 0, tag, me);
   if (wait_all(v, 0, tag, deadline, me)) {

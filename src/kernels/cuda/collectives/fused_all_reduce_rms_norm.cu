@@ -172,10 +172,7 @@ __device__ Rows block_rows(int64_t base, int64_t count) {
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) one_shot_norm_kernel(WorkspaceView v, Plan p) {
   using P = Pack<T, K>;
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const int parity = int(call & 1);
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
   const int64_t units = p.n / K;
   const P* in = static_cast<const P*>(p.in);
   const Rows rows = block_rows(0, p.rows);
@@ -198,19 +195,10 @@ __global__ void __launch_bounds__(1024) one_shot_norm_kernel(WorkspaceView v, Pl
   finish(v, call);
 }
 
-// Note [two-shot peer order] in all_reduce.cu: block b of rank me takes its k-th peer in turn.
-__device__ __forceinline__ int peer_at(int me, int k, int world) {
-  if (k == 0) return me;
-  return (me + 1 + (k - 1 + int(blockIdx.x)) % (world - 1)) % world;
-}
-
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) two_shot_norm_kernel(WorkspaceView v, Plan p) {
   using P = Pack<T, K>;
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const int parity = int(call & 1);
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
   const int me = v.rank;
   const int64_t units = p.n / K;
   const int64_t chunk = (p.rows + v.world - 1) / v.world;
@@ -222,7 +210,7 @@ __global__ void __launch_bounds__(1024) two_shot_norm_kernel(WorkspaceView v, Pl
   const P* in = static_cast<const P*>(p.in);
   // 1. My partial sums of each peer's chunk go to that peer.
   for (int k = 1; k < v.world; ++k) {
-    const int q = peer_at(me, k, v.world);
+    const int q = peer_in_turn(me, k, v.world);
     const Rows rows = chunk_rows(q);
     push_units(in, staged<P>(v, q, parity, me), rows.lo * units, rows.hi * units);
   }
@@ -235,7 +223,7 @@ __global__ void __launch_bounds__(1024) two_shot_norm_kernel(WorkspaceView v, Pl
       srcs[s] = s == me ? in : staged<P>(v, me, parity, s < v.world ? s : 0);
     }
     P* sums[kMaxRanks];
-    for (int k = 0; k < v.world; ++k) sums[k] = staged<P>(v, peer_at(me, k, v.world), parity, me);
+    for (int k = 0; k < v.world; ++k) sums[k] = staged<P>(v, peer_in_turn(me, k, v.world), parity, me);
     const Rows mine = chunk_rows(me);
     const int64_t end = mine.hi * units;
     for (int64_t i = mine.lo * units + threadIdx.x; i < end; i += 4 * int64_t(blockDim.x)) {

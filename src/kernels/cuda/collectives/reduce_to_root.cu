@@ -33,10 +33,7 @@ struct Plan {
 
 template <typename T, ReduceKind Op>
 __global__ void __launch_bounds__(512) reduce_to_root_kernel(WorkspaceView v, Plan p) {
-  const uint32_t call = *static_cast<volatile uint32_t*>(v.calls);
-  const uint32_t tag = call + 1;
-  const int parity = int(call & 1);
-  const uint64_t deadline = now_ns() + v.timeout_ns;
+  const auto [call, tag, parity, deadline] = begin_call(v);
   auto slot = [&](int src) {
     return reinterpret_cast<T*>(v.staging[p.root] +
                                 (int64_t(parity) * v.world + src) * v.stage_bytes);
