@@ -55,8 +55,10 @@ def init_store(set: Callable[[str, bytes], None],
     timeout); ``wait(keys, timeout_s) -> bool``; ``add(key, delta) -> int``. They may be called
     from symmflow's threads (the GIL is taken for them). One world per process: a second call
     with the same rank, size and prefix returns the same world. ``timeout_s`` bounds every wait
-    (<0: the SYMMFLOW_TIMEOUT_S tunable). The world is left at interpreter exit, and an uncaught
-    exception first marks it failed, so peers raise PeerFailure naming this rank.
+    (<0: the SYMMFLOW_TIMEOUT_S tunable). The world is left at interpreter exit (a call after
+    that, e.g. from an earlier-registered atexit handler, raises InvalidUsage "symmflow has shut
+    down"), and an uncaught exception first marks it failed, so peers raise PeerFailure naming
+    this rank. A call that failed may be retried by the same process.
     """
     global _store_rank
     first = _store_rank is None

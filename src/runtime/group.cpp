@@ -102,6 +102,8 @@ char* Group::failure_text(int owner) const {
 }
 
 void Group::check_alive(std::string_view op) const {
+  SF_CHECK(!shut_down_.load(), "{}: symmflow has shut down (rank {} left its world at exit or by "
+           "shutdown), so no call of group '{}' runs", op, bootstrap_->rank(), name_);
   SF_CHECK(!destroyed(), "{}: group '{}' was destroyed; create it again with new_group", op, name_);
   // The world poisoned (a rank failed or aborted) first: said as a wait would say it.
   if (std::optional<RankFailure> w = bootstrap_->failure()) {

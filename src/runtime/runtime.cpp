@@ -39,8 +39,24 @@ Runtime::~Runtime() {
 }
 
 void Runtime::abort(const std::string& why) {
+  if (shut_down_) return;  // it left already: its words reach nobody
   if (!aborted_) aborted_ = why;
   bootstrap_->poison(why);
+}
+
+void Runtime::shut_down() {
+  if (shut_down_) return;
+  leave(std::uncaught_exceptions() == 0);
+  for (auto& [name, g] : groups_) g->mark_shut_down();
+  bootstrap_->depart();
+  shut_down_ = true;
+}
+
+void Runtime::check_running(std::string_view op) const {
+  SF_CHECK(!shut_down_,
+           "{}: symmflow has shut down (rank {} left its world at exit or by shutdown); no call "
+           "runs after it",
+           op, rank());
 }
 
 void Runtime::leave(bool finished) {
@@ -72,6 +88,7 @@ Runtime& Runtime::current() {
 }
 
 std::shared_ptr<Group> Runtime::new_group(const std::string& name, std::vector<int> ranks) {
+  check_running("new_group");
   SF_CHECK(!name.empty(), "new_group: empty group name");
   SF_CHECK(!has_group(name), "new_group: group '{}' already exists on rank {}", name, rank());
   SF_CHECK(!ranks.empty(), "new_group '{}': no ranks", name);
@@ -100,6 +117,7 @@ bool Runtime::has_group(std::string_view name) const {
 }
 
 const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
+  if (shut_down_) check_running(fmt::format("group '{}'", name));
   auto it = groups_.find(name);
   if (it == groups_.end()) {
     std::vector<std::string> known;
@@ -110,6 +128,7 @@ const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
 }
 
 void Runtime::destroy_group(std::string_view name) {
+  check_running("destroy_group");
   SF_CHECK(name != "world", "destroy_group: the world group cannot be destroyed");
   auto it = groups_.find(name);
   SF_CHECK(it != groups_.end(), "destroy_group: unknown group '{}'", name);

@@ -3,10 +3,12 @@ callbacks and runs one scenario, writing what it got to <out>/rank<r>.npz (or .e
 
 Usage: python store_worker.py SCENARIO RANK WORLD PORT OUT_DIR
 Scenarios: session (an all-reduce program through a Session), eager (empty_symmetric + call_op
-one_shot_all_reduce over the world, then over a group of ranks 0 and 1), raise (rank 1 raises before the collective; the others record their error).
+one_shot_all_reduce over the world, then over a group of ranks 0 and 1), raise (rank 1 raises before the collective; the others record their error), late (an atexit
+handler registered before symmflow's calls in after symmflow shut down).
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import sys
@@ -43,6 +45,27 @@ def main() -> None:
     import symmflow
     from torch.distributed import TCPStore
 
+    late: dict = {}
+    if scenario == "late":
+        # Registered before symmflow's own exit handler, so it runs after symmflow shut down
+        # (atexit is LIFO): every call refuses, none crashes (Note [use after shutdown]).
+        def after_shutdown() -> None:
+            lines = []
+            for what, call in (("barrier", lambda: late["rank"].barrier("late")),
+                               ("call_op", lambda: symmflow.call_op(
+                                   late["rank"], "symm_mem::one_shot_all_reduce", late["t"],
+                                   "sum", "world")),
+                               ("empty_symmetric",
+                                lambda: symmflow.empty_symmetric(late["rank"], [4]))):
+                try:
+                    call()
+                    lines.append(f"{what}: no error")
+                except symmflow.Error as e:
+                    lines.append(f"{what}: {type(e).__name__}: {e}")
+            with open(f"{out}/rank{rank}.late", "w") as f:
+                f.write("\n".join(lines))
+
+        atexit.register(after_shutdown)
     store = TCPStore("127.0.0.1", port, world_size=None, is_master=False,
                      timeout=datetime.timedelta(seconds=30))
     r = symmflow.init_store(**symmflow.store_callbacks(store), rank=rank, world_size=world,
@@ -93,6 +116,9 @@ def main() -> None:
             (pair_sum,) = symmflow.call_op(r, "symm_mem::one_shot_all_reduce", p, "sum", "pair")
             results["pair"] = np.from_dlpack(pair_sum)
         np.savez(f"{out}/rank{rank}.npz", **results)
+    elif scenario == "late":
+        late["rank"], late["t"] = r, symmflow.empty_symmetric(r, [4], group="world")
+        r.barrier("before exit")
     elif scenario == "raise":
         if rank == 1:
             raise RuntimeError("boom on rank 1")

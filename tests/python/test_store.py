@@ -89,3 +89,15 @@ def test_a_raising_rank_is_named_by_its_peers(tmp_path):
         head = "PeerFailure: Executable: rank 1 failed (uncaught RuntimeError: boom on rank 1) "
         assert (text == f"{head}while rank {r} waited for rank 1"
                 or text.startswith(f"{head}before rank {r} called; the world is poisoned")), text
+
+
+def test_calls_after_shutdown_raise_and_do_not_crash(tmp_path):
+    """Issue 39 item 6: an atexit handler registered before symmflow's runs after symmflow left
+    its world; its calls raise "symmflow has shut down" (they were a SIGSEGV)."""
+    codes, _ = run_world("late", 2, tmp_path)
+    assert codes == [0, 0]
+    for r in range(2):
+        lines = (tmp_path / f"rank{r}.late").read_text().splitlines()
+        gone = (f"InvalidUsage: group 'world': symmflow has shut down (rank {r} left its world at "
+                "exit or by shutdown); no call runs after it")
+        assert lines == [f"barrier: {gone}", f"call_op: {gone}", f"empty_symmetric: {gone}"]

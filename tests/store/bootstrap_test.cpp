@@ -2,6 +2,7 @@
 // store client) over one FileStore or TcpStore, so joining, exchanges, host shared memory, the
 // validated rendezvous, timeouts and poison are tested without starting processes. (The process
 // tests, process_test.cpp, cover what threads cannot: pids, SIGKILL, env start-up.)
+#include <atomic>
 #include <functional>
 #include <thread>
 
@@ -113,6 +114,57 @@ TEST(StoreBootstrap, SameRankTwiceIsRefused) {
             "init_store: rank 0 joined the world 'w' in file store " + dir.path() +
                 " 2 times: two processes were given the same rank, or the store still holds an "
                 "earlier world (use a fresh directory or port, or another prefix)");
+}
+
+// A store whose first write of `failing` raises, as a process out of file descriptors would.
+class FailsOnce : public KeyValueStore {
+ public:
+  FailsOnce(std::shared_ptr<KeyValueStore> inner, std::string failing)
+      : inner_(std::move(inner)), failing_(std::move(failing)) {}
+  void set(const std::string& key, const std::string& value) override {
+    if (key == failing_ && !failed_.exchange(true))
+      throw_error(ErrorCode::System, "store: set '{}': Too many open files", key);
+    inner_->set(key, value);
+  }
+  std::optional<std::string> get(const std::string& key, Millis timeout) override {
+    return inner_->get(key, timeout);
+  }
+  bool wait(const std::vector<std::string>& keys, Millis timeout) override {
+    return inner_->wait(keys, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override { return inner_->add(key, delta); }
+  std::string describe() const override { return inner_->describe(); }
+
+ private:
+  std::shared_ptr<KeyValueStore> inner_;
+  std::string failing_;
+  std::atomic<bool> failed_{false};
+};
+
+// Note [retrying a failed join]: rank 1's first init_store fails after it counted itself in; its
+// retry joins (it is not taken for a second process holding rank 1) and the world works.
+TEST(StoreBootstrap, AFailedJoinCanBeRetriedByTheSameProcess) {
+  TempDir dir;
+  std::vector<std::string> first(2);
+  std::vector<std::string> errors = on_threads(2, [&](int r) {
+    auto store = std::make_shared<FailsOnce>(std::make_shared<FileStore>(dir.path()), "w/hello/1");
+    std::unique_ptr<Bootstrap> b;
+    try {
+      b = make_store_bootstrap(options(store, r, 2, 10));
+    } catch (const Error& e) {
+      first[size_t(r)] = e.what();
+      b = make_store_bootstrap(options(store, r, 2, 10));
+    }
+    Runtime rt(std::move(b));
+    RuntimeScope scope(rt);
+    Tensor x = empty_symmetric({5}, DType::f32, "world");
+    for (int i = 0; i < 5; ++i) x.data<float>()[i] = float(r + 1) * float(i);
+    Tensor sum = call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}).to_tensor();
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(sum.data<float>()[i], 3.0f * float(i));
+  });
+  EXPECT_EQ(first[0], "");
+  EXPECT_EQ(first[1], "store: set 'w/hello/1': Too many open files");
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
 }
 
 TEST(StoreBootstrap, WorldSizeDisagreementNamesEveryRank) {

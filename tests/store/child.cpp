@@ -16,8 +16,13 @@
 //             for it in a bootstrap barrier and prints how long it took to fail and the error
 //   shutdown  every rank leaves the world early with shutdown_store (as the Python package does
 //             before the interpreter exits), calls it again (a no-op), and prints what a later
-//             init_store raises
+//             init_store, all-reduce, barrier, allocation and new_group raise
+//   fork      rank 0 forks a child that exits normally and one that dies of an uncaught exception;
+//             the world's next all-reduce is still right (Note [forked children])
 //   chaos_*   the chaos tests' scenarios (chaos_child.cpp)
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -184,17 +189,77 @@ int finished(Runtime& r) {
   return expect_error([&] { r.bootstrap().barrier(all_ranks(), "late", "test_late"); });
 }
 
+// Runs fn, which must raise; prints "<what>: <message>" (or "<what>: no error").
+template <typename F>
+int expect_refused(const std::string& what, F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    say(fmt::format("{}: {}", what, e.what()));
+    return 0;
+  }
+  say(what + ": no error");
+  return 1;
+}
+
 int shutdown(Runtime& r) {
-  r.group("world")->barrier(0, "before shutdown");
+  std::shared_ptr<Group> world = r.group("world");
+  Tensor x = empty_symmetric({16}, DType::f32, "world");
+  world->barrier(0, "before shutdown");
   shutdown_store();
   shutdown_store();  // nothing left: a no-op
-  try {
-    init_store_from_env();
-    say("shutdown: init_store did not raise");
-    return 1;
-  } catch (const Error& e) {
-    say(fmt::format("shutdown: {}", e.what()));
+  // Handles made before it raise (Note [use after shutdown]), they do not crash.
+  int status = expect_refused("init_store", [] { init_store_from_env(); });
+  status |= expect_refused("all_reduce", [&] {
+    call("symm_mem::one_shot_all_reduce", {x, "sum", "world"});
+  });
+  status |= expect_refused("barrier", [&] { world->barrier(0, "after shutdown"); });
+  status |= expect_refused("empty_symmetric", [] {
+    empty_symmetric({4}, DType::f32, "world");
+  });
+  status |= expect_refused("new_group", [&] { r.new_group("late", all_ranks()); });
+  r.abort("after shutdown");  // a no-op: it left already
+  return status;
+}
+
+// Note [forked children] in store_bootstrap.cpp: rank 0 forks two children, one that returns
+// normally through exit() (the atexit handlers run) and one that dies of an uncaught exception
+// (std::terminate). Neither speaks for rank 0: the world then runs an all-reduce, correctly.
+int forked(Runtime& r) {
+  Tensor x = empty_symmetric({16}, DType::f32, "world");
+  r.group("world")->barrier(0, "before fork");
+  if (r.rank() == 0) {
+    for (bool uncaught : {false, true}) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        // std::terminate through the inherited handler, as an uncaught exception would.
+        if (uncaught) {
+          try {
+            throw std::runtime_error("boom in a forked child");
+          } catch (...) {
+            std::terminate();
+          }
+        }
+        std::exit(0);
+      }
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      say(fmt::format("child {}: {}", uncaught ? "uncaught" : "exit",
+                      WIFEXITED(status) ? "exited" : "signalled"));
+    }
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past a store check
+  for (int i = 0; i < 16; ++i) x.data<float>()[i] = float(r.rank() + 1);
+  Tensor sum = call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}).to_tensor();
+  const float want = float(r.world_size() * (r.world_size() + 1) / 2);
+  for (int i = 0; i < 16; ++i) {
+    if (sum.data<float>()[i] != want) {
+      say(fmt::format("forked: element {} is {}, not {}", i, sum.data<float>()[i], want));
+      return 1;
+    }
+  }
+  r.group("world")->barrier(0, "after fork");
+  say("forked: ok");
   return 0;
 }
 
@@ -210,6 +275,7 @@ int run_child(const std::string& scenario) {
     if (scenario == "agreement") return agreement(r);
     if (scenario == "shutdown") return shutdown(r);
     if (scenario == "finished") return finished(r);
+    if (scenario == "fork") return forked(r);
     if (scenario.rfind("chaos_", 0) == 0) return run_chaos_child(scenario, r);
     say("unknown scenario " + scenario);
     return 2;

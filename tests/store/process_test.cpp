@@ -6,7 +6,9 @@
 // - a peer SIGKILLed while the others wait for it in an all-reduce: every other rank raises
 //   PeerFailure naming it, well within the 5 s timeout;
 // - an allocation whose size differs on rank 1: every rank's error lists each rank's size.
-// - shutdown_store: ranks leave the world before exit, after which init_store refuses;
+// - shutdown_store: ranks leave the world before exit, after which init_store and every handle
+//   made before refuse (Note [use after shutdown]);
+// - a forked child never speaks for its parent's rank (Note [forked children]);
 // - a rank that left cleanly: a store wait for it fails at once naming it, not at the timeout.
 #include <gtest/gtest.h>
 
@@ -89,10 +91,38 @@ TEST(StoreProcess, ShutdownStoreLeavesTheWorldBeforeExit) {
   ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(world.exit_code(r), 0) << world.all_output();
-    EXPECT_NE(world.output(r).find("shutdown: init_store: the store world of this process was "
-                                   "already torn down"),
-              std::string::npos)
-        << world.output(r);
+    const std::string out = world.output(r), me = std::to_string(r);
+    // Note [use after shutdown]: every handle made before raises, none crashes.
+    for (const std::string& line : std::vector<std::string>{
+             "init_store: init_store: symmflow has shut down: this process left its store world (at "
+          "exit or by shutdown), and a process joins one world once",
+          "all_reduce: group 'world': symmflow has shut down (rank " + me +
+              " left its world at exit or by shutdown); no call runs after it",
+          "barrier: after shutdown: symmflow has shut down (rank " + me +
+              " left its world at exit or by shutdown), so no call of group 'world' runs",
+          "empty_symmetric: group 'world': symmflow has shut down (rank " + me +
+              " left its world at exit or by shutdown); no call runs after it",
+          "new_group: new_group: symmflow has shut down (rank " + me +
+              " left its world at exit or by shutdown); no call runs after it"}) {
+      EXPECT_NE(out.find(line + "\n"), std::string::npos) << line << "\n" << out;
+    }
+  }
+}
+
+// Note [forked children]: a forked child that exits, or dies of an uncaught exception, neither
+// finishes nor poisons its parent's rank.
+TEST(StoreProcess, AForkedChildNeverSpeaksForItsParentsRank) {
+  for (const char* kind : {"file", "tcp"}) {
+    TempDir dir;
+    ChildWorld world(dir.path(), 2);
+    world.start({"fork", store_spec(kind, dir), "k", 10});
+    ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(world.exit_code(r), 0) << kind << "\n" << world.all_output();
+      EXPECT_NE(world.output(r).find("forked: ok"), std::string::npos) << world.all_output();
+    }
+    for (const char* line : {"child exit: exited\n", "child uncaught: signalled\n"})
+      EXPECT_NE(world.output(0).find(line), std::string::npos) << world.output(0);
   }
 }
 

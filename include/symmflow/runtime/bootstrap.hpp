@@ -71,6 +71,9 @@ class Bootstrap {
                                                         const std::string& key, size_t bytes,
                                                         std::string_view op) = 0;
 
+  // Leaves the world for good: the transport's exit protocol (the store's exit key and its wait
+  // for peers). Idempotent; a transport whose destructor does it runs it once (Runtime::shut_down).
+  virtual void depart() {}
   // Marks this rank failed so that peers waiting on it raise PeerFailure naming it.
   virtual void poison(const std::string& why) = 0;
   // The first rank of the world that failed, if any.

@@ -165,6 +165,12 @@ class Group {
   // After destroy, every operation on this group raises InvalidUsage "group 'x' was destroyed".
   void mark_destroyed() { destroyed_.store(true); }
   bool destroyed() const { return destroyed_.load(); }
+  // After the runtime shut down (Runtime::shut_down), every operation raises InvalidUsage
+  // "symmflow has shut down" (Note [use after shutdown] in runtime.hpp).
+  void mark_shut_down() {
+    shut_down_.store(true);
+    destroyed_.store(true);
+  }
   // Raises when the group was destroyed, is poisoned (here or on a member: Note [poisoned
   // groups]) or the world is poisoned; `op` names the caller.
   void check_alive(std::string_view op) const;
@@ -209,6 +215,7 @@ class Group {
   size_t staging_half_ = 0;
   uint64_t staging_calls_ = 0;
   std::atomic<bool> destroyed_{false};
+  std::atomic<bool> shut_down_{false};
   mutable std::mutex poison_mutex_;
   mutable std::optional<FirstError> first_error_;  // under poison_mutex_
 };

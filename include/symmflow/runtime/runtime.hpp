@@ -30,6 +30,13 @@
 
 namespace symmflow {
 
+// Note [use after shutdown]: a process world (init_store, init_mpi) is left at exit by a handler
+// (atexit; the Python package's own, before the interpreter goes), and may be left earlier by
+// shutdown_store(). Handles on the runtime outlive it: a Python atexit handler registered before
+// symmflow's (atexit runs them in reverse) or a thread still running may call in afterwards. The
+// runtime is therefore never destroyed there: shut_down() leaves the world and marks the runtime
+// and its groups shut down, and every later use raises InvalidUsage "symmflow has shut down"
+// instead of touching freed memory (it was a SIGSEGV on every rank).
 class Runtime {
  public:
   explicit Runtime(std::unique_ptr<Bootstrap> bootstrap);
@@ -39,6 +46,11 @@ class Runtime {
   // frees the pads' memory before the runtime is destroyed (MPI's windows at MPI_Finalize) calls
   // it first.
   void leave(bool finished = true);
+  // Leaves the world for good, as a process's exit does (Note [use after shutdown]): leave(), then
+  // the transport's exit protocol (Bootstrap::depart). The runtime itself stays, so handles on it
+  // (api::Rank, a Session, a group) raise InvalidUsage "symmflow has shut down" when used.
+  void shut_down();
+  bool is_shut_down() const { return shut_down_; }
   // Poisons the world with `why` (Bootstrap::poison) and remembers it: leaving afterwards marks
   // this rank's groups failed with `why`, not finished (Note [poisoned groups] in group.hpp).
   void abort(const std::string& why);
@@ -62,9 +74,11 @@ class Runtime {
 
  private:
   friend class RuntimeScope;
+  void check_running(std::string_view op) const;  // Note [use after shutdown]
   std::unique_ptr<Bootstrap> bootstrap_;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
   bool left_ = false;
+  bool shut_down_ = false;
   std::optional<std::string> aborted_;  // abort()'s words
 };
 

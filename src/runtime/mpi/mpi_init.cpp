@@ -59,13 +59,11 @@ void tear_down_runtime() {
   std::lock_guard lock(process_mutex());
   if (!process || process->torn_down) return;
   process->torn_down = true;
-  // Marked finished in the pads while their windows exist; teardown frees them.
-  if (process->runtime) process->runtime->leave();
+  // Marked finished in the pads while their windows exist; teardown frees them. The runtime
+  // stays, shut down: stale handles raise instead of touching freed memory (Note [use after
+  // shutdown] in runtime.hpp).
+  if (process->runtime) process->runtime->shut_down();
   process->bootstrap->teardown();  // collective frees, while MPI still works
-  // Groups are marked destroyed, so stale handles raise instead of touching freed memory.
-  process->scope.reset();
-  process->runtime.reset();
-  process->bootstrap = nullptr;
 }
 
 int on_comm_self_delete(MPI_Comm, int, void*, void*) {
@@ -81,7 +79,7 @@ void finalize_at_exit() {
 }
 
 void on_terminate() {
-  if (process && process->bootstrap) {
+  if (process && !process->torn_down) {
     process->bootstrap->poison(runtime_detail::current_exception_text());
   }
   if (previous_terminate) previous_terminate();

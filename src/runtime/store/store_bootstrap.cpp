@@ -35,7 +35,29 @@
 
 namespace symmflow {
 
+// Note [retrying a failed join]: join/<rank> counts the processes that claimed the rank, so a
+// second claim is refused as a duplicate (or a store left from an earlier world). A process whose
+// first init_store failed after its claim (its hello or a pidfd failed: "Too many open files")
+// and that retries would read 2 and be refused forever. So a process remembers the count each
+// of its failed attempts got, per store, prefix and rank: a claim whose count is one more than
+// its own last failed one is its retry, and goes on (its hello is written again).
+//
+// Note [forked children]: a child forked from a rank inherits the runtime, the atexit handlers,
+// the terminate handler and Python's excepthook. If it used them, a child that merely exits
+// would tell the peers its parent's rank finished, and one that raised would poison the world in
+// the parent's name. The bootstrap remembers the pid that joined; in any other process it neither
+// poisons nor leaves the world, and its exit handler does nothing.
+
 namespace {
+
+std::mutex& failed_joins_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, int64_t>& failed_joins() {  // Note [retrying a failed join]
+  static auto* m = new std::map<std::string, int64_t>();
+  return *m;
+}
 
 using Millis = std::chrono::milliseconds;
 constexpr Millis kSlice{20};
@@ -102,10 +124,34 @@ StoreBootstrap::StoreBootstrap(const StoreOptions& o)
   SF_CHECK(rank_ >= 0 && rank_ < size_, "init_store: rank {} out of range for world size {}",
            rank_, size_);
   SF_CHECK(!prefix_.empty(), "init_store: empty key prefix");
-  join();
+  owner_pid_ = ::getpid();
+  const std::string attempt = attempt_key();
+  try {
+    join();
+  } catch (...) {
+    if (joined_ > 0) {  // it counted itself in: a retry may follow
+      std::lock_guard lock(failed_joins_mutex());
+      failed_joins()[attempt] = joined_;
+    }
+    throw;
+  }
 }
 
 StoreBootstrap::~StoreBootstrap() {
+  depart();
+  for (Peer& p : peers_)
+    if (p.pidfd >= 0) ::close(p.pidfd);
+}
+
+bool StoreBootstrap::in_owner() const { return ::getpid() == owner_pid_; }
+
+std::string StoreBootstrap::attempt_key() const {
+  return fmt::format("{}\n{}\n{}", store_->describe(), prefix_, rank_);
+}
+
+void StoreBootstrap::depart() {
+  if (departed_ || !in_owner()) return;  // Note [forked children]
+  departed_ = true;
   try {
     store_->set(key(fmt::format("exit/{}", rank_)), "1");
     auto* tcp = dynamic_cast<TcpStore*>(store_.get());
@@ -113,13 +159,17 @@ StoreBootstrap::~StoreBootstrap() {
   } catch (...) {
     // Leaving anyway: a peer that still needs the store learns it from the lost connection.
   }
-  for (Peer& p : peers_)
-    if (p.pidfd >= 0) ::close(p.pidfd);
 }
 
 void StoreBootstrap::join() {
   int64_t joins = store_->add(key(fmt::format("join/{}", rank_)), 1);
-  if (joins != 1) {
+  int64_t retried_after = 0;  // Note [retrying a failed join]
+  {
+    std::lock_guard lock(failed_joins_mutex());
+    auto it = failed_joins().find(attempt_key());
+    if (it != failed_joins().end()) retried_after = it->second;
+  }
+  if (joins != 1 && joins != retried_after + 1) {
     // Two processes hold this rank: whichever joined first must not go on with the world either.
     std::string why = fmt::format(
         "init_store: rank {} joined the world '{}' in {} {} times: two processes were given the "
@@ -129,6 +179,7 @@ void StoreBootstrap::join() {
     publish_poison(rank_, why);
     invalid_usage("{}", why);
   }
+  joined_ = joins;
   std::string mask;
   for (uint64_t w : cpu_mask()) mask += fmt::format("{:x},", w);
   store_->set(key(fmt::format("hello/{}", rank_)),
@@ -217,6 +268,7 @@ void StoreBootstrap::publish_poison(int rank, const std::string& why) const {
 }
 
 void StoreBootstrap::poison(const std::string& why) {
+  if (!in_owner()) return;  // Note [forked children]
   publish_poison(rank_, why);
   std::lock_guard lock(failure_mutex_);
   next_check_ = {};

@@ -24,7 +24,11 @@
 //   observer then poisons on its behalf, so ranks on other hosts learn it too. Peers on other
 //   hosts that die silently are covered by the timeout. Checks are rate-limited to one per store_check_ms (failure() is called from
 //   every wait of the collectives).
-// - Exit: the destructor sets <prefix>/exit/<rank>; a rank that serves the store (TcpStore) first
+// - A join that failed after counting itself in (its hello could not be written: "Too many open
+//   files") may be retried by the same process (Note [retrying a failed join]).
+// - A forked child never speaks for its parent's rank: it neither poisons nor leaves the world
+//   (Note [forked children]).
+// - Exit: depart() (or the destructor) sets <prefix>/exit/<rank>; a rank that serves the store (TcpStore) first
 //   waits, bounded, until every rank has set it or died, so that peers never lose the server
 //   while they finish. A wait for a key of a rank that left that way fails at once with
 //   PeerFailure "rank N has finished" (Note [waits for a rank that left]).
@@ -61,6 +65,7 @@ class StoreBootstrap : public Bootstrap {
                                                 std::string_view op) override;
   void poison(const std::string& why) override;
   std::optional<RankFailure> failure() const override;
+  void depart() override;
 
  private:
   struct Peer {
@@ -85,7 +90,14 @@ class StoreBootstrap : public Bootstrap {
   void publish_poison(int rank, const std::string& why) const;
   void wait_for_exits() noexcept;
 
+  // Whether the calling process is the one that joined (Note [forked children]).
+  bool in_owner() const;
+  std::string attempt_key() const;  // store, prefix and rank (Note [retrying a failed join])
+
   std::shared_ptr<KeyValueStore> store_;
+  int owner_pid_ = 0;
+  bool departed_ = false;
+  int64_t joined_ = 0;  // this attempt's count of join/<rank> (Note [retrying a failed join])
   std::string prefix_;
   int rank_ = 0;
   int size_ = 0;

@@ -1,8 +1,11 @@
 // init_store / init_store_from_env: this process becomes one rank of a world that meets through a
 // key-value store (contract in runtime.hpp). The process-wide runtime mirrors init_mpi's: created
-// once, current on the calling thread, torn down by an atexit handler (so the StoreBootstrap's exit
-// protocol runs while the process still works), and a std::terminate handler poisons the world so
-// peers fail fast with PeerFailure naming this rank.
+// once, current on the calling thread, shut down by an atexit handler (so the StoreBootstrap's exit
+// protocol runs while the process still works; the runtime stays, refusing later calls: Note [use
+// after shutdown] in runtime.hpp), and a std::terminate handler poisons the world so peers fail
+// fast with PeerFailure naming this rank.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -20,8 +23,9 @@ namespace {
 
 struct StoreProcess {
   StoreOptions options;
+  int pid = 0;  // the process that joined (Note [forked children] in store_bootstrap.cpp)
   Bootstrap* bootstrap = nullptr;  // owned by runtime
-  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<Runtime> runtime;  // never destroyed (Note [use after shutdown])
   std::unique_ptr<RuntimeScope> scope;  // on the thread that called init_store first
 };
 
@@ -34,16 +38,17 @@ StoreProcess* process = nullptr;  // never destroyed: outlives static destructor
 thread_local std::unique_ptr<RuntimeScope> other_thread_scope;
 std::terminate_handler previous_terminate = nullptr;
 
+// Leaves the world (StoreBootstrap's exit protocol) but keeps the runtime, so handles that outlive
+// it raise "symmflow has shut down" (Note [use after shutdown] in runtime.hpp). A forked child
+// inherits this handler and does nothing (Note [forked children] in store_bootstrap.cpp).
 void tear_down_at_exit() {
   std::lock_guard lock(process_mutex());
-  if (!process) return;
-  process->scope.reset();
-  process->runtime.reset();  // StoreBootstrap's exit protocol
-  process->bootstrap = nullptr;
+  if (!process || ::getpid() != process->pid) return;
+  process->runtime->shut_down();
 }
 
 void on_terminate() {
-  if (process && process->bootstrap) {
+  if (process && !process->runtime->is_shut_down()) {
     process->bootstrap->poison(runtime_detail::current_exception_text());
   }
   if (previous_terminate) previous_terminate();
@@ -68,7 +73,9 @@ int env_int(const char* name) {
 Runtime& init_store(const StoreOptions& options) {
   std::lock_guard lock(process_mutex());
   if (process) {
-    SF_CHECK(process->runtime, "init_store: the store world of this process was already torn down");
+    SF_CHECK(!process->runtime->is_shut_down(),
+             "init_store: symmflow has shut down: this process left its store world (at exit or "
+             "by shutdown), and a process joins one world once");
     SF_CHECK(options.rank == process->options.rank &&
                  options.world_size == process->options.world_size &&
                  options.prefix == process->options.prefix,
@@ -81,6 +88,7 @@ Runtime& init_store(const StoreOptions& options) {
   }
   auto p = std::make_unique<StoreProcess>();
   p->options = options;
+  p->pid = ::getpid();
   std::unique_ptr<Bootstrap> bootstrap = make_store_bootstrap(options);
   p->bootstrap = bootstrap.get();
   p->runtime = std::make_unique<Runtime>(std::move(bootstrap));
