@@ -40,6 +40,7 @@
 
 #include "symmflow/core/error.hpp"
 #include "symmflow/runtime/group.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow {
 
@@ -83,9 +84,12 @@ uint64_t finalize(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-// The fields of a call as text, in the order of kFields; a plain barrier has only its op.
-constexpr const char* kFields[] = {"op",       "reduce op", "dtype", "element count",
-                                   "argument", "program step"};
+// The fields of a call as text, in the order of kFields; a plain barrier has only its op. The
+// last says whether this rank checks agreement: a rank with SYMMFLOW_COLLECTIVE_AGREEMENT=0
+// raises signature 0 and meets the others' signatures, and that cause is named (issue 39).
+constexpr const char* kFields[] = {"op",       "reduce op",    "dtype",
+                                   "element count", "argument", "program step",
+                                   "collective agreement"};
 constexpr size_t kFieldCount = std::size(kFields);
 constexpr char kSep = '\x1f';
 
@@ -95,17 +99,23 @@ std::string program_step_text() {
   return fmt::format("{} ({:08x}) step {}", p.name, uint32_t(p.program >> 32), p.step);
 }
 
-std::string describe(std::string_view op, const CollectiveCall* call) {
+std::string agreement_text(bool on) {
+  return on ? "on" : "off (SYMMFLOW_COLLECTIVE_AGREEMENT=0)";
+}
+
+// `signature` 0 with a call: this rank's agreement is off.
+std::string describe(std::string_view op, const CollectiveCall* call, uint32_t signature) {
   if (!call) {
-    return fmt::format("a plain barrier ({}){}-{}-{}-{}-{}{}", op, kSep, kSep, kSep, kSep, kSep,
-                       program_step_text());
+    return fmt::format("a plain barrier ({}){}-{}-{}-{}-{}{}{}{}", op, kSep, kSep, kSep, kSep,
+                       kSep, program_step_text(), kSep,
+                       agreement_text(tunables().collective_agreement));
   }
-  return fmt::format("{}{}{}{}{}{}{}{}{}{}{}", call->op, kSep,
+  return fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}", call->op, kSep,
                      call->reduce_op.empty() ? "-" : call->reduce_op, kSep,
                      dtype_name(call->dtype), kSep, call->count, kSep,
                      call->param_name.empty() ? std::string("-")
                                               : fmt::format("{}={}", call->param_name, call->param),
-                     kSep, program_step_text());
+                     kSep, program_step_text(), kSep, agreement_text(signature != 0));
 }
 
 thread_local ProgramStep t_program_step;
@@ -160,8 +170,8 @@ uint32_t Group::signature(const CollectiveCall& call) const {
   return sig != 0 ? sig : 1;
 }
 
-void Group::disagree(std::string_view op, const CollectiveCall* call) {
-  std::vector<std::string> all = allgather(describe(op, call), op);
+void Group::disagree(std::string_view op, const CollectiveCall* call, uint32_t signature) {
+  std::vector<std::string> all = allgather(describe(op, call, signature), op);
   std::vector<std::vector<std::string>> fields;
   for (const std::string& a : all) fields.push_back(fields_of(a));
   std::vector<std::string> names, lines;

@@ -55,8 +55,17 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
                                       "new_group");
   name_hash_ = std::hash<std::string>{}(name_);
   staging_half_ = size_t(tunables().one_shot_max_bytes + 63) / 64 * 64;
-  staging_ = bootstrap_->allocate_shared(sorted, "staging:" + name_,
-                                         std::max<size_t>(2 * staging_half_, 64), "new_group");
+  try {
+    staging_ = bootstrap_->allocate_shared(sorted, "staging:" + name_,
+                                           std::max<size_t>(2 * staging_half_, 64), "new_group");
+  } catch (const Error& e) {
+    // Its size is a tunable's: say which, or a user hunts for the allocation (issue 39 item 9).
+    throw_error(e.code(),
+                "group '{}': its one-shot staging ({} bytes per rank: twice "
+                "SYMMFLOW_ONE_SHOT_MAX_BYTES = {}) could not be allocated; lower "
+                "SYMMFLOW_ONE_SHOT_MAX_BYTES (the all-reduces above it take two-shot): {}",
+                name_, 2 * staging_half_, tunables().one_shot_max_bytes, e.what());
+  }
   // allocate_shared indexes members in sorted order; keep a group-order view in flag().
   sorted_ = std::move(sorted);
 }
@@ -257,7 +266,7 @@ void Group::barrier(int channel, std::string_view op) { signed_barrier(channel, 
 
 void Group::barrier(int channel, const CollectiveCall& call) {
   if (!tunables().collective_agreement) {
-    signed_barrier(channel, call.op, 0, nullptr);
+    signed_barrier(channel, call.op, 0, &call);  // signature 0: agreement is off here
     return;
   }
   signed_barrier(channel, call.op, signature(call), &call);
@@ -276,7 +285,7 @@ void Group::signed_barrier(int channel, std::string_view op, uint32_t signature,
     agree &= consume(SignalKind::barrier, (rank_ + n - i) % n, channel, op, signature) == signature;
   if (!agree) {
     try {
-      disagree(op, call);
+      disagree(op, call, signature);
     } catch (const Error& e) {
       poison(e);  // Note [poisoned groups]
       throw;

@@ -85,6 +85,13 @@ Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group) 
   return symmetric_tensor(heap, 0, shape, dtype);
 }
 
+void refuse_empty_symmetric(std::string_view op, std::string_view arg, const Tensor& t) {
+  invalid_usage("argument '{}' of {} ({}) has no elements, and a tensor without elements carries "
+                "no symmetric memory (PyTorch keeps no storage for it): a collective of 0 "
+                "elements moves nothing; skip the call (Note [empty symmetric arguments])",
+                arg, op, t.str());
+}
+
 const SymmetricHeap& symmetric_heap_of(const TensorView& t, std::string_view op,
                                        std::string_view arg, const Group& group) {
   const auto* s = dynamic_cast<const SymmetricStorage*>(t.storage);

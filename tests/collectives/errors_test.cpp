@@ -50,6 +50,20 @@ TEST(CollectiveErrors, SymmetricArgumentsAndGroups) {
               "symm_mem::one_shot_all_reduce: argument 'input' is not in symmetric memory; "
               "allocate it with symmflow::empty_symmetric(shape, dtype, \"a\") or let the "
               "compiler place it");
+    // Note [empty symmetric arguments]: an empty tensor is named for what it is.
+    for (const char* op : {"symm_mem::one_shot_all_reduce", "symm_mem::two_shot_all_reduce_"}) {
+      Tensor empty_plain = Tensor::empty({0, 3}, DType::bf16);
+      EXPECT_EQ(usage_error_of([&] { call(op, {empty_plain, "sum", "a"}); }),
+                fmt::format("argument 'input' of {} (bf16[0, 3]) has no elements, and a tensor "
+                            "without elements carries no symmetric memory (PyTorch keeps no "
+                            "storage for it): a collective of 0 elements moves nothing; skip the "
+                            "call (Note [empty symmetric arguments])",
+                            op));
+    }
+    // An empty symmetric tensor (its heap known, as from C++) runs.
+    Tensor empty_symm = empty_symmetric({0}, DType::f32, "a");
+    EXPECT_EQ(call("symm_mem::one_shot_all_reduce", {empty_symm, "sum", "a"}).to_tensor().numel(),
+              0);
     Tensor in_a = empty_symmetric({4}, DType::f32, "a");
     EXPECT_EQ(usage_error_of([&] {
                 call("symm_mem::two_shot_all_reduce_", {in_a, "sum", "b"});

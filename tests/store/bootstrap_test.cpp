@@ -13,6 +13,7 @@
 #include "symmflow/ops/registry.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "support/scoped_tunables.hpp"
 #include "temp_dir.hpp"
 
 namespace symmflow::testing {
@@ -165,6 +166,29 @@ TEST(StoreBootstrap, AFailedJoinCanBeRetriedByTheSameProcess) {
   EXPECT_EQ(first[0], "");
   EXPECT_EQ(first[1], "store: set 'w/hello/1': Too many open files");
   for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+// Issue 39 item 9: a staging too large for /dev/shm names the tunable that sized it.
+TEST(StoreBootstrap, AStagingTooLargeNamesItsTunable) {
+  Tunables t = tunables();
+  t.one_shot_max_bytes = int64_t(1) << 40;
+  ScopedTunables huge(t);
+  TempDir dir;
+  std::vector<std::string> errors = on_threads(2, [&](int r) {
+    Runtime rt(make_store_bootstrap(options(std::make_shared<FileStore>(dir.path()), r, 2, 10)));
+  });
+  for (const std::string& e : errors) {
+    EXPECT_EQ(e.rfind("group 'world': its one-shot staging (2199023255552 bytes per rank: twice "
+                      "SYMMFLOW_ONE_SHOT_MAX_BYTES = 1099511627776) could not be allocated; "
+                      "lower SYMMFLOW_ONE_SHOT_MAX_BYTES (the all-reduces above it take "
+                      "two-shot): new_group: host shared memory ",
+                      0),
+              0u)
+        << e;
+    EXPECT_NE(e.find("out of shared memory in /dev/shm: need 2199023255552 bytes"),
+              std::string::npos)
+        << e;
+  }
 }
 
 TEST(StoreBootstrap, WorldSizeDisagreementNamesEveryRank) {

@@ -17,6 +17,8 @@
 //   shutdown  every rank leaves the world early with shutdown_store (as the Python package does
 //             before the interpreter exits), calls it again (a no-op), and prints what a later
 //             init_store, all-reduce, barrier, allocation and new_group raise
+//   agreement_off  rank 1 turns collective agreement off, the others keep it; every rank prints
+//             the error of an all-reduce
 //   fork      rank 0 forks a child that exits normally and one that dies of an uncaught exception;
 //             the world's next all-reduce is still right (Note [forked children])
 //   chaos_*   the chaos tests' scenarios (chaos_child.cpp)
@@ -178,6 +180,19 @@ int agreement(Runtime& r) {
   return 0;
 }
 
+// Issue 39 item 9: rank 1 runs with collective agreement off (SYMMFLOW_COLLECTIVE_AGREEMENT=0 in
+// its environment, set here in its own process), the others with it on; the same all-reduce then
+// raises on every rank naming that difference, not another op.
+int agreement_off(Runtime& r) {
+  if (r.rank() == 1) {
+    Tunables t = tunables();
+    t.collective_agreement = false;
+    set_tunables(t);
+  }
+  Tensor x = empty_symmetric({8}, DType::f32, "world");
+  return expect_error([&] { call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}); });
+}
+
 int finished(Runtime& r) {
   r.bootstrap().barrier(all_ranks(), "both", "test_both");
   if (r.rank() != 0) {
@@ -276,6 +291,7 @@ int run_child(const std::string& scenario) {
     if (scenario == "shutdown") return shutdown(r);
     if (scenario == "finished") return finished(r);
     if (scenario == "fork") return forked(r);
+    if (scenario == "agreement_off") return agreement_off(r);
     if (scenario.rfind("chaos_", 0) == 0) return run_chaos_child(scenario, r);
     say("unknown scenario " + scenario);
     return 2;

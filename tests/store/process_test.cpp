@@ -109,6 +109,28 @@ TEST(StoreProcess, ShutdownStoreLeavesTheWorldBeforeExit) {
   }
 }
 
+// A rank whose collective agreement is off is named as such by every rank (issue 39 item 9).
+TEST(StoreAgreement, ARankWithAgreementOffIsNamedOnEveryRank) {
+  TempDir dir;
+  ChildWorld world(dir.path(), 3);
+  world.start({"agreement_off", store_spec("file", dir), "o", 10});
+  ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(world.exit_code(r), 0) << world.all_output();
+    EXPECT_NE(world.output(r).find(
+                  "code: InvalidUsage\nelapsed: "),
+              std::string::npos)
+        << world.output(r);
+    EXPECT_NE(world.output(r).find(
+                  "message: symm_mem::one_shot_all_reduce: the ranks of group 'world' disagree on "
+                  "collective agreement (collective agreement; no data was exchanged):\n"
+                  "  collective agreement: on on ranks 0, 2; off "
+                  "(SYMMFLOW_COLLECTIVE_AGREEMENT=0) on rank 1\n"),
+              std::string::npos)
+        << world.output(r);
+  }
+}
+
 // Note [forked children]: a forked child that exits, or dies of an uncaught exception, neither
 // finishes nor poisons its parent's rank.
 TEST(StoreProcess, AForkedChildNeverSpeaksForItsParentsRank) {

@@ -199,7 +199,7 @@ class Group {
                       const CollectiveCall* call);
   // Note [collective agreement] (agreement.cpp).
   uint32_t signature(const CollectiveCall& call) const;
-  [[noreturn]] void disagree(std::string_view op, const CollectiveCall* call);
+  [[noreturn]] void disagree(std::string_view op, const CollectiveCall* call, uint32_t signature);
   Bootstrap* bootstrap_;
   std::string name_;
   std::vector<int> ranks_;

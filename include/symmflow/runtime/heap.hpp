@@ -53,6 +53,16 @@ Tensor empty_symmetric(const Shape& shape, DType dtype, std::string_view group);
 Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offset_bytes,
                         const Shape& shape, DType dtype);
 
+// Note [empty symmetric arguments]: PyTorch keeps no storage for a tensor without elements (its
+// data pointer is null), so an empty tensor made by symmflow.torch.empty reaches an op without
+// its symmetric heap, and "not in symmetric memory" named the wrong cause. An op given an empty
+// tensor where a symmetric one is needed, and not finding its heap, raises this instead (CPU and
+// GPU): "argument 'input' of <op> (f32[0]) has no elements, and a tensor without elements carries
+// no symmetric memory (PyTorch keeps no storage for it): a collective of 0 elements moves nothing;
+// skip the call".
+[[noreturn]] void refuse_empty_symmetric(std::string_view op, std::string_view arg,
+                                         const Tensor& t);
+
 // The heap a tensor lives in, checked for an op: throws InvalidUsage when the tensor is not
 // symmetric ("argument 'input' of symm_mem::one_shot_all_reduce is not in symmetric memory; ...
 // allocate it with symmflow::empty_symmetric(shape, dtype, group) ..."), when it was allocated in

@@ -5,6 +5,7 @@
 
 #include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
 namespace symmflow::cuda {
@@ -101,6 +102,7 @@ const DeviceHeap& heap_of(const Tensor& t, std::string_view op, std::string_view
                           const Group& group) {
   const auto* s = dynamic_cast<const SymmetricDeviceStorage*>(t.storage().get());
   if (!s) {
+    if (t.numel() == 0) refuse_empty_symmetric(op, arg, t);  // Note [empty symmetric arguments]
     invalid_usage(
         "argument '{}' of {} ({} on {}) is not in GPU symmetric memory; allocate it with "
         "symmflow::cuda::empty_symmetric(shape, dtype, \"{}\") (or let the compiler place it)",

@@ -101,6 +101,8 @@ SymmArg::SymmArg(const Tensor& t, std::string_view op, std::string_view arg, con
   view_.data = t.raw_data();
   view_.dtype = t.dtype();
   view_.storage = t.storage().get();
+  if (t.numel() == 0 && !dynamic_cast<const SymmetricStorage*>(view_.storage))
+    refuse_empty_symmetric(op, arg, t);  // Note [empty symmetric arguments]
   symmetric_heap_of(view_, op, arg, group);
   if (!t.is_contiguous()) {
     invalid_usage(
