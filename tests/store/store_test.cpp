@@ -7,6 +7,10 @@
 #include <mutex>
 #include <thread>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "symmflow/core/error.hpp"
@@ -200,6 +204,18 @@ TEST(StoreCallback, RefusesMissingCallbacks) {
             "CallbackStore: every callback (set, get, wait, add) must be given");
 }
 
+// Whether this machine has an IPv6 loopback (a container may not).
+bool ipv6_loopback() {
+  int s = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (s < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(s);
+  return ok;
+}
+
 TEST(StoreSpec, OpensFileAndTcpStoresAndRefusesOthers) {
   TempDir dir;
   EXPECT_EQ(open_store("file:" + dir.path(), 3, Millis(100))->describe(),
@@ -210,7 +226,17 @@ TEST(StoreSpec, OpensFileAndTcpStoresAndRefusesOthers) {
   EXPECT_TRUE(dynamic_cast<TcpStore&>(*served).serving());
   auto client = open_store("tcp:127.0.0.1:" + std::to_string(port), 1, Millis(1000));
   EXPECT_FALSE(dynamic_cast<TcpStore&>(*client).serving());
-  for (const char* bad : {"file:", "tcp:host", "tcp:host:0", "tcp::12", "redis:x", "tcp:h:12x"})
+  // An IPv6 address, bracketed as in URLs (issue 39 item 9); the store works over it.
+  if (ipv6_loopback()) {
+    int port6 = free_port();
+    auto served6 = open_store("tcp:[::1]:" + std::to_string(port6), 0, Millis(1000));
+    EXPECT_EQ(served6->describe(), "tcp store [::1]:" + std::to_string(port6));
+    auto client6 = open_store("tcp:[::1]:" + std::to_string(port6), 1, Millis(1000));
+    client6->set("k", "v6");
+    EXPECT_EQ(served6->get("k", Millis(1000)), "v6");
+  }
+  for (const char* bad : {"file:", "tcp:host", "tcp:host:0", "tcp::12", "redis:x", "tcp:h:12x",
+                          "tcp:[]:12"})
     EXPECT_EQ(error_of([&] { open_store(bad, 0, Millis(10)); }),
               std::string("store '") + bad +
                   "': expected file:<directory> or tcp:<host>:<port> (port 1-65535)")

@@ -26,8 +26,10 @@
 // once and --iters graph replays run back to back, whose mean is printed as "replay".
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -197,6 +199,15 @@ RankResult run_rank(api::Rank& rank, const RunCmdOptions& o, const api::Compiled
   return res;
 }
 
+// Refuses a trace file that cannot be written before anything runs (issue 39 item 9: a long run
+// used to fail only at its end). Creates or truncates it; the report writes it.
+void check_trace_path(const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream probe(path, std::ios::trunc);
+  SF_CHECK(probe.good(), "--trace: cannot write '{}' ({}); nothing was run", path,
+           std::strerror(errno));
+}
+
 // Under mpirun: this process is one rank. A rank that fails poisons the world first, so that its
 // peers on the host fail fast naming it; the results go to every rank and rank 0 prints the
 // report.
@@ -209,6 +220,7 @@ int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
              "--ranks {}: mpirun started {} process{} (leave --ranks out under mpirun, or make "
              "them equal)",
              o.ranks, rank.world_size(), rank.world_size() == 1 ? "" : "es");
+    if (rank.rank() == 0) check_trace_path(o.trace);  // it writes the trace
     api::load_plugins(o.plugins);
     compiled =
         api::compile(api::Program::parse_file(o.file, rank.world_size()), compile_options(o));
@@ -235,6 +247,7 @@ int run_run(const RunCmdOptions& o) {
            "--trace times host steps; on --device cuda the steps are one CUDA graph");
   check_device(o.device);
   const ReportOptions ro{o.transport, o.trace, o.iters, o.device != "cpu", o.check};
+  if (o.transport != "mpi") check_trace_path(o.trace);
   if (o.transport == "mpi") return run_mpi(o, ro);
   api::load_plugins(o.plugins);
   api::CompiledProgram compiled =

@@ -229,9 +229,11 @@ std::shared_ptr<KeyValueStore> open_store(std::string_view spec, int rank,
       std::string port_text(rest.substr(colon + 1));
       char* end = nullptr;
       long port = std::strtol(port_text.c_str(), &end, 10);
-      if (!port_text.empty() && *end == '\0' && port > 0 && port < 65536)
-        return std::make_shared<TcpStore>(std::string(rest.substr(0, colon)), int(port),
-                                          rank == 0, connect_timeout);
+      std::string host(rest.substr(0, colon));
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);  // an IPv6 address as URLs write it: [::1]
+      if (!port_text.empty() && *end == '\0' && port > 0 && port < 65536 && host != "[]")
+        return std::make_shared<TcpStore>(host, int(port), rank == 0, connect_timeout);
     }
   }
   invalid_usage("store '{}': expected file:<directory> or tcp:<host>:<port> (port 1-65535)",

@@ -54,7 +54,10 @@ struct TcpStore::Impl {
   int fd = -1;
   std::mutex mutex;  // one request at a time on the connection
 
-  std::string who() const { return fmt::format("tcp store {}:{}", host, port); }
+  std::string who() const {
+    const bool v6 = host.find(':') != std::string::npos;  // [::1]:29500, as it may be written
+    return fmt::format("tcp store {}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+  }
 
   // Connects and authenticates (Note [tcp store authentication]), retrying until `timeout`
   // while the server is not up yet or drops the connection before the handshake ends.
