@@ -133,6 +133,35 @@ TEST(MpiRuntime, AllocationSizeMismatchNamesEveryRank) {
   }
 }
 
+// Note [mpi shared memory room]: a heap larger than /dev/shm raises the same System error on
+// every rank, naming need and free bytes, before MPI is asked (it was MPI_ERR_INTERN on one rank
+// and a hang of the others, past MPI_Finalize); the world goes on.
+TEST(MpiRuntime, AHeapLargerThanDevShmRaisesOnEveryRankNamingTheRoom) {
+  Runtime& r = rt();
+  std::string name = fresh_group("room");
+  const int64_t elems = int64_t(1) << 46;  // 256 TiB of f32 per rank
+  try {
+    empty_symmetric({elems}, DType::f32, name);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::System);
+    const std::string m = e.what();
+    const std::string head = fmt::format(
+        "empty_symmetric: host shared memory 'heap:{}:0' ({} bytes per rank, one segment of {} "
+        "bytes for the {} ranks of the host) does not fit:\n  rank 0: out of shared memory in "
+        "/dev/shm: need {} bytes, free ",
+        name, elems * 4, elems * 4 * r.world_size(), r.world_size(), elems * 4 * r.world_size());
+    EXPECT_EQ(m.rfind(head, 0), 0u) << m;
+    EXPECT_NE(m.find(fmt::format("\n  rank {}: out of shared memory", r.world_size() - 1)),
+              std::string::npos)
+        << m;
+  }
+  // A heap that fits, in the same group, still works.
+  Tensor t = empty_symmetric({4}, DType::f32, name);
+  r.group(name)->barrier(0, "after room");
+  EXPECT_EQ(t.numel(), 4);
+}
+
 TEST(MpiRuntime, DifferentCollectivesAreDetected) {
   Runtime& r = rt();
   std::string name = fresh_group("diff");

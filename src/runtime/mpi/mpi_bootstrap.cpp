@@ -26,15 +26,27 @@
 // same member set, else the first one busy in another member set (a member that timed out and
 // moved on may show up there: the name is best effort). Members on other hosts are not visible, so
 // a timeout waiting only for them says "waiting for peers".
+//
+// Note [mpi shared memory room]: MPI_Win_allocate_shared puts a host's window in one segment in
+// /dev/shm (Open MPI's shmem mmap component, MPICH's shm), created by one rank and attached by
+// the others. On a /dev/shm too small for it, the creating rank failed with MPI_ERR_INTERN while
+// its peers waited inside the collective call, and then past MPI_Finalize (seen on a 64 MiB
+// tmpfs). So the members first exchange what their /dev/shm has free with the sizes they ask
+// for, and when the segment cannot fit every member raises the same System error, before MPI is
+// asked, naming each short rank's need and free bytes as the store transport does.
 #include "mpi_bootstrap.hpp"
 
+#include <unistd.h>
+
 #include "runtime/futex.hpp"
+#include "runtime/store/host_memory.hpp"
 #include "runtime/rendezvous.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -393,18 +405,39 @@ std::shared_ptr<SharedRegion> MpiBootstrap::allocate_shared(const std::vector<in
         "symmetric memory only among ranks of one host",
         op, where);
   }
+  MPI_Aint rounded = MPI_Aint((std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  // Note [mpi shared memory room]: the window's one segment (every member's block, each rounded
+  // to pages) must fit in /dev/shm. Each member sends its size and what its /dev/shm has free.
+  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t need = (uint64_t(rounded) + page - 1) / page * page * members.size();
   std::vector<std::string> sizes =
-      allgather(members, "allocate:" + key, fmt::format("{}", bytes), op);
+      allgather(members, "allocate:" + key, fmt::format("{} {}", bytes, free_shm_bytes()), op);
+  std::vector<std::string> requested(sizes.size());
+  std::string short_of_room;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == sizes[0]) continue;
+    const size_t space = sizes[i].find(' ');
+    requested[i] = sizes[i].substr(0, space);
+    const uint64_t free = std::strtoull(sizes[i].c_str() + space + 1, nullptr, 10);
+    if (free < need)
+      short_of_room += fmt::format("\n  rank {}: {}", members[i], out_of_shm_text(need, free));
+  }
+  for (size_t i = 0; i < requested.size(); ++i) {
+    if (requested[i] == requested[0]) continue;
     std::string all;
-    for (size_t j = 0; j < sizes.size(); ++j)
-      all += fmt::format("\n  rank {}: {} bytes", members[j], sizes[j]);
+    for (size_t j = 0; j < requested.size(); ++j)
+      all += fmt::format("\n  rank {}: {} bytes", members[j], requested[j]);
     invalid_usage("{}: shared allocation '{}' differs in size across ranks:{}", op, key, all);
   }
+  // Every member decides from the same data, so all raise together: MPI_Win_allocate_shared
+  // would fail on the rank that creates the segment (MPI_ERR_INTERN) and leave the others
+  // waiting in it, past MPI_Finalize.
+  if (!short_of_room.empty())
+    throw_error(ErrorCode::System,
+                "{}: host shared memory '{}' ({} bytes per rank, one segment of {} bytes for the "
+                "{} ranks of the host) does not fit:{}",
+                op, key, bytes, need, members.size(), short_of_room);
   MemberComm& mc = member_comm(members, op);
   size_t index = size_t(std::find(members.begin(), members.end(), rank_) - members.begin());
-  MPI_Aint rounded = MPI_Aint((std::max<size_t>(bytes, 1) + 63) / 64 * 64);
   MPI_Info info = MPI_INFO_NULL;
   SF_MPI_CHECK(MPI_Info_create(&info));
   MPI_Info_set(info, "alloc_shared_noncontig", "true");

@@ -69,17 +69,8 @@ uint64_t pid_namespace() {
   return ::stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
 }
 
-uint64_t free_shm_bytes() {
-  struct statvfs fs {};
-  if (::statvfs(kShmDir, &fs) != 0) return UINT64_MAX;  // unknown: let fallocate decide
-  return uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize);
-}
-
 [[noreturn]] void out_of_shm(size_t need, uint64_t free) {
-  throw_error(ErrorCode::System,
-              "out of shared memory in {}: need {} bytes, free {} bytes (make it larger, e.g. "
-              "docker run --shm-size, or the heap smaller)",
-              kShmDir, need, free);
+  throw_error(ErrorCode::System, "{}", out_of_shm_text(need, free));
 }
 
 // Reserves every page of the block now (Note [store shared memory]): without it a tmpfs that
@@ -95,6 +86,19 @@ void reserve_pages(int fd, size_t bytes, const std::string& name) {
 }
 
 }  // namespace
+
+uint64_t free_shm_bytes() {
+  struct statvfs fs {};
+  if (::statvfs(kShmDir, &fs) != 0) return UINT64_MAX;  // unknown: let fallocate decide
+  return uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize);
+}
+
+std::string out_of_shm_text(uint64_t need, uint64_t free) {
+  return fmt::format(
+      "out of shared memory in {}: need {} bytes, free {} bytes (make it larger, e.g. docker "
+      "run --shm-size, or the heap smaller)",
+      kShmDir, need, free);
+}
 
 void sweep_host_blocks(int dead_pid) {
   DIR* dir = ::opendir(kShmDir);

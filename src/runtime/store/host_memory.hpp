@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,12 @@ class HostBlock {
 // Unlinks the blocks (Note [store shared memory]) of this user and pid namespace whose creator
 // was `dead_pid`, or, for 0, whose creator no longer exists. Never this process's own.
 void sweep_host_blocks(int dead_pid);
+
+// Free bytes of /dev/shm (UINT64_MAX when unknown), and the System error saying a need does not
+// fit ("out of shared memory in /dev/shm: need N bytes, free M bytes (...)"), as the store and
+// mpi transports report it (Note [mpi shared memory room] in src/runtime/mpi/mpi_bootstrap.cpp).
+uint64_t free_shm_bytes();
+std::string out_of_shm_text(uint64_t need, uint64_t free);
 
 // Rounds `bytes` up to whole pages (at least one).
 size_t host_block_bytes(size_t bytes);
