@@ -8,7 +8,10 @@
 //   /dev/shm: the peer that sees it die removes it, and so does the next process that creates
 //   a block when no peer was left.
 #include <sched.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +20,9 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/store/host_memory.hpp"
 #include "spawn.hpp"
+#include "symmflow/core/error.hpp"
 #include "temp_dir.hpp"
 
 namespace symmflow::testing {
@@ -139,6 +144,48 @@ TEST(ChaosShm, TheNextProcessRemovesTheBlocksOfADeadOne) {
   ASSERT_TRUE(next.wait_all(std::chrono::seconds(20))) << next.all_output();
   EXPECT_NE(next.output(0).find("created "), std::string::npos) << next.all_output();
   EXPECT_FALSE(shm_exists(name)) << "/dev/shm" << name << " was left behind";
+}
+
+}  // namespace
+}  // namespace symmflow::testing
+
+namespace symmflow::testing {
+namespace {
+
+std::string open_error(const std::string& name) {
+  try {
+    HostBlock::open(name, 64);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// Note [foreign blocks]: a name the store hands over is opened only when symmflow makes such
+// names, and the object only when it is this user's with mode 0600.
+TEST(ChaosShm, AForeignBlockIsNeverMapped) {
+  for (const char* name : {"/etc", "/symmflow.1.2", "/symmflow.1.2.3/x", "/symmflow..1.2",
+                           "/other.1.2.3"}) {
+    EXPECT_EQ(open_error(name),
+              std::string("refusing host shared memory '") + name +
+                  "': not a name symmflow makes (/symmflow.<ns>.<pid>.<n>); the store handed "
+                  "this rank another name (Note [foreign blocks])");
+  }
+  const std::string name = "/symmflow.0." + std::to_string(::getpid()) + ".987654";
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, 4096), 0);
+  ASSERT_EQ(::fchmod(fd, 0644), 0);  // readable by others: not as symmflow makes it
+  EXPECT_EQ(open_error(name),
+            "refusing host shared memory " + name + ": it belongs to uid " +
+                std::to_string(::geteuid()) + " with mode 0644, not to this process's user (uid " +
+                std::to_string(::geteuid()) +
+                ") with mode 0600 as symmflow makes it; another process may have planted it "
+                "(Note [foreign blocks])");
+  ASSERT_EQ(::fchmod(fd, 0600), 0);
+  EXPECT_EQ(open_error(name), "<no error>");  // as symmflow makes it: opened
+  ::close(fd);
+  ::shm_unlink(name.c_str());
 }
 
 }  // namespace

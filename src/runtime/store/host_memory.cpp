@@ -161,17 +161,54 @@ HostBlock HostBlock::create(size_t bytes) {
   return b;
 }
 
+// Note [foreign blocks]: the name of a peer's block comes from the store, and the store may be
+// one that other local processes can write (a c10d TCPStore has no authentication). So a name is
+// opened only when it is one symmflow makes ("/symmflow.<ns>.<pid>.<n>", no other path), and the
+// object it names only when it is a regular object of this user that no one else may read or
+// write (mode 0600, as create() makes it): a block planted by another user, or left readable by
+// others, is refused, never mapped (issue 39 item 7).
+namespace {
+bool symmflow_block_name(const std::string& name) {
+  const std::string head = "/symmflow.";
+  if (name.rfind(head, 0) != 0 || name.size() > 96) return false;
+  int dots = 0;
+  for (size_t i = head.size(); i < name.size(); ++i) {
+    if (name[i] == '.' && i > head.size() && name[i - 1] != '.') {
+      ++dots;
+    } else if (name[i] < '0' || name[i] > '9') {
+      return false;
+    }
+  }
+  return dots == 2 && name.back() != '.';
+}
+}  // namespace
+
 HostBlock HostBlock::open(const std::string& name, size_t bytes) {
   HostBlock b;
   b.name_ = name;
   b.mapped_ = host_block_bytes(bytes);
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (!symmflow_block_name(name))
+    throw_error(ErrorCode::System,
+                "refusing host shared memory '{}': not a name symmflow makes "
+                "(/symmflow.<ns>.<pid>.<n>); the store handed this rank another name (Note "
+                "[foreign blocks])",
+                name);
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
   if (fd < 0)
     throw_error(ErrorCode::System,
                 "cannot open host shared memory {}: {} (do the ranks share /dev/shm?)", name,
                 std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || size_t(st.st_size) < b.mapped_) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    ::close(fd);
+    throw_error(ErrorCode::System,
+                "refusing host shared memory {}: it belongs to uid {} with mode {:04o}, not to this "
+                "process's user (uid {}) with mode 0600 as symmflow makes it; another process may "
+                "have planted it (Note [foreign blocks])",
+                name, st.st_uid, st.st_mode & 07777, ::geteuid());
+  }
+  if (size_t(st.st_size) < b.mapped_) {
     ::close(fd);
     throw_error(ErrorCode::System, "host shared memory {} has {} bytes, expected {}", name,
                 size_t(st.st_size), b.mapped_);
