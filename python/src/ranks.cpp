@@ -72,7 +72,9 @@ std::shared_ptr<KeyValueStore> callback_store(nb::handle set, nb::handle get, nb
 api::Rank init_store(nb::handle set, nb::handle get, nb::handle wait, nb::handle add, int rank,
                      int world_size, const std::string& prefix, double timeout_s) {
   StoreOptions o;
-  o.store = callback_store(set, get, wait, add);
+  // The caller's store is not trusted (torchrun's TCPStore authenticates no one): every value
+  // symmflow writes to it is sealed with the job's secret (Note [sealed store values]).
+  o.store = std::make_shared<SealedStore>(callback_store(set, get, wait, add));
   o.rank = rank;
   o.world_size = world_size;
   o.prefix = prefix;

@@ -21,6 +21,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,6 +120,34 @@ class CallbackStore : public KeyValueStore {
 
  private:
   StoreCallbacks callbacks_;
+};
+
+// A store that other processes may read and write (the launcher's c10d store: torchrun's
+// TCPStore has no authentication) made safe for symmflow's values: each is encrypted and
+// authenticated with the job's secret (`secret`, or when empty the store secret of Note [store
+// secret]: SYMMFLOW_STORE_SECRET, SYMMFLOW_STORE_SECRET_FILE or the per-user file), bound to its
+// key. A value not sealed with it reads as absent and is reported once on stderr (Note [sealed
+// store values] in src/runtime/store/sealed_store.cpp). Counters (add) pass through unsealed.
+class SealedStore : public KeyValueStore {
+ public:
+  explicit SealedStore(std::shared_ptr<KeyValueStore> inner, std::string secret = {});
+  void set(const std::string& key, const std::string& value) override;
+  std::optional<std::string> get(const std::string& key, Millis timeout) override;
+  bool wait(const std::vector<std::string>& keys, Millis timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  std::string describe() const override;
+  // Keys whose value was found not sealed with this job's secret (each counted once).
+  size_t foreign_keys() const;
+
+ private:
+  std::string seal(const std::string& key, const std::string& value) const;
+  std::optional<std::string> open(const std::string& key, const std::string& sealed) const;
+  void report_foreign(const std::string& key) const;
+  std::shared_ptr<KeyValueStore> inner_;
+  std::string k_enc_, k_mac_;
+  mutable std::mutex mutex_;
+  mutable std::set<std::string> reported_;
+  mutable size_t foreign_ = 0;
 };
 
 // "file:/path" -> FileStore; "tcp:host:port" -> TcpStore served by `rank` 0. Throws

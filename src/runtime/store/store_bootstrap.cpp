@@ -260,7 +260,10 @@ bool StoreBootstrap::peer_died(int r) const {
 
 void StoreBootstrap::publish_poison(int rank, const std::string& why) const {
   try {
-    if (store_->add(key("poison_claim"), 1) == 1)
+    // The first claim wins. A later claimer whose winner never wrote (the claim was bumped by a
+    // process without the secret: Note [sealed store values]) writes it itself; the winner's
+    // write follows its claim at once, so a short wait tells the two apart.
+    if (store_->add(key("poison_claim"), 1) == 1 || !store_->get(key("poison"), Millis(200)))
       store_->set(key("poison"), fmt::format("{}\n{}", rank, why));
   } catch (const Error&) {
     // The store is gone: ranks of this host still see dead peers through their pidfds.

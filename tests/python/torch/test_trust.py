@@ -51,6 +51,11 @@ def test_an_uncaught_exception_is_named_as_a_failure_not_a_finish():
     assert rc != 0  # rank 1 died of its exception
 
 
+def test_a_third_process_can_neither_read_nor_poison_the_store_keys():
+    """Issue 39 item 7 (Note [sealed store values])."""
+    _results(2, "attacker")
+
+
 def test_eager_barrier_runs_on_every_rank():
     _results(2, "barrier")
 

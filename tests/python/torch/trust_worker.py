@@ -15,6 +15,7 @@ $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl, as worker.py does):
 - "finished": rank 1 leaves after one all-reduce; rank 0's next one raises PeerFailure naming
   rank 1 as finished, at once rather than after SYMMFLOW_TIMEOUT_S.
 - "barrier": torch.ops.symmflow.barrier eagerly on every rank (it has no tensor argument).
+- "attacker": a third process reads and plants symmflow's keys in torchrun's store; ignored.
 - "uncaught": rank 1 raises an uncaught RuntimeError between two all-reduces; rank 0's second
   names it ("rank 1 failed (uncaught RuntimeError: ...)"), not "rank 1 has finished".
 SYMMFLOW_TIMEOUT_S is set by the test (20 s); "seconds" is how long the awaited call took.
@@ -137,8 +138,46 @@ def run_barrier(rank: int, world: int) -> dict:
             "message": message[:600], "seconds": took}
 
 
+ATTACKER = r"""
+import datetime, json, os, sys
+from torch.distributed import TCPStore
+s = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+             timeout=datetime.timedelta(seconds=10))
+keys = [k for k in s.list_keys() if "symmflow/" in k]
+pids = sys.argv[1:]
+leaked = [k for k in keys if "/hello/" in k and any(p.encode() in bytes(s.get(k)) for p in pids)]
+poison = [k for k in keys if k.endswith("symmflow/hello/0")][0].replace("hello/0", "poison")
+s.set(poison, b"1\nplanted by another process")
+s.add(poison.replace("poison", "poison_claim"), 1)
+print(json.dumps({"keys": len(keys), "leaked": leaked, "poison": poison}))
+"""
+
+
+def run_attacker(rank: int, world: int) -> dict:
+    """Issue 39 item 7: a third local process that reaches torchrun's TCPStore reads symmflow's
+    hellos (sealed: no pid in them) and plants a poison and a poison claim; the world ignores
+    them and its next all-reduce is right (Note [sealed store values])."""
+    import subprocess
+    group = dist.group.WORLD.group_name
+    x = sft.empty((4,), dtype=torch.float32)  # joins the symmflow world
+    pids: list = [None] * world
+    dist.all_gather_object(pids, os.getpid())
+    seen = {}
+    if rank == 0:
+        out = subprocess.run([sys.executable, "-c", ATTACKER, *map(str, pids)], check=True,
+                             capture_output=True, text=True, timeout=60).stdout
+        seen = json.loads(out.strip().splitlines()[-1])
+    dist.barrier()
+    time.sleep(0.5)  # past every rank's look at the store's poison key
+    x.fill_(float(rank + 1))
+    y = torch.ops.symmflow.one_shot_all_reduce(x, "sum", group)
+    right = bool((y == world * (world + 1) / 2).all())
+    ok = right and (rank != 0 or (seen["keys"] >= world and not seen["leaked"]))
+    return {"case": "attacker", "rank": rank, "ok": ok, "seen": seen, "right": right}
+
+
 CASES = {"disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
-         "barrier": run_barrier, "uncaught": run_uncaught}
+         "barrier": run_barrier, "uncaught": run_uncaught, "attacker": run_attacker}
 
 
 def main() -> int:
