@@ -71,7 +71,8 @@ inline bool connect_loopback(int fd, int port) {
 // An attacker's connection to a store: bytes in and out, every call bounded.
 class RawConnection {
  public:
-  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  explicit RawConnection(int port)
+      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)), port_(port) {
     timeval tv{2, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     connect_loopback(fd_, port);
@@ -121,20 +122,25 @@ class RawConnection {
     }
   }
   int fd() const { return fd_; }
+  int port() const { return port_; }
 
  private:
   int fd_;
+  int port_;
   std::string pending_;
 };
 
-// Does the handshake with the job's secret (SYMMFLOW_STORE_SECRET, as the tests' main sets it).
-inline bool authenticate(RawConnection& c) {
+// Does the handshake with the job's secret (SYMMFLOW_STORE_SECRET, as the tests' main sets it),
+// for the port dialed and `job` (Note [tcp store authentication]).
+inline bool authenticate(RawConnection& c, const std::string& job = "") {
   std::optional<Fields> hello = c.read_message(std::chrono::milliseconds(2000));
   if (!hello || hello->size() != 2) return false;
   std::string secret = std::getenv("SYMMFLOW_STORE_SECRET");
   std::string nonce = "00112233445566778899aabbccddeeff";
   c.send_bytes(frame({"auth", nonce,
-                      store_detail::handshake_proof(secret, "client", (*hello)[1], nonce)}));
+                      store_detail::handshake_proof(secret, "client", (*hello)[1], nonce,
+                                                    c.port(), job),
+                      std::to_string(c.port()), job}));
   std::optional<Fields> reply = c.read_message(std::chrono::milliseconds(2000));
   return reply && !reply->empty() && (*reply)[0] == "ok";
 }
@@ -155,7 +161,7 @@ class FakeServer {
     thread_ = std::thread([this] {
       int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) return;
-      std::string hello = frame({"symmflow-store/1", "0123456789abcdef0123456789abcdef"});
+      std::string hello = frame({store_detail::kServerHello, "0123456789abcdef0123456789abcdef"});
       (void)!::send(c, hello.data(), hello.size(), MSG_NOSIGNAL);
       char buf[4096];
       (void)!::recv(c, buf, sizeof buf, 0);
@@ -166,6 +172,50 @@ class FakeServer {
     });
   }
   ~FakeServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A process that squatted a port (its own, on loopback) and relays the one connection it accepts
+// to `target`, byte for byte both ways, until either side closes (issue 39 item 8).
+class Relay {
+ public:
+  explicit Relay(int target) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 8);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, target] {
+      int in = ::accept(fd_, nullptr, nullptr);
+      if (in < 0) return;
+      int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      connect_loopback(out, target);
+      pollfd p[2] = {{in, POLLIN, 0}, {out, POLLIN, 0}};
+      char buf[4096];
+      for (bool open = true; open && ::poll(p, 2, 5000) > 0;) {
+        for (int i = 0; i < 2 && open; ++i) {
+          if (!p[i].revents) continue;
+          ssize_t n = ::recv(p[i].fd, buf, sizeof buf, 0);
+          open = n > 0 && ::send(p[1 - i].fd, buf, size_t(n), MSG_NOSIGNAL) == n;
+        }
+      }
+      ::close(out);
+      ::close(in);
+    });
+  }
+  ~Relay() {
     ::shutdown(fd_, SHUT_RDWR);
     thread_.join();
     ::close(fd_);

@@ -21,6 +21,7 @@
 #include <latch>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "chaos_support.hpp"
@@ -116,6 +117,36 @@ TEST(ChaosTcp, AnotherSecretIsRefusedBothWays) {
                       ": the server could not prove that it holds this job's store secret: it is "
                       "another job's store (a reused port?) or its ranks were given another "
                       "SYMMFLOW_STORE_SECRET");
+}
+
+// Issue 39 item 8 (Note [tcp store authentication]): with one secret shared by two jobs (the
+// per-user one), a process squatting job B's port relays B's rank to job A's server; the proof
+// covers the port dialed, so A's server refuses it, and A's keys stay unread.
+TEST(ChaosTcp, ARelayedHandshakeIsRefused) {
+  TcpStore job_a("127.0.0.1", 0, true, Millis(3000), "", "job-a");
+  job_a.set("job-a/hello/0", "secret stuff");
+  Relay squatter(job_a.port());
+  const std::string what = error_of([&] {
+    TcpStore("127.0.0.1", squatter.port(), false, Millis(3000), "", "job-a");
+  });
+  EXPECT_EQ(what, fmt::format("tcp store 127.0.0.1:{}: the server refused this process: the "
+                              "connection was dialed to port {} but this store listens on port "
+                              "{}: a relay (or a port mapping between the ranks) is refused",
+                              squatter.port(), squatter.port(), job_a.port()));
+}
+
+// A rank of another job (another prefix) that reaches this job's server is refused naming both.
+TEST(ChaosTcp, AnotherJobsRankIsRefusedNamingTheJobs) {
+  TcpStore job_a("127.0.0.1", 0, true, Millis(3000), "", "job-a");
+  EXPECT_EQ(error_of([&] {
+              TcpStore("127.0.0.1", job_a.port(), false, Millis(3000), "", "job-b");
+            }),
+            fmt::format("tcp store 127.0.0.1:{}: the server refused this process: this store "
+                        "serves the job 'job-a', not 'job-b' (the ranks differ in "
+                        "SYMMFLOW_STORE_PREFIX, or another job's connection was relayed here)",
+                        job_a.port()));
+  TcpStore("127.0.0.1", job_a.port(), false, Millis(3000), "", "job-a").set("k", "v");  // its own
+  EXPECT_EQ(job_a.get("k", Millis(0)), "v");
 }
 
 TEST(ChaosTcp, AClientThatNeverReadsItsRepliesStallsNoOne) {

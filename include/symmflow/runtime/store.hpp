@@ -83,8 +83,10 @@ class FileStore : public KeyValueStore {
 // until `connect_timeout`; a secret that differs raises InvalidUsage at once.
 class TcpStore : public KeyValueStore {
  public:
+  // `job`: the world's key prefix, bound into the handshake with the port dialed, so that a
+  // connection relayed from another job's port is refused (Note [tcp store authentication]).
   TcpStore(std::string host, int port, bool serve, Millis connect_timeout = Millis(30000),
-           std::string secret = {});
+           std::string secret = {}, std::string job = {});
   ~TcpStore() override;
   void set(const std::string& key, const std::string& value) override;
   std::optional<std::string> get(const std::string& key, Millis timeout) override;
@@ -153,7 +155,8 @@ class SealedStore : public KeyValueStore {
 // "file:/path" -> FileStore; "tcp:host:port" -> TcpStore served by `rank` 0. Throws
 // InvalidUsage naming the spelling otherwise.
 std::shared_ptr<KeyValueStore> open_store(std::string_view spec, int rank,
-                                          KeyValueStore::Millis connect_timeout);
+                                          KeyValueStore::Millis connect_timeout,
+                                          const std::string& job = {});
 
 // How a process joins a world through a store (init_store in runtime.hpp; make_store_bootstrap).
 struct StoreOptions {

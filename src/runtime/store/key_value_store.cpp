@@ -219,7 +219,8 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
 // ---- open_store ---------------------------------------------------------------------------------
 
 std::shared_ptr<KeyValueStore> open_store(std::string_view spec, int rank,
-                                          KeyValueStore::Millis connect_timeout) {
+                                          KeyValueStore::Millis connect_timeout,
+                                          const std::string& job) {
   if (spec.substr(0, 5) == "file:" && spec.size() > 5)
     return std::make_shared<FileStore>(std::string(spec.substr(5)));
   if (spec.substr(0, 4) == "tcp:") {
@@ -233,7 +234,8 @@ std::shared_ptr<KeyValueStore> open_store(std::string_view spec, int rank,
       if (host.size() > 2 && host.front() == '[' && host.back() == ']')
         host = host.substr(1, host.size() - 2);  // an IPv6 address as URLs write it: [::1]
       if (!port_text.empty() && *end == '\0' && port > 0 && port < 65536 && host != "[]")
-        return std::make_shared<TcpStore>(host, int(port), rank == 0, connect_timeout);
+        return std::make_shared<TcpStore>(host, int(port), rank == 0, connect_timeout,
+                                          std::string(), job);
     }
   }
   invalid_usage("store '{}': expected file:<directory> or tcp:<host>:<port> (port 1-65535)",

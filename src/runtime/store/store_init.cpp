@@ -113,7 +113,7 @@ Runtime& init_store_from_env() {
   const char* prefix = std::getenv("SYMMFLOW_STORE_PREFIX");
   if (prefix && *prefix) o.prefix = prefix;
   auto connect = std::chrono::milliseconds(int64_t(tunables().timeout_s * 1000));
-  o.store = open_store(spec, o.rank, connect);
+  o.store = open_store(spec, o.rank, connect, o.prefix);  // bound into the TCP handshake
   return init_store(o);
 }
 

@@ -68,8 +68,10 @@ std::string random_hex(size_t bytes) {
 }
 
 std::string handshake_proof(std::string_view secret, std::string_view side,
-                            std::string_view server_nonce, std::string_view client_nonce) {
-  std::string message = fmt::format("{}\n{}\n{}", side, server_nonce, client_nonce);
+                            std::string_view server_nonce, std::string_view client_nonce,
+                            int port, std::string_view job) {
+  std::string message =
+      fmt::format("{}\n{}\n{}\n{}\n{}", side, server_nonce, client_nonce, port, job);
   return to_hex(hmac_sha256(secret, message));
 }
 
@@ -120,7 +122,8 @@ bool recv_message(int fd, uint32_t max, Fields& out) {
   return decode(body.data(), body.size(), out);
 }
 
-std::string client_handshake(int fd, std::string_view secret, const std::string& who) {
+std::string client_handshake(int fd, std::string_view secret, int port, const std::string& job,
+                             const std::string& who) {
   auto lost = [](const char* what) {
     return fmt::format("{}: {}", what, errno ? std::strerror(errno) : "closed by the server");
   };
@@ -131,14 +134,16 @@ std::string client_handshake(int fd, std::string_view secret, const std::string&
                   "greeted with '{}'); is the port another service's?",
                   who, hello.empty() ? "" : hello[0].substr(0, 40));
   std::string nonce = random_hex(16);
-  if (!send_all(fd, encode({"auth", nonce, handshake_proof(secret, "client", hello[1], nonce)})))
+  if (!send_all(fd, encode({"auth", nonce,
+                            handshake_proof(secret, "client", hello[1], nonce, port, job),
+                            std::to_string(port), job})))
     return lost("handshake send");
   Fields reply;
   if (!recv_message(fd, kMaxHandshakeMessage, reply)) return lost("handshake reply");
   if (reply.size() == 2 && reply[0] == "error")
     invalid_usage("{}: the server refused this process: {}", who, reply[1]);
   if (reply.size() != 2 || reply[0] != "ok" ||
-      !same_secret_text(reply[1], handshake_proof(secret, "server", hello[1], nonce)))
+      !same_secret_text(reply[1], handshake_proof(secret, "server", hello[1], nonce, port, job)))
     invalid_usage("{}: the server could not prove that it holds this job's store secret: it is "
                   "another job's store (a reused port?) or its ranks were given another "
                   "SYMMFLOW_STORE_SECRET",

@@ -17,9 +17,17 @@
 // the server reads or writes a key for it, and the server proves it too, so neither a local
 // process of another user nor another job's store on a reused port can join, read or poison a
 // world. Challenge and response, the secret never on the wire:
-//   server -> client   {"symmflow-store/1", Ns}          Ns: 16 fresh random bytes, hex
-//   client -> server   {"auth", Nc, HMAC(secret, "client\n" Ns "\n" Nc)}
-//   server -> client   {"ok", HMAC(secret, "server\n" Ns "\n" Nc)}   or {"error", why}, closed
+//   server -> client   {"symmflow-store/2", Ns}          Ns: 16 fresh random bytes, hex
+//   client -> server   {"auth", Nc, HMAC(secret, "client\n" Ns "\n" Nc "\n" port "\n" job),
+//                       port, job}
+//   server -> client   {"ok", HMAC(secret, "server\n" Ns "\n" Nc "\n" port "\n" job)}
+//                      or {"error", why}, closed
+// `port` is the port the client dialed and `job` the world's key prefix (SYMMFLOW_STORE_PREFIX;
+// "" when the store was made without one); the server answers only for its own listening port
+// and job. So a process that squats another job's port and relays that job's handshake to this
+// server is refused on both sides (issue 39 item 8): the dialed port differs from the one this
+// server listens on, and a job of another prefix is named. Consequence: the ranks must dial the
+// port the server listens on (no port mapping between them, e.g. docker -p 30000:29500).
 // HMAC is HMAC-SHA-256 (sha256.hpp), compared in constant time. A fresh Ns per connection means a
 // recorded exchange does not replay. Anything but a valid "auth" as the first message closes
 // the connection. What this does not give: secrecy or integrity of the later traffic (it is plain
@@ -52,7 +60,7 @@ using Fields = std::vector<std::string>;
 
 constexpr uint32_t kMaxMessage = 16u << 20;
 constexpr uint32_t kMaxHandshakeMessage = 1024;
-constexpr const char* kServerHello = "symmflow-store/1";
+constexpr const char* kServerHello = "symmflow-store/2";
 constexpr size_t kMinSecretBytes = 16;
 
 std::string encode(const Fields& fields);
@@ -61,9 +69,11 @@ bool decode(const char* p, size_t n, Fields& out);
 
 // `bytes` random bytes from the kernel (getrandom), as hex.
 std::string random_hex(size_t bytes);
-// HMAC(secret, side "\n" server_nonce "\n" client_nonce) as hex (side: "client" or "server").
+// HMAC(secret, side "\n" server_nonce "\n" client_nonce "\n" port "\n" job) as hex (side:
+// "client" or "server"; Note [tcp store authentication]).
 std::string handshake_proof(std::string_view secret, std::string_view side,
-                            std::string_view server_nonce, std::string_view client_nonce);
+                            std::string_view server_nonce, std::string_view client_nonce,
+                            int port, std::string_view job);
 
 // The job's secret (Note [store secret]); raises InvalidUsage naming what to set, prefixed by
 // `who`.
@@ -82,6 +92,8 @@ bool recv_message(int fd, uint32_t max, Fields& out);
 // The client's side of the handshake on a fresh connection. Returns "" when authenticated, or
 // why the connection was lost before it was (the caller may reconnect); raises InvalidUsage when
 // either side refused the other's proof (a different secret: no retry helps).
-std::string client_handshake(int fd, std::string_view secret, const std::string& who);
+// `port` is the port dialed, `job` the world's prefix (Note [tcp store authentication]).
+std::string client_handshake(int fd, std::string_view secret, int port, const std::string& job,
+                             const std::string& who);
 
 }  // namespace symmflow::store_detail

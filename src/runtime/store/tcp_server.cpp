@@ -54,9 +54,9 @@ int bind_and_listen(const std::string& host, int port, const std::string& who) {
 
 }  // namespace
 
-TcpServer::TcpServer(const std::string& host, int port, std::string secret, ServerLimits limits,
-                     const std::string& who)
-    : secret_(std::move(secret)), limits_(limits) {
+TcpServer::TcpServer(const std::string& host, int port, std::string secret, std::string job,
+                     ServerLimits limits, const std::string& who)
+    : secret_(std::move(secret)), job_(std::move(job)), limits_(limits) {
   listen_fd_ = bind_and_listen(host, port, who);
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
@@ -241,19 +241,36 @@ bool TcpServer::handle_messages(int fd, Conn& c, Clock::time_point now) {
   return true;
 }
 
+// Note [tcp store authentication] in tcp_protocol.hpp: the client's proof covers the port it
+// dialed and its job; this server answers only for its own.
 void TcpServer::handshake(Conn& c, const Fields& req) {
-  bool ok = req.size() == 3 && req[0] == "auth" && !req[1].empty() && req[1].size() <= 64 &&
-            same_secret_text(req[2], handshake_proof(secret_, "client", c.nonce, req[1]));
-  if (ok) {
-    c.authed = true;
-    c.out = encode({"ok", handshake_proof(secret_, "server", c.nonce, req[1])});
+  c.closing = true;  // unless it authenticates below
+  if (req.size() != 5 || req[0] != "auth" || req[1].empty() || req[1].size() > 64) {
+    c.out = encode({"error", "authenticate first"});
     return;
   }
-  c.closing = true;
-  c.out = encode({"error", req.size() == 3 && req[0] == "auth"
-                               ? "authentication failed: this process does not hold the job's "
-                                 "store secret (SYMMFLOW_STORE_SECRET)"
-                               : "authenticate first"});
+  const std::string port = std::to_string(port_);
+  if (!same_secret_text(req[2], handshake_proof(secret_, "client", c.nonce, req[1],
+                                                std::atoi(req[3].c_str()), req[4])) ||
+      req[3].size() > 5) {
+    c.out = encode({"error",
+                    "authentication failed: this process does not hold the job's store secret "
+                    "(SYMMFLOW_STORE_SECRET)"});
+  } else if (req[3] != port) {
+    c.out = encode({"error", fmt::format("the connection was dialed to port {} but this store "
+                                         "listens on port {}: a relay (or a port mapping between "
+                                         "the ranks) is refused",
+                                         req[3].substr(0, 5), port)});
+  } else if (req[4] != job_) {
+    c.out = encode({"error", fmt::format("this store serves the job '{}', not '{}' (the ranks "
+                                         "differ in SYMMFLOW_STORE_PREFIX, or another job's "
+                                         "connection was relayed here)",
+                                         job_, req[4].substr(0, 64))});
+  } else {
+    c.closing = false;
+    c.authed = true;
+    c.out = encode({"ok", handshake_proof(secret_, "server", c.nonce, req[1], port_, job_)});
+  }
 }
 
 Fields TcpServer::answer(const Fields& req) {

@@ -40,8 +40,9 @@ struct ServerLimits {
 class TcpServer {
  public:
   // Binds host:port (port 0: a free one) and starts serving; raises System naming `who`.
-  TcpServer(const std::string& host, int port, std::string secret, ServerLimits limits,
-            const std::string& who);
+  // `job`: the world's key prefix its clients must name (Note [tcp store authentication]).
+  TcpServer(const std::string& host, int port, std::string secret, std::string job,
+            ServerLimits limits, const std::string& who);
   ~TcpServer();
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
@@ -75,6 +76,7 @@ class TcpServer {
   size_t pending() const;
 
   std::string secret_;
+  std::string job_;
   ServerLimits limits_;
   int listen_fd_ = -1;
   int port_ = 0;

@@ -50,6 +50,7 @@ struct TcpStore::Impl {
   std::string host;
   int port = 0;
   std::string secret;
+  std::string job;  // the world's prefix (Note [tcp store authentication])
   std::unique_ptr<store_detail::TcpServer> server;
   int fd = -1;
   std::mutex mutex;  // one request at a time on the connection
@@ -75,7 +76,7 @@ struct TcpStore::Impl {
         ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         try {
-          last = store_detail::client_handshake(s, secret, who());
+          last = store_detail::client_handshake(s, secret, port, job, who());
         } catch (...) {
           ::close(s);
           throw;
@@ -117,10 +118,11 @@ struct TcpStore::Impl {
 };
 
 TcpStore::TcpStore(std::string host, int port, bool serve, Millis connect_timeout,
-                   std::string secret)
+                   std::string secret, std::string job)
     : impl_(std::make_unique<Impl>()) {
   impl_->host = std::move(host);
   impl_->port = port;
+  impl_->job = std::move(job);
   impl_->secret = secret.empty() ? store_detail::resolve_store_secret(impl_->who())
                                  : std::move(secret);
   SF_CHECK(impl_->secret.size() >= store_detail::kMinSecretBytes,
@@ -129,8 +131,8 @@ TcpStore::TcpStore(std::string host, int port, bool serve, Millis connect_timeou
   if (serve) {
     store_detail::ServerLimits limits;
     limits.io_timeout = std::max(connect_timeout, Millis(1000));
-    impl_->server = std::make_unique<store_detail::TcpServer>(impl_->host, port, impl_->secret,
-                                                              limits, impl_->who());
+    impl_->server = std::make_unique<store_detail::TcpServer>(
+        impl_->host, port, impl_->secret, impl_->job, limits, impl_->who());
     impl_->port = impl_->server->port();
   }
   impl_->connect(connect_timeout);
