@@ -183,7 +183,8 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     imported = _fx_import.import_graph(
         sub_gm, example_inputs, world_size=rank.world_size, rank=rank.rank,
         group_resolver=lambda name: [list(s) for s in _runtime.resolve_group(name).subgroups],
-        group_namer=_runtime.group_name, catalogue=_catalogue(device.split(":")[0]),
+        group_namer=lambda subgroups, c10d: _runtime.resolve_group(c10d).name,
+        catalogue=_catalogue(device.split(":")[0]),
         name=f"partition_{index}", device=device,
     )
     # For its device: a GPU compile loads the cuda backend's kernels first (without them the

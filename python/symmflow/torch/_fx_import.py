@@ -475,7 +475,7 @@ def _views_only_for_outputs(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
 def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, world_size: int,
                  rank: int, group_resolver: Optional[GroupResolver] = None,
                  catalogue: Optional[Catalogue] = None, name: str = "fx_graph",
-                 group_namer: Optional[Callable[[list[list[int]]], str]] = None,
+                 group_namer: Optional[Callable[[list[list[int]], str], str]] = None,
                  device: Optional[str] = None) -> ImportedGraph:
     """Builds `gm` as a symmflow Program. Raises UnsupportedGraph naming the first node that
     cannot be imported (`node`, `op` attributes). `group_namer`: Note [group names]. `device`:

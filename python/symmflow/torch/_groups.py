@@ -58,13 +58,14 @@ class GroupTable:
     # Each c10d group name the graph uses becomes `g<k>` (k in order of first use). A resolver
     # result covering every rank of the world as one subgroup is `group g<k>`; any other
     # partition is written out (`group g<k> = {0, 2}, {1, 3}`). Subgroups must be disjoint, of
-    # one size, hold ranks of the world, and one of them must hold this rank. A `namer` replaces
-    # `g<k>` with a name derived from the subgroups: the torch backend names every split the same
-    # in every partition and graph of a process, because runtime groups are made once per name
-    # (exec::ensure_groups refuses a name reused for other members).
+    # one size, hold ranks of the world, and one of them must hold this rank. A `namer` (given
+    # the subgroups and the c10d name) replaces `g<k>` with a name derived from the subgroups: the
+    # torch backend names every split the same in every partition and graph of a process, because
+    # runtime groups are made once per name (exec::ensure_groups refuses a name reused for other
+    # members), and a c10d group made after its members' group failed gets fresh ones.
 
     def __init__(self, resolver: Optional[GroupResolver], world_size: int, rank: int,
-                 namer: Optional[Callable[[list[list[int]]], str]] = None):
+                 namer: Optional[Callable[[list[list[int]], str], str]] = None):
         self.resolver = resolver
         self.namer = namer
         self.world_size = world_size
@@ -95,7 +96,7 @@ class GroupTable:
                                    "was given")
         raw = list(self.resolver(key))
         subgroups = [list(s) for s in raw] if raw and not isinstance(raw[0], int) else [raw]
-        ir_name = self.namer(subgroups) if self.namer else f"g{len(self.names)}"
+        ir_name = self.namer(subgroups, key) if self.namer else f"g{len(self.names)}"
         flat = [r for s in subgroups for r in s]
         if not subgroups or any(not s for s in subgroups):
             raise UnsupportedGraph(f"{where}: c10d group '{key}' resolves to an empty group")

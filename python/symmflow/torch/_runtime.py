@@ -116,7 +116,9 @@ def resolve_group(c10d_name: str) -> GroupInfo:
             f"process group '{c10d_name}': its subgroups overlap across ranks ({list(subgroups)}); "
             "symmflow groups split the world into disjoint subgroups"
         )
-    name = group_name(subgroups)
+    # A new c10d group made to recover from a failed one gets fresh symmflow groups, compiled
+    # graphs too (Note [poisoned groups]; _unpoisoned).
+    name = _unpoisoned(group_name(subgroups))
     info = GroupInfo(name=name, subgroups=subgroups, c10d_name=c10d_name)
     with _lock:
         _groups[c10d_name] = info
@@ -145,7 +147,7 @@ def local_group(c10d_name: str) -> GroupInfo:
 
 
 def _unpoisoned(name: str) -> str:
-    """`name`, or the first of name~1, name~2, ... whose runtime group is not poisoned: a c10d
+    """`name`, or the first of name_r1, name_r2, ... (names the IR accepts) whose runtime group is not poisoned: a c10d
     group made after a collective of its members' group failed (Note [poisoned groups]: the
     documented recovery is a new group of the same ranks) gets symmflow memory and pads of its
     own. Every member finds the same name: the failure is published to every member before the
@@ -154,7 +156,7 @@ def _unpoisoned(name: str) -> str:
     candidate, n = name, 0
     while r.group_poisoned(candidate):
         n += 1
-        candidate = f"{name}~{n}"
+        candidate = f"{name}_r{n}"
     return candidate
 
 

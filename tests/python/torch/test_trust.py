@@ -56,6 +56,12 @@ def test_a_third_process_can_neither_read_nor_poison_the_store_keys():
     _results(2, "attacker")
 
 
+def test_a_compiled_graph_on_a_poisoned_group_raises_and_a_new_group_recovers():
+    """Issue 39: compiled calls after a failed collective of their group raise; a new c10d group
+    of the same ranks recovers with right results."""
+    _results(2, "compiled_recovery")
+
+
 def test_eager_barrier_runs_on_every_rank():
     _results(2, "barrier")
 

@@ -176,7 +176,34 @@ def run_attacker(rank: int, world: int) -> dict:
     return {"case": "attacker", "rank": rank, "ok": ok, "seen": seen, "right": right}
 
 
-CASES = {"disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
+def run_compiled_recovery(rank: int, world: int) -> dict:
+    """Issue 39 under torch.compile: after a collective of a group failed (an eager disagreement
+    on it), every later compiled call on that group raises; the documented recovery, a new c10d
+    group of the same ranks, compiles to fresh symmflow groups and gives right results."""
+    import torch.distributed._functional_collectives as funcol
+
+    def model(x, pg):
+        return funcol.all_reduce(x * 2.0, "sum", pg) + 1.0
+
+    pg = dist.new_group(list(range(world)))
+    compiled = torch.compile(lambda x: model(x, pg), backend="symmflow")
+    x = torch.full((8,), float(rank + 1))
+    want = torch.full((8,), float(world * (world + 1) + 1))
+    before = torch.equal(compiled(x), want)
+    s = sft.empty((4,), dtype=torch.float32, group=pg)
+    failed = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(
+        s, "sum" if rank == 0 else "max", pg.group_name))
+    later = [_error_of(lambda: compiled(x)) for _ in range(5)]
+    pg2 = dist.new_group(list(range(world)))
+    recovered = torch.compile(lambda x: model(x, pg2), backend="symmflow")
+    after = [torch.equal(recovered(x), want) for _ in range(3)]
+    ok = (before and "disagree on reduce op" in failed and all(after)
+          and all("is poisoned" in m and "disagree on reduce op" in m for m in later))
+    return {"case": "compiled_recovery", "rank": rank, "ok": ok, "failed": failed[:300],
+            "later": [m[:300] for m in later[:1]], "after": after}
+
+
+CASES = {"compiled_recovery": run_compiled_recovery, "disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
          "barrier": run_barrier, "uncaught": run_uncaught, "attacker": run_attacker}
 
 
