@@ -4,7 +4,7 @@
 // 1 MiB), or a reduce-scatter with another reduce op, raise InvalidUsage on every rank naming the
 // field and both ranks' values, leave the output untouched, and the failure is raised by the next
 // call too (the host-mapped report), not only by synchronize(). Agreeing ranks after it work on a
-// new communicator. Skipped without two GPUs.
+// new group's communicator. Skipped without two GPUs.
 #include <cuda_runtime_api.h>
 
 #include <functional>
@@ -76,8 +76,8 @@ std::vector<std::string> disagree(const Call (&calls)[2], Algo algo) {
     size_t changed = 0;
     for (unsigned char b : host) changed += b != sentinel;
     EXPECT_EQ(changed, 0u) << "rank " << rt.rank() << ": bytes written despite the disagreement";
-    // A fresh communicator works: the ranks agree now.
-    auto again = Communicator::create(rt.group("world"), 1 << 20);
+    // The group is poisoned (Note [poisoned groups]); a new group's communicator works.
+    auto again = Communicator::create(rt.new_group("again", {0, 1}), 1 << 20);
     std::vector<float> ones(256, 1.0f + float(rt.rank()));
     CUDA_OK(cudaMemcpy(out, ones.data(), 1024, cudaMemcpyHostToDevice));
     again->all_reduce(out, out, 256, DType::f32, "sum", nullptr);

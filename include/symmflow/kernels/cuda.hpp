@@ -105,6 +105,10 @@ class Communicator {
   // bad splits, or ranks that called different collectives (Note [gpu collective agreement] in
   // src/kernels/cuda/collectives/call_signature.hpp).
   void check();
+  // Raises when this communicator failed, or its group is poisoned (a member's failure or the
+  // world's: Note [poisoned groups] in group.hpp): what every call checks first, and what a plan
+  // checks before it replays the group's captured collectives.
+  void check_usable(std::string_view op);
   const std::shared_ptr<Group>& group() const { return group_; }
 
   struct State;  // device workspace and launch configuration (src/kernels/cuda/collectives/communicator.cpp)

@@ -93,6 +93,9 @@ class CudaBackend : public exec::DeviceBackend {
 
   void run(const std::function<void()>& before, const std::function<void()>& steps,
            const std::function<void()>& after, const exec::RunBinding& binding) override {
+    // A replay would launch the captured collectives without asking: a failed group is final
+    // (Note [poisoned groups]).
+    for (Communicator* c : comms_) c->check_usable("Executable::run");
     // Note [caller's stream]
     const bool on_caller = binding.stream.has_value();
     auto caller = static_cast<cudaStream_t>(binding.stream.value_or(nullptr));

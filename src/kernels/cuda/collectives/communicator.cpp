@@ -6,6 +6,7 @@
 // Collectives of a file of their own reach the workspace through WorkspaceAccess
 // (workspace_access.hpp, Note [one file per collective]).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,11 +112,15 @@ struct Communicator::State {
     return v;
   }
   // Raises a failure recorded by an earlier call's kernel (the host-mapped report, one load), or
-  // the one raised before.
+  // the one raised before, or the group's poison: a member's failure, or the world's (Note
+  // [poisoned groups] in group.hpp).
   void check_usable(std::string_view op, const Group& group) {
     if (!failed && static_cast<volatile int*>(report)[0] != 0) raise_recorded(group);
-    SF_CHECK(!failed, "{}: the cuda communicator of group '{}' failed earlier ({}); create a new one",
+    SF_CHECK(!failed,
+             "{}: the cuda communicator of group '{}' failed earlier ({}); the group is poisoned: "
+             "create a new group to go on",
              op, group.name(), failure);
+    group.check_alive(op);
   }
   [[noreturn]] void raise_recorded(const Group& group);
   ~State() {
@@ -284,6 +289,8 @@ void Communicator::synchronize(void* stream) {
   check();
 }
 
+void Communicator::check_usable(std::string_view op) { state_->check_usable(op, *group_); }
+
 void Communicator::check() {
   State& s = *state_;
   if (!s.failed && static_cast<volatile int*>(s.report)[0] != 0) s.raise_recorded(*group_);
@@ -299,24 +306,31 @@ void Communicator::State::raise_recorded(const Group& group) {
   const int me = group.global_rank(group.rank());
   const int peer = group.global_rank((status & 255) - 1);
   failed = true;
+  std::optional<Error> e;
   if (why == kBadSplits) {
     failure = fmt::format("{}: bad splits of rank {}", op, peer);
-    invalid_usage("{}: rank {} has invalid in_splits (a negative count, more rows sent than its "
-                  "'input' has, or more rows for a receiver than its 'out' holds); nothing was "
-                  "copied (group '{}')",
-                  op, peer, group.name());
-  }
-  if (why == kDisagree) {  // Note [gpu collective agreement] in call_signature.hpp
+    e.emplace(ErrorCode::InvalidUsage,
+              fmt::format("{}: rank {} has invalid in_splits (a negative count, more rows sent "
+                          "than its 'input' has, or more rows for a receiver than its 'out' "
+                          "holds); nothing was copied (group '{}')",
+                          op, peer, group.name()));
+  } else if (why == kDisagree) {  // Note [gpu collective agreement] in call_signature.hpp
     failure = fmt::format("{}: rank {} called another collective", op, peer);
-    invalid_usage("{}: the ranks of group '{}' disagree (collective agreement on the GPU; no data "
-                  "was exchanged):\n{}",
-                  op, group.name(), describe_disagreement(mine, me, theirs, peer));
+    e.emplace(ErrorCode::InvalidUsage,
+              fmt::format("{}: the ranks of group '{}' disagree (collective agreement on the GPU; "
+                          "no data was exchanged):\n{}",
+                          op, group.name(), describe_disagreement(mine, me, theirs, peer)));
+  } else {
+    failure = fmt::format("{}: rank {} did not arrive", op, peer);
+    e.emplace(ErrorCode::Timeout,
+              fmt::format("{}: timed out after {} s in group '{}' on rank {} waiting for rank {} "
+                          "(a GPU kernel gave up waiting for the peer's signal)",
+                          op, timeout_s, group.name(), me, peer));
   }
-  failure = fmt::format("{}: rank {} did not arrive", op, peer);
-  throw_error(ErrorCode::Timeout,
-              "{}: timed out after {} s in group '{}' on rank {} waiting for rank {} "
-              "(a GPU kernel gave up waiting for the peer's signal)",
-              op, timeout_s, group.name(), me, peer);
+  // Final for the group on every member (Note [poisoned groups]): the peers' next call raises it,
+  // on the GPU or the host, and so does every plan that replays the group's collectives.
+  group.poison(*e);
+  throw *e;
 }
 
 CallWorkspace WorkspaceAccess::call(Communicator& comm, std::string_view op,
