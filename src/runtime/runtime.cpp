@@ -39,21 +39,21 @@ Runtime::~Runtime() {
 }
 
 void Runtime::abort(const std::string& why) {
-  if (shut_down_) return;  // it left already: its words reach nobody
+  if (is_shut_down()) return;  // it left already: its words reach nobody
   if (!aborted_) aborted_ = why;
   bootstrap_->poison(why);
 }
 
 void Runtime::shut_down() {
-  if (shut_down_) return;
+  if (is_shut_down()) return;
   leave(std::uncaught_exceptions() == 0);
   for (auto& [name, g] : groups_) g->mark_shut_down();
   bootstrap_->depart();
-  shut_down_ = true;
+  shut_down_.store(true, std::memory_order_release);
 }
 
 void Runtime::check_running(std::string_view op) const {
-  SF_CHECK(!shut_down_,
+  SF_CHECK(!is_shut_down(),
            "{}: symmflow has shut down (rank {} left its world at exit or by shutdown); no call "
            "runs after it",
            op, rank());
@@ -117,7 +117,7 @@ bool Runtime::has_group(std::string_view name) const {
 }
 
 const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
-  if (shut_down_) check_running(fmt::format("group '{}'", name));
+  if (is_shut_down()) check_running(fmt::format("group '{}'", name));
   auto it = groups_.find(name);
   if (it == groups_.end()) {
     std::vector<std::string> known;

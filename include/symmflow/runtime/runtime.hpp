@@ -14,6 +14,7 @@
 // on threads). Group names are resolved once per call to a Group handle.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <map>
@@ -50,7 +51,7 @@ class Runtime {
   // the transport's exit protocol (Bootstrap::depart). The runtime itself stays, so handles on it
   // (api::Rank, a Session, a group) raise InvalidUsage "symmflow has shut down" when used.
   void shut_down();
-  bool is_shut_down() const { return shut_down_; }
+  bool is_shut_down() const { return shut_down_.load(std::memory_order_acquire); }
   // Poisons the world with `why` (Bootstrap::poison) and remembers it: leaving afterwards marks
   // this rank's groups failed with `why`, not finished (Note [poisoned groups] in group.hpp).
   void abort(const std::string& why);
@@ -78,7 +79,7 @@ class Runtime {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
   bool left_ = false;
-  bool shut_down_ = false;
+  std::atomic<bool> shut_down_{false};  // read by any thread that still calls in
   std::optional<std::string> aborted_;  // abort()'s words
 };
 
