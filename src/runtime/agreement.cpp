@@ -87,9 +87,9 @@ uint64_t finalize(uint64_t h) {
 // The fields of a call as text, in the order of kFields; a plain barrier has only its op. The
 // last says whether this rank checks agreement: a rank with SYMMFLOW_COLLECTIVE_AGREEMENT=0
 // raises signature 0 and meets the others' signatures, and that cause is named (issue 39).
-constexpr const char* kFields[] = {"op",       "reduce op",    "dtype",
-                                   "element count", "argument", "program step",
-                                   "collective agreement"};
+constexpr const char* kFields[] = {
+    "op", "reduce op", "dtype", "element count", "argument", "program step",
+    "collective agreement"};
 constexpr size_t kFieldCount = std::size(kFields);
 constexpr char kSep = '\x1f';
 
