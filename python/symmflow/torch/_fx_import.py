@@ -93,6 +93,9 @@ class ImportedGraph:
         return tuple(out)
 
 
+_INDEX_PUT_OPS = ("aten.index_put.default", "aten.index_put_.default")
+
+
 def node_val(node: torch.fx.Node) -> Any:
     return node.meta.get("val", node.meta.get("example_value"))
 
@@ -139,6 +142,8 @@ class NodeTranslator:
     # --- arguments -------------------------------------------------------------------------
     def arg(self, a: Any, where: str) -> Any:
         """An FX argument as the builder takes it: a Ref, a list, or a literal."""
+        if isinstance(a, _core.Ref):  # a value this translator made itself
+            return a
         if isinstance(a, torch.fx.Node):
             v = self.values.get(a)
             if v is None:
@@ -243,6 +248,9 @@ class NodeTranslator:
                                        "which is not in symmflow's catalogue", node.name, op)
             target = alt
         self._check_result(node, where)
+        if op in _INDEX_PUT_OPS and len(args) > 1 and isinstance(args[1], (list, tuple)) and \
+                any(i is None for i in args[1]):
+            args[1] = self._indices_without_none(node, list(args[1]), where, name)
         kwargs = dict(node.kwargs)
         self.named_args(target, node.target._schema, args, kwargs, where)
         refs = self.call(target, args, kwargs, where, name)
@@ -256,6 +264,50 @@ class NodeTranslator:
             self.values[node] = refs[0]
         else:  # several results, or a list (split_with_sizes): one Ref each
             self.values[node] = tuple(refs)
+
+    # Note [index lists with None]: `cache[:, :, pos] = k`, the KV-cache update of transformers'
+    # StaticCache, is index_put(cache, [None, None, pos], k): a `Tensor?[]` whose None entries keep
+    # a dim whole. The IR's value lists hold values only, so the cache update left symmflow twice a
+    # layer (3 partitions for a 2-layer decode step). The same update is written with index
+    # tensors alone: each leading None becomes arange(size) viewed along its own dim, and the
+    # index tensors after it are viewed past those dims; together they broadcast to the leading
+    # sizes followed by the indices' shape, the advanced dims stay adjacent, so the indexed
+    # elements and values' shape are PyTorch's exactly. The aranges depend on no input: the
+    # backend evaluates them once into constants. Trailing None entries mean what an omitted
+    # index means. A None after an index tensor (advanced dims not leading) is refused, named.
+    def _indices_without_none(self, node: torch.fx.Node, indices: list, where: str,
+                              name: str) -> list:
+        while indices and indices[-1] is None:
+            indices.pop()
+        lead = 0
+        while lead < len(indices) and indices[lead] is None:
+            lead += 1
+        rest = indices[lead:]
+        if any(i is None for i in rest):
+            raise UnsupportedGraph(f"{where}: an index list with None after an index tensor "
+                                   "(advanced indices not leading) is not supported")
+        shapes = []
+        for i in rest:
+            val = node_val(i) if isinstance(i, torch.fx.Node) else None
+            if not isinstance(val, torch.Tensor) or val.dtype == torch.bool:
+                raise UnsupportedGraph(f"{where}: index entries after None must be integer "
+                                       "tensors")
+            shapes.append([int(s) for s in val.shape])
+        rank = max(len(s) for s in shapes)
+        sizes = [int(s) for s in node_val(node.args[0]).shape]
+        out = []
+        for j in range(lead):
+            dims = [1] * (lead + rank)
+            dims[j] = sizes[j]
+            (r,) = self.call("aten::arange.start_step", [0, sizes[j], 1],
+                             {"dtype": torch.int64}, where, f"{name}_dim{j}")
+            (v,) = self.call("aten::reshape", [r, dims], {}, where, f"{name}_dim{j}_view")
+            out.append(v)
+        for k, (i, shape) in enumerate(zip(rest, shapes)):
+            dims = [1] * (lead + rank - len(shape)) + shape
+            (v,) = self.call("aten::reshape", [i, dims], {}, where, f"{name}_index{k}_view")
+            out.append(v)
+        return out
 
     def _check_result(self, node: torch.fx.Node, where: str) -> None:
         val = node_val(node)

@@ -456,3 +456,38 @@ def test_in_place_op_on_a_view_is_refused(world, catalogue, symmflow_ops):
         "auto_functionalized_v2: argument 'input' is a view of its base (in-place ops on views "
         "are not supported)")
     assert e.value.op == "symmflow.two_shot_all_reduce_.default"
+
+
+@pytest.mark.parametrize("case", ["cache", "middle", "two", "trailing", "accumulate"])
+def test_index_put_with_none_entries_is_imported_and_equals_eager(world, case):
+    """Note [index lists with None]: `cache[:, :, pos] = k` (index_put with None entries) compiles
+    to one partition with index tensors alone, writing what PyTorch writes."""
+    import symmflow.torch as sft
+
+    torch._dynamo.reset()
+    index_put = torch.ops.aten.index_put.default
+    cache = torch.randn(2, 3, 8, 4)
+    pos, pos1, rows = torch.tensor([5, 1]), torch.tensor([2, 0]), torch.tensor([[0], [2]])
+    values = {"cache": (2, 3, 2, 4), "middle": (2, 2, 8, 4), "two": (2, 2, 2, 4),
+              "trailing": (2, 2, 8, 4), "accumulate": (2, 3, 2, 4)}
+
+    def f(c, v):
+        if case == "cache":  # StaticCache's update: leading Nones, one index
+            out = index_put(c, [None, None, pos], v)
+        elif case == "middle":
+            out = index_put(c, [None, pos1], v)
+        elif case == "two":  # two index tensors broadcast to [2, 2] after a leading None
+            out = index_put(c, [None, rows, pos], v)
+        elif case == "trailing":  # a trailing None means an omitted index
+            out = index_put(c, [None, pos1, None], v)
+        else:
+            out = index_put(c, [None, None, pos], v, True)
+        return out * 2.0
+
+    v = torch.randn(*values[case])
+    want = f(cache, v)
+    with torch.no_grad():
+        got = torch.compile(f, backend="symmflow")(cache, v)
+    torch.testing.assert_close(got, want)
+    report = sft.last_report()
+    assert report.partition_count == 1 and list(report.boundaries) == [], report.text()[:2000]

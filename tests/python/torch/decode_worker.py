@@ -1,0 +1,84 @@
+"""One rank of the KV-cache decode tests (tests/python/torch/test_decode.py, issue 37 item 1).
+
+    torchrun --nproc-per-node N decode_worker.py MODEL:STYLE[,...] DTYPE[,DTYPE...]
+
+For every model (examples/pytorch/hf_models.py) made tensor-parallel: a prompt of 8 tokens, then
+6 greedy one-token steps with transformers' StaticCache (each step passes cache_position and
+position_ids, as generate does), eagerly and under torch.compile(backend="symmflow") with caches
+of their own. The compiled run is fed eager's tokens (a near-tie of a random model must not
+derail the comparison); every step's logits are compared on every element and the tokens each
+would pick are recorded. explain's facts of every graph compiled (the prefill's and the decode
+step's): partitions, boundaries with their reasons, compiler-added copies. One `RESULT {json}`
+line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
+
+import hf_models  # noqa: E402
+from worker import run_cases  # noqa: E402
+
+import symmflow.torch as sft  # noqa: E402
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 5e-2}
+PROMPT, STEPS = 8, 6
+
+
+def decode(model, prompt: torch.Tensor, forced: list | None):
+    """The prompt, then STEPS one-token steps with a StaticCache; returns every step's last
+    logits and the greedy tokens. `forced`: the tokens to feed instead of its own picks."""
+    from transformers import StaticCache
+
+    cache = StaticCache(config=model.config, max_batch_size=1, max_cache_len=PROMPT + STEPS + 1)
+    out = model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(PROMPT))
+    logits = [out.logits[:, -1].float()]
+    picks = [int(logits[-1].argmax(-1))]
+    for step in range(STEPS):
+        token = forced[step] if forced is not None else picks[-1]
+        pos = torch.tensor([PROMPT + step])
+        out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
+                    cache_position=pos, position_ids=pos.unsqueeze(0))
+        logits.append(out.logits[:, -1].float())
+        picks.append(int(logits[-1].argmax(-1)))
+    return logits, picks
+
+
+def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
+    full = hf_models.make_model(name, dtype)
+    prompt = hf_models.make_input_ids()[:1, :PROMPT]
+    with torch.no_grad():
+        sharded = hf_models.sharded_copy(full, name, style)
+        want, eager_picks = decode(sharded, prompt, None)
+        torch._dynamo.reset()
+        before = len(sft.reports())
+        got, picks = decode(torch.compile(sharded, backend="symmflow"), prompt, eager_picks[:-1])
+    scale = max(max(w.abs().max().item() for w in want), 1.0)
+    err = max((g - w).abs().max().item() for g, w in zip(got, want))
+    reports = sft.reports()[before:]
+    return {"case": f"{name}:{style}", "dtype": str(dtype).split(".")[-1],
+            "rank": dist.get_rank(), "world": dist.get_world_size(), "max_err": err,
+            "tol": TOLERANCE[dtype] * scale, "ok": err <= TOLERANCE[dtype] * scale,
+            "tokens_equal": picks == eager_picks, "eager_tokens": eager_picks, "tokens": picks,
+            "graphs": len(reports),
+            "partitions": [r.partition_count for r in reports],
+            "boundaries": [list(r.boundaries) for r in reports],
+            "copies_added": [r.copies_added() for r in reports]}
+
+
+def main() -> int:
+    def one(case, dtype_name):
+        name, style = case.split(":")
+        return run_case(name, style, DTYPES[dtype_name])
+    return run_cases(one, "cpu", "30")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""KV-cache decode under symmflow (issue 37 item 1): transformers' Llama and Qwen3 with a StaticCache, made tensor-parallel with DTensor, a prompt then greedy one-token steps compiled with
+torch.compile(backend="symmflow") on 2 and 4 CPU processes (decode_worker.py). The cache update
+`cache[:, :, pos] = k` (index_put with None entries, Note [index lists with None] in
+_fx_import.py) stays in symmflow: the prefill and the decode step each compile to one partition
+with no boundary and no copy the compiler added, and every step's logits equal eager's.
+Mistral's sliding window is not here yet: its decode step's mask arithmetic reaches the backend
+as Python ints of dynamic sizes (`_operator.sub`), left to PyTorch before one symmflow partition.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from test_torchrun import check_all_ok, expected_runs, launch  # noqa: E402
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_worker.py")
+
+
+@pytest.mark.parametrize("nproc,cases", [(2, ["llama:dtensor", "qwen3:dtensor"]),
+                                         (4, ["llama:dtensor"])])
+def test_static_cache_decode_is_one_partition_and_equals_eager(nproc, cases):
+    rc, results, out = launch(nproc, ",".join(cases), "f32", timeout=900, worker=WORKER)
+    check_all_ok(nproc, results, out, expected_runs(cases, "f32"))
+    assert rc == 0, out[-4000:]
+    for r in results:
+        assert r["graphs"] >= 2, json.dumps(r)  # the prefill's and the decode step's
+        assert all(p == 1 for p in r["partitions"]), json.dumps(r)
+        assert all(b == [] for b in r["boundaries"]), json.dumps(r)
+        assert all(c == 0 for c in r["copies_added"]), json.dumps(r)
+        assert r["tokens_equal"], json.dumps(r)
