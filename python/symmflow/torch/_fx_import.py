@@ -283,6 +283,9 @@ class NodeTranslator:
         while lead < len(indices) and indices[lead] is None:
             lead += 1
         rest = indices[lead:]
+        if not rest:
+            raise UnsupportedGraph(f"{where}: an index list of None alone (the whole tensor) is "
+                                   "not supported")
         if any(i is None for i in rest):
             raise UnsupportedGraph(f"{where}: an index list with None after an index tensor "
                                    "(advanced indices not leading) is not supported")
