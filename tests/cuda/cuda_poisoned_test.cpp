@@ -86,7 +86,7 @@ TEST(CudaPoisoned, AfterADisagreementEveryCallRaisesAndANewGroupWorks) {
     CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), kN * 4));
     const std::string e = all_reduce_error(*comm, buf, rt.rank() == 0 ? "sum" : "max");
     EXPECT_NE(e.find("disagree (collective agreement on the GPU"), std::string::npos) << e;
-    expect_every_call_raises({comm.get(), other.get()}, buf, "reduce op: sum on rank 0", rt.rank());
+    expect_every_call_raises({comm.get(), other.get()}, buf, "sum on rank 0", rt.rank());
     expect_new_group_works(rt, "again", buf);
     cudaFree(buf);
   });

@@ -282,7 +282,25 @@ def main():
         choices = symmflow.kernel_choices()
         if choices:
             print("GPU kernels chosen by measurement (rank 0):\n" + choices, flush=True)
-    dist.destroy_process_group()
+    leave(cuda)
+
+
+def leave(cuda: bool) -> None:
+    """Ends the sweep's processes. On GPUs, once inductor's reduce-overhead mode has replayed NCCL
+    collectives from CUDA graphs, torch 2.11's destroy_process_group does not return (seen
+    2026-11-28 on 2 H200s: both ranks still in it 25 s after the table, the run killed at its
+    time limit; eager and symmflow alone exit at once). The ranks meet once more, symmflow leaves
+    its world, and the process exits without c10d's teardown."""
+    dist.barrier()
+    if not cuda:
+        dist.destroy_process_group()
+        return
+    import symmflow
+
+    symmflow._core._shutdown_store()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

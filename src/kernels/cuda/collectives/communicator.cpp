@@ -308,25 +308,24 @@ void Communicator::State::raise_recorded(const Group& group) {
   failed = true;
   std::optional<Error> e;
   if (why == kBadSplits) {
-    failure = fmt::format("{}: bad splits of rank {}", op, peer);
     e.emplace(ErrorCode::InvalidUsage,
               fmt::format("{}: rank {} has invalid in_splits (a negative count, more rows sent "
                           "than its 'input' has, or more rows for a receiver than its 'out' "
                           "holds); nothing was copied (group '{}')",
                           op, peer, group.name()));
   } else if (why == kDisagree) {  // Note [gpu collective agreement] in call_signature.hpp
-    failure = fmt::format("{}: rank {} called another collective", op, peer);
     e.emplace(ErrorCode::InvalidUsage,
               fmt::format("{}: the ranks of group '{}' disagree (collective agreement on the GPU; "
                           "no data was exchanged):\n{}",
                           op, group.name(), describe_disagreement(mine, me, theirs, peer)));
   } else {
-    failure = fmt::format("{}: rank {} did not arrive", op, peer);
     e.emplace(ErrorCode::Timeout,
               fmt::format("{}: timed out after {} s in group '{}' on rank {} waiting for rank {} "
                           "(a GPU kernel gave up waiting for the peer's signal)",
                           op, timeout_s, group.name(), me, peer));
   }
+  // Every later call of this communicator repeats the whole text, the disagreement's fields too.
+  failure = e->what();
   // Final for the group on every member (Note [poisoned groups]): the peers' next call raises it,
   // on the GPU or the host, and so does every plan that replays the group's collectives.
   group.poison(*e);
