@@ -145,11 +145,12 @@ inline bool authenticate(RawConnection& c, const std::string& job = "") {
   return reply && !reply->empty() && (*reply)[0] == "ok";
 }
 
-// A server on a free loopback port that greets as a store would and answers any handshake with
-// "ok" and a proof it cannot have made (it lacks the secret), then closes.
-class FakeServer {
+// A listening socket on a free loopback port whose thread serves the one connection it accepts
+// with `serve` (which closes it); destroying it stops a thread still waiting to accept.
+class OneConnectionServer {
  public:
-  FakeServer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  explicit OneConnectionServer(std::function<void(int)> serve)
+      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -158,24 +159,18 @@ class FakeServer {
     ::listen(fd_, 8);
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, serve = std::move(serve)] {
       int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string hello = frame({store_detail::kServerHello, "0123456789abcdef0123456789abcdef"});
-      (void)!::send(c, hello.data(), hello.size(), MSG_NOSIGNAL);
-      char buf[4096];
-      (void)!::recv(c, buf, sizeof buf, 0);
-      std::string ok = frame({"ok", std::string(64, '0')});
-      (void)!::send(c, ok.data(), ok.size(), MSG_NOSIGNAL);
-      (void)!::recv(c, buf, sizeof buf, 0);
-      ::close(c);
+      if (c >= 0) serve(c);
     });
   }
-  ~FakeServer() {
+  ~OneConnectionServer() {
     ::shutdown(fd_, SHUT_RDWR);
     thread_.join();
     ::close(fd_);
   }
+  OneConnectionServer(const OneConnectionServer&) = delete;
+  OneConnectionServer& operator=(const OneConnectionServer&) = delete;
   int port() const { return port_; }
 
  private:
@@ -184,48 +179,44 @@ class FakeServer {
   std::thread thread_;
 };
 
+// A server on a free loopback port that greets as a store would and answers any handshake with
+// "ok" and a proof it cannot have made (it lacks the secret), then closes.
+class FakeServer : public OneConnectionServer {
+ public:
+  FakeServer()
+      : OneConnectionServer([](int c) {
+          std::string hello =
+              frame({store_detail::kServerHello, "0123456789abcdef0123456789abcdef"});
+          (void)!::send(c, hello.data(), hello.size(), MSG_NOSIGNAL);
+          char buf[4096];
+          (void)!::recv(c, buf, sizeof buf, 0);
+          std::string ok = frame({"ok", std::string(64, '0')});
+          (void)!::send(c, ok.data(), ok.size(), MSG_NOSIGNAL);
+          (void)!::recv(c, buf, sizeof buf, 0);
+          ::close(c);
+        }) {}
+};
+
 // A process that squatted a port (its own, on loopback) and relays the one connection it accepts
 // to `target`, byte for byte both ways, until either side closes (issue 39 item 8).
-class Relay {
+class Relay : public OneConnectionServer {
  public:
-  explicit Relay(int target) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 8);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this, target] {
-      int in = ::accept(fd_, nullptr, nullptr);
-      if (in < 0) return;
-      int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      connect_loopback(out, target);
-      pollfd p[2] = {{in, POLLIN, 0}, {out, POLLIN, 0}};
-      char buf[4096];
-      for (bool open = true; open && ::poll(p, 2, 5000) > 0;) {
-        for (int i = 0; i < 2 && open; ++i) {
-          if (!p[i].revents) continue;
-          ssize_t n = ::recv(p[i].fd, buf, sizeof buf, 0);
-          open = n > 0 && ::send(p[1 - i].fd, buf, size_t(n), MSG_NOSIGNAL) == n;
-        }
-      }
-      ::close(out);
-      ::close(in);
-    });
-  }
-  ~Relay() {
-    ::shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_;
-  int port_ = 0;
-  std::thread thread_;
+  explicit Relay(int target)
+      : OneConnectionServer([target](int in) {
+          int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          connect_loopback(out, target);
+          pollfd p[2] = {{in, POLLIN, 0}, {out, POLLIN, 0}};
+          char buf[4096];
+          for (bool open = true; open && ::poll(p, 2, 5000) > 0;) {
+            for (int i = 0; i < 2 && open; ++i) {
+              if (!p[i].revents) continue;
+              ssize_t n = ::recv(p[i].fd, buf, sizeof buf, 0);
+              open = n > 0 && ::send(p[1 - i].fd, buf, size_t(n), MSG_NOSIGNAL) == n;
+            }
+          }
+          ::close(out);
+          ::close(in);
+        }) {}
 };
 
 class ScopedEnv {
