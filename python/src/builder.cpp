@@ -168,6 +168,14 @@ void bind_builder(nb::module_& m) {
              b.set_outputs(ids);
            },
            nb::arg("outputs"))
+      .def(
+          "add_writeback",
+          [](api::ProgramBuilder& b, const Ref& input, const Ref& value) {
+            b.add_writeback(input.id, value.id);
+          },
+          nb::arg("input"), nb::arg("value"),
+          "`writeback input = value`: the caller's input holds `value` after a run (same dtype "
+          "and shape); InvalidUsage when `input` is no input.")
       .def("finish", &api::ProgramBuilder::finish, nb::arg("filename") = "<builder>");
 
   m.def("infer_shapes", &infer_shapes, nb::arg("op"), nb::arg("args"),

@@ -162,6 +162,14 @@ void ProgramBuilder::set_outputs(const std::vector<int>& ids) {
   state_->graph->set_outputs(std::move(outs));
 }
 
+void ProgramBuilder::add_writeback(int input, int value_id) {
+  ir::Value* in = value(input, "add_writeback");
+  ir::Value* v = value(value_id, "add_writeback");
+  SF_CHECK(in->is_input(), "add_writeback: '{}' is not an input of program '{}'", in->name(),
+           state_->graph->name());
+  state_->graph->add_writeback(in, v);
+}
+
 Program ProgramBuilder::finish(const std::string& filename) const {
   // Program keeps its source as text (with_world_size, compile); the text is printed from the
   // built graph and parsed back by the same parser (a fixed point, tests/ir).

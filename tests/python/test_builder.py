@@ -130,3 +130,25 @@ def test_reductions_take_the_registrys_reduce_ops_and_their_kernels_dtypes():
                                  "(f32, bf16, f16, f64, i32, i64)"), str(e.value)
     assert len(cpu.add_op("symm_mem::one_shot_all_reduce", [i32, "max", "tp"], {})) == 1
     assert len(cpu.add_op("symm_mem::_low_contention_all_gather", [i8, "tp"], {})) == 1
+
+
+def test_a_writeback_is_printed_and_refused_for_anything_but_an_input():
+    """add_writeback (Note [the KV cache in place]): `writeback cache = new` in the text; a value
+    that is no input, or a value of another type, is refused by name."""
+    b = _core.ProgramBuilder("w", 1)
+    cache = b.add_input("cache", "f32", [4, 2])
+    pos = b.add_input("pos", "i64", [1])
+    k = b.add_input("k", "f32", [1, 2])
+    new, = b.add_functional("aten::index_put_", [cache, [pos], k], {}, "new")
+    y, = b.add_op("aten::mul.Scalar", [new, 2.0], {}, "y")
+    with pytest.raises(symmflow.InvalidUsage, match="add_writeback: 'y' is not an input of "
+                       "program 'w'"):
+        b.add_writeback(y, new)
+    with pytest.raises(symmflow.Error, match=r"writeback k = new_self: types f32\[1, 2\] and "
+                       r"f32\[4, 2\] differ"):
+        b.add_writeback(k, new)
+    b.add_writeback(cache, new)
+    b.set_outputs([y])
+    text = b.finish("<test>").text
+    assert "  new_self = functional<aten::index_put_>(cache, [pos], k)\n" in text, text
+    assert "  writeback cache = new_self\n" in text, text

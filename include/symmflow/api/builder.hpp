@@ -68,6 +68,9 @@ class ProgramBuilder {
                                   const std::vector<KwArg>& kwargs, const std::string& name = "");
   TensorSpec type(int id) const;  // name, dtype and shape of a value
   void set_outputs(const std::vector<int>& ids);
+  // `writeback INPUT = VALUE`: the caller's input holds `value` once the program ran (an input the
+  // traced program mutated); the same dtype and shape. A later writeback of the input replaces it.
+  void add_writeback(int input, int value);
   // Verifies the graph and returns it as a Program (ProgramError with the diagnostics).
   Program finish(const std::string& filename) const;
 

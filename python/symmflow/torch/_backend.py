@@ -285,6 +285,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
     started = time.perf_counter()
     _rename_inputs(gm, input_names)
+    mutated = _mutated_inputs(gm)
     report = CompileReport(role=role)
     _count_saved(gm, report)
     report.folded_nodes, report.folded_constants = _fold.fold_input_independent(gm)
@@ -317,8 +318,26 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
             raise
 
     if torch_cuda_graph and any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs):
-        return _cudagraphs.GraphedCallable(run)
+        return _cudagraphs.GraphedCallable(run, mutated)
     return run
+
+
+def _mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """Positions of the graph inputs that an op of the graph writes (AOT keeps an inference
+    graph's input mutations in it, as copy_ into the input: Note [the KV cache in place] in
+    _fx_import.py)."""
+    position = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+    written = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        for i, a in enumerate(node.target._schema.arguments):
+            if a.alias_info is None or not a.alias_info.is_write:
+                continue
+            arg = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            if isinstance(arg, torch.fx.Node) and arg in position:
+                written.add(position[arg])
+    return sorted(written)
 
 
 # Note [one-partition call]: a graph that is one symmflow partition (the common case: DTensor and
@@ -408,6 +427,7 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
         fw_compiler=forward, bw_compiler=backward,
         partition_fn=min_cut_rematerialization_partition,
         decompositions=_decompositions(training),
+        keep_inference_input_mutations=True,  # Note [the KV cache in place] in _fx_import
     )
     return compiler(gm, example_inputs)
 

@@ -7,8 +7,10 @@ src/exec/executable_device.cpp), so that a capture of that stream captures them 
 Guarantees: the first call runs eagerly (it compiles, allocates and rendezvouses: nothing of that
 may happen inside a capture), the second captures the call into a `torch.cuda.CUDAGraph`, later
 calls replay it. An argument at the same address on the first two calls (a parameter, a buffer, a
-static KV cache) is read in place by the graph; any other is copied into a static buffer before
-each replay. A call whose in-place arguments moved (or whose shapes changed: dynamo would have
+static KV cache) is read and written in place by the graph; any other is copied into a static
+buffer before each replay, and, when the graph writes it (`mutated`: AOT keeps an inference
+graph's input mutations in the graph, Note [the KV cache in place] in _fx_import.py), copied back
+into the caller's tensor after it. A call whose in-place arguments moved (or whose shapes changed: dynamo would have
 recompiled) re-captures. Outputs are returned as clones, so a replay never overwrites what an
 earlier call returned. Refuses: nothing; calls with non-CUDA tensors run without a graph.
 """
@@ -29,8 +31,9 @@ import torch
 class GraphedCallable:
     """`fn` captured by PyTorch's CUDA graphs from its second call on (see the module doc)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, mutated=()):
         self.fn = fn
+        self.mutated = frozenset(mutated)  # positions of the arguments the graph writes
         self.first_ptrs = None  # addresses of the first call's tensor arguments
         self.graph = None
         self.captures = 0
@@ -46,6 +49,8 @@ class GraphedCallable:
                 buffer.copy_(args[i])
             self.graph.replay()
             self.replays += 1
+            for buffer, i in self.copied_back:
+                args[i].copy_(buffer)
             return self._outputs()
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or any(not t.is_cuda for t in tensors):
@@ -91,6 +96,7 @@ class GraphedCallable:
                          enumerate(zip(self.static_args, self.buffers))
                          if b is None and isinstance(s, torch.Tensor)]
         self.copied = [(b, i) for i, b in enumerate(self.buffers) if b is not None]
+        self.copied_back = [(b, i) for b, i in self.copied if i in self.mutated]
         self.constants = [(i, s) for i, s in enumerate(self.static_args)
                           if not isinstance(s, torch.Tensor)]
         torch.cuda.current_stream().synchronize()
@@ -100,6 +106,8 @@ class GraphedCallable:
         self.captures += 1
         self.graph.replay()  # capture records the work without running it
         self.replays += 1
+        for buffer, i in self.copied_back:
+            args[i].copy_(buffer)
 
     def _outputs(self):
         out = self.static_outputs

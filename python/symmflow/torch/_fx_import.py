@@ -129,6 +129,7 @@ class NodeTranslator:
         self.groups = groups
         self.builder = builder
         self.values: dict[torch.fx.Node, Any] = {}  # node -> Ref, tuple of Refs, or None
+        self.inputs: dict[torch.fx.Node, Any] = {}  # placeholder -> its IR input's Ref
         self.declared: set[str] = set()  # IR groups declared in the builder
         self.used_ops: list[str] = []  # catalogue ops the translated nodes call, in order
 
@@ -248,12 +249,22 @@ class NodeTranslator:
                                        "which is not in symmflow's catalogue", node.name, op)
             target = alt
         self._check_result(node, where)
-        if op in _INDEX_PUT_OPS and len(args) > 1 and isinstance(args[1], (list, tuple)) and \
-                any(i is None for i in args[1]):
-            args[1] = self._indices_without_none(node, list(args[1]), where, name)
+        if op == "aten.copy_.default" and self._written_back(node, where):
+            return
+        functional = False
+        if op in _INDEX_PUT_OPS and len(args) > 1 and isinstance(args[1], (list, tuple)):
+            functional = op == "aten.index_put.default" and _integer_indices(args[1]) and \
+                _written_back_to_self(node)
+            if any(i is None for i in args[1]):
+                args[1] = self._indices_without_none(node, list(args[1]), where, name)
+        if functional:  # Note [the KV cache in place]
+            target = "aten::index_put_"
         kwargs = dict(node.kwargs)
         self.named_args(target, node.target._schema, args, kwargs, where)
-        refs = self.call(target, args, kwargs, where, name)
+        refs = self.call(target, args, kwargs, where, name, functional=functional)
+        if functional:  # functional<index_put_>: no returns, then self's new value
+            self.values[node] = refs[0]
+            return
         returns = node.target._schema.returns
         written = _written_alias_arg(node)
         if written is not None:  # torch returns the argument it wrote; symmflow returns ()
@@ -264,6 +275,38 @@ class NodeTranslator:
             self.values[node] = refs[0]
         else:  # several results, or a list (split_with_sizes): one Ref each
             self.values[node] = tuple(refs)
+
+    # Note [the KV cache in place]: a decode step writes one token into the KV cache, a graph input,
+    # and the cache must stay the caller's storage: no copy in, no copy out (issue 37). AOT autograd
+    # keeps an inference graph's input mutations in the graph (keep_inference_input_mutations, as
+    # inductor asks): `r = index_put(cache, idx, k)` then `copy_(cache, r)` at the end. The importer
+    # writes the index_put, when its indices are integer tensors and its result is copied back into
+    # its self, as functional<index_put_>: the same value, but a functional node that reinplace may
+    # turn back into the in-place write (an index_put of anything else stays index_put, whose out-of-
+    # place write is no added copy); and a copy_ into a graph input of a value of its dtype and shape
+    # as `writeback cache = r` (the program's own write-back, no copy node). Reinplace then writes
+    # the cache in place, since `r` is exactly what is written back and nothing reads the old cache
+    # after it (Note in passes/reinplace.cpp's contract), and the writeback reads `writeback cache =
+    # cache`: nothing to copy. Where the old cache is still read after the write the functional node
+    # stays, with a copy that explain names; other copy_ targets (a value computed in the graph,
+    # another dtype or shape) stay aten::copy_ in place.
+    def _written_back(self, node: torch.fx.Node, where: str) -> bool:
+        dst, src = node.args[0], node.args[1]
+        if not (isinstance(dst, torch.fx.Node) and dst.op == "placeholder" and
+                isinstance(src, torch.fx.Node) and dst in self.inputs):
+            return False
+        d, s = node_val(dst), node_val(src)
+        if not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor) and
+                d.dtype == s.dtype and tuple(d.shape) == tuple(s.shape)):
+            return False
+        value = self.arg(src, where)
+        try:
+            self.builder.add_writeback(self.inputs[dst], value)
+        except symmflow.Error as e:
+            raise UnsupportedGraph(f"{where}: {e}") from None
+        # The input holds the new value from here on: a later read of it reads that.
+        self.values[dst] = self.values[node] = value
+        return True
 
     # Note [index lists with None]: `cache[:, :, pos] = k`, the KV-cache update of transformers'
     # StaticCache, is index_put(cache, [None, None, pos], k): a `Tensor?[]` whose None entries keep
@@ -460,6 +503,22 @@ def _check_equal_splits(node: torch.fx.Node, rule: Rule, args: list, where: str,
                                    "only (Note [equal splits])", node.name, describe_target(node))
 
 
+def _written_back_to_self(node: torch.fx.Node) -> bool:
+    """Whether `node`'s result is copied back into its first argument, a graph input
+    (`copy_(self, node)`: Note [the KV cache in place])."""
+    self_node = node.args[0]
+    return isinstance(self_node, torch.fx.Node) and self_node.op == "placeholder" and any(
+        u.target is torch.ops.aten.copy_.default and u.args[0] is self_node and
+        u.args[1] is node for u in node.users)
+
+
+def _integer_indices(indices: Sequence[Any]) -> bool:
+    """Whether an index list holds integer index tensors (and None), no bool mask."""
+    vals = [node_val(i) if isinstance(i, torch.fx.Node) else i for i in indices if i is not None]
+    return bool(vals) and all(isinstance(v, torch.Tensor) and v.dtype != torch.bool
+                              for v in vals)
+
+
 def _written_alias_arg(node: torch.fx.Node) -> Any:
     """For an op returning the argument it writes (`add_(Tensor(a!) self, ...) -> Tensor(a!)`),
     that argument of the node; else None."""
@@ -549,7 +608,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
     for n, ex in zip(placeholders, example_inputs):
         val = ex if isinstance(ex, torch.Tensor) else node_val(n)
         dtype, shape = tensor_type(val, f"input {n.name}")
-        tr.values[n] = builder.add_input(n.name, dtype, shape)
+        tr.values[n] = tr.inputs[n] = builder.add_input(n.name, dtype, shape)
         input_refs.append(tr.values[n])
     output_node = None
     python_only = _views_only_for_outputs(gm)
@@ -646,6 +705,8 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
                     if isinstance(v, torch.Tensor) else None for i, v in enumerate(val))
             else:
                 tr.values[a] = builder.add_input(a.name, *tensor_type(val, f"input {a.name}"))
+                if a.op == "placeholder":
+                    tr.inputs[a] = tr.values[a]
         tr.translate(node)
     except UnsupportedGraph as e:
         return str(e)

@@ -1,6 +1,7 @@
-// CPU kernel of aten::index_put (meta_index_put.hpp). The bool-mask form is kernels/index_put.cpp;
-// integer index tensors: the output is a copy of self, then each indexed element (Note [gather
-// geometry], over the output) is set to its broadcast value, in row-major order of the indexing
+// CPU kernels of aten::index_put and its in-place index_put_ (meta_index_put.hpp). The bool-mask
+// form is kernels/index_put.cpp; integer index tensors: the output is a copy of self (index_put_:
+// self itself), then each indexed element (Note [gather geometry], over the output) is set to its
+// broadcast value, in row-major order of the indexing
 // result (a repeated index keeps the last value, or with accumulate sums them all, in that order;
 // bool accumulates as or). Every index value is checked ("index 5 is out of bounds ...").
 #include "kernels/cpu/common.hpp"
@@ -27,19 +28,10 @@ T accumulated(T old, T v) {
   }
 }
 
-void index_put_kernel(KernelCall& call) {
-  const std::string& op = call.op.name();
-  const Tensor& self = call.arg("self").to_tensor();
-  const Tensor& values = call.arg("values").to_tensor();
-  aten_meta::IndexPutGeometry g =
-      aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
-  if (g.mask) {
-    kernels::index_put_mask(call, g);
-    return;
-  }
-  const Tensor& out = call.out(0);
-  copy_into(out, self);
-  aten_meta::GatherGeometry gg = aten_meta::index_geometry(op, out, call.arg("indices"));
+// Sets (or with accumulate adds) each element of `gg.self` that `gg` indexes to its value.
+void scatter(std::string_view op, const aten_meta::GatherGeometry& gg, const Tensor& values,
+             bool accumulate) {
+  const Tensor& self = gg.self;
   const Shape& shape = gg.spec.shape;
   // values in self's dtype, seen over the indexing result's shape (stride 0 where broadcast).
   Tensor v = as_dtype(values, self.dtype(), /*contiguous=*/true);
@@ -48,16 +40,15 @@ void index_put_kernel(KernelCall& call) {
     const size_t d = shape.size() - v.shape().size() + k;
     if (v.shape()[k] != 1) vs[d] = v.strides()[k];
   }
-  const bool accumulate = call.arg("accumulate").to_bool();
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* dst = static_cast<T*>(gg.self.raw_data());
+    T* dst = static_cast<T*>(self.raw_data());
     const T* src = static_cast<const T*>(v.raw_data());
     std::vector<int64_t> idx(shape.size(), 0);
     for (int64_t n = 0; n < numel(shape); ++n) {
       int64_t o = 0, s = 0;
       for (size_t d = 0; d < idx.size(); ++d) {
-        o += idx[d] * gg.self.strides()[d];
+        o += idx[d] * self.strides()[d];
         s += idx[d] * vs[d];
       }
       for (const aten_meta::GatherIndex& gi : gg.indices) {
@@ -74,8 +65,35 @@ void index_put_kernel(KernelCall& call) {
   });
 }
 
+void index_put_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  const Tensor& values = call.arg("values").to_tensor();
+  aten_meta::IndexPutGeometry g =
+      aten_meta::index_put_geometry(op, self, call.arg("indices"), values);
+  if (g.mask) {
+    kernels::index_put_mask(call, g);
+    return;
+  }
+  const Tensor& out = call.out(0);
+  copy_into(out, self);
+  scatter(op, aten_meta::index_geometry(op, out, call.arg("indices")), values,
+          call.arg("accumulate").to_bool());
+}
+
+// index_put_: the integer form written into self (its meta refuses a mask).
+void index_put_inplace_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  scatter(op, aten_meta::index_geometry(op, self, call.arg("indices")),
+          call.arg("values").to_tensor(), call.arg("accumulate").to_bool());
+}
+
 }  // namespace
 
-SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) { m.impl("index_put", index_put_kernel); }
+SYMMFLOW_LIBRARY_IMPL(aten, cpu, m) {
+  m.impl("index_put", index_put_kernel);
+  m.impl("index_put_", index_put_inplace_kernel);
+}
 
 }  // namespace symmflow::cpu

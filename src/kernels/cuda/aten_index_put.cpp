@@ -1,4 +1,4 @@
-// cuda kernel of aten::index_put. The bool-mask form without accumulate is one launch of the
+// cuda kernels of aten::index_put and its in-place index_put_ (the integer form). The bool-mask form without accumulate is one launch of the
 // elementwise `where` (aten_logic.cpp) that writes the call's output: out = mask ? values : self,
 // the mask seen over self's shape (stride 0 along the dims it does not cover) and the values
 // broadcast, read in their own dtype. Integer index tensors without accumulate (transformers' MoE
@@ -53,6 +53,19 @@ void index_put_kernel(KernelCall& call) {
   masked_select_into(op, call.out(0), cond, values, self);
 }
 
+// index_put_: the integer form written into self (its meta refuses a mask), one scatter launch.
+void index_put_inplace_kernel(KernelCall& call) {
+  const std::string& op = call.op.name();
+  const Tensor& self = call.arg("self").to_tensor();
+  Tensor values = call.arg("values").to_tensor();
+  const bool accumulate = call.arg("accumulate").to_bool();
+  SF_CHECK(!accumulate || scatter_accumulates(self.dtype()),
+           "{}: accumulate=True with integer index tensors has no cuda kernel", op);
+  if (values.dtype() != self.dtype())
+    values = symmflow::call("aten::_to_copy", {values}, {{"dtype", self.dtype()}}).to_tensor();
+  scatter_into(op, aten_meta::index_geometry(op, self, call.arg("indices")), values, accumulate);
+}
+
 // Note [index_put accumulate on GPUs]: accumulate=True with integer index tensors (the embedding
 // backward, gradients of indexing: out = self, out[idx[i]] += values[i]) is scatter_into's
 // accumulate: each indexed element adds its value by atomicAdd in self's dtype, so repeated
@@ -76,6 +89,8 @@ std::string index_put_check(const OpDef& op, std::span<const Value> args) {
 SYMMFLOW_LIBRARY_IMPL(aten, cuda, m) {
   m.impl("index_put", index_put_kernel);
   m.kernel_check("index_put", index_put_check);
+  m.impl("index_put_", index_put_inplace_kernel);
+  m.kernel_check("index_put_", index_put_check);
 }
 
 }  // namespace symmflow::cuda

@@ -1,5 +1,8 @@
-// aten::index_put with PyTorch's schema (functional; the in-place index_put_ returns its mutated
-// self, which symmflow's schema rule refuses, so functionalized graphs call this one). The two
+// aten::index_put with PyTorch's schema (functional), and index_put_ writing self in place with
+// PyTorch's arguments but no return (PyTorch's returns its mutated self, which symmflow's schema
+// rule refuses): integer index tensors only. The importer writes a KV-cache update as
+// functional<index_put_> so that reinplace writes the caller's cache in place (Note [the KV cache
+// in place] in python/symmflow/torch/_fx_import.py). The two
 // supported forms, integer index tensors and one bool mask, are in meta_index_put.hpp. Kernels:
 // kernels/cpu/index_put.cpp (both forms) and kernels/cuda/aten_index_put.cpp (the mask form).
 #include "ops/aten/meta_index_put.hpp"
@@ -16,6 +19,18 @@ SYMMFLOW_LIBRARY(aten, m) {
                        aten_meta::index_put_geometry(a.op(), a.tensor("self"), a["indices"],
                                                      a.tensor("values"))
                            .spec};
+                 });
+  aten_meta::def(m,
+                 "index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, "
+                 "bool accumulate=False) -> ()",
+                 [](const Args& a) {
+                   SF_CHECK(!aten_meta::index_put_geometry(a.op(), a.tensor("self"),
+                                                           a["indices"], a.tensor("values"))
+                                 .mask,
+                            "{}: a bool mask index is written by index_put, not in place "
+                            "(integer index tensors only)",
+                            a.op());
+                   return std::vector<TensorSpec>{};
                  });
 }
 

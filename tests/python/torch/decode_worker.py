@@ -8,7 +8,8 @@ position_ids, as generate does), eagerly and under torch.compile(backend="symmfl
 of their own. The compiled run is fed eager's tokens (a near-tie of a random model must not
 derail the comparison); every step's logits are compared on every element and the tokens each
 would pick are recorded. explain's facts of every graph compiled (the prefill's and the decode
-step's): partitions, boundaries with their reasons, compiler-added copies. One `RESULT {json}`
+step's): partitions, boundaries with their reasons, compiler-added copies (kind and bytes), and
+the KV-cache writes made in place (Note [the KV cache in place] in _fx_import.py). One `RESULT {json}`
 line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
 """
 from __future__ import annotations
@@ -70,7 +71,14 @@ def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
             "graphs": len(reports),
             "partitions": [r.partition_count for r in reports],
             "boundaries": [list(r.boundaries) for r in reports],
-            "copies_added": [r.copies_added() for r in reports]}
+            "copies_added": [r.copies_added() for r in reports],
+            "copies": [[(c["kind"], c["bytes"]) for p in r.partitions for c in p.copies()]
+                       for r in reports],
+            # KV-cache writes in place, and those left functional (a copy each), per graph
+            "cache_writes_in_place": [sum(p.explain_text.count(" aten::index_put_ ")
+                                          for p in r.partitions) for r in reports],
+            "cache_writes_copied": [sum(p.explain_text.count("functional<aten::index_put_>")
+                                        for p in r.partitions) for r in reports]}
 
 
 def main() -> int:

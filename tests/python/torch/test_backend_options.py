@@ -287,3 +287,46 @@ def test_importing_symmflow_torch_leaves_cudnn_attention_to_the_tunable():
     off = subprocess.run([sys.executable, "-c", code], env={**env, "SYMMFLOW_CUDA_CUDNN": "0"},
                          capture_output=True, text=True, timeout=120)
     assert off.stdout.strip() == "0", off.stderr
+
+
+def test_graphed_callable_copies_a_written_argument_back_after_a_replay():
+    """An argument the graph writes (AOT keeps an inference graph's input mutations in it, Note
+    [the KV cache in place]) that was copied into a static buffer is copied back into the
+    caller's tensor after each replay; one read in place, or one not written, is not."""
+    class OnGpu(torch.Tensor):
+        @property
+        def is_cuda(self):
+            return True
+
+    class FakeGraph:  # a replay writes its static buffers as the captured graph would
+        def __init__(self, buffers):
+            self.buffers = buffers
+
+        def replay(self):
+            for b in self.buffers:
+                b.add_(1.0)
+
+    written, read = torch.zeros(3).as_subclass(OnGpu), torch.zeros(3).as_subclass(OnGpu)
+    g = _cudagraphs.GraphedCallable(lambda *a: a, mutated=[0])
+    bw, br = torch.zeros(3), torch.zeros(3)
+    g.n_args, g.in_place, g.constants = 2, [], []
+    g.copied = [(bw, 0), (br, 1)]
+    g.copied_back = [(b, i) for b, i in g.copied if i in g.mutated]
+    g.graph, g.static_outputs = FakeGraph([bw, br]), ()
+    for k in range(1, 3):
+        caller_w = written.clone().as_subclass(OnGpu) + 5.0
+        caller_r = read.clone().as_subclass(OnGpu) + 5.0
+        g(caller_w, caller_r)
+        assert torch.equal(caller_w, torch.full((3,), 6.0))  # the replay's write reached it
+        assert torch.equal(caller_r, torch.full((3,), 5.0))  # not written: left as it was
+    assert g.replays == 2
+
+
+def test_mutated_inputs_are_the_graph_inputs_an_op_writes():
+    g = torch.fx.Graph()
+    a, b, c = g.placeholder("a"), g.placeholder("b"), g.placeholder("c")
+    s = g.call_function(torch.ops.aten.add.Tensor, (a, b))
+    g.call_function(torch.ops.aten.copy_.default, (c, s))
+    g.output((s,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    assert _backend._mutated_inputs(gm) == [2]

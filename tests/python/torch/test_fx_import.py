@@ -6,6 +6,8 @@ from __future__ import annotations
 import operator
 import os
 
+import re
+
 import pytest
 import torch
 import torch.distributed._functional_collectives as funcol
@@ -491,3 +493,57 @@ def test_index_put_with_none_entries_is_imported_and_equals_eager(world, case):
     torch.testing.assert_close(got, want)
     report = sft.last_report()
     assert report.partition_count == 1 and list(report.boundaries) == [], report.text()[:2000]
+
+
+@pytest.mark.parametrize("case", ["cache", "read_before", "counter", "mask"])
+def test_kv_cache_mutated_in_the_graph_stays_the_callers_storage(world, case):
+    """Note [the KV cache in place]: `cache[:, :, pos] = k` on a graph input writes the caller's
+    tensor in place inside the plan (index_put_, no copy in or out); a counter's `add_` is one
+    writeback of its new value; a bool mask keeps the functional index_put and its writeback
+    copy, and so does a cache whose old value is read after the write (here fused into the kernel
+    that reads the new one). Every case equals eager's result and eager's mutation of the
+    inputs."""
+    import symmflow.torch as sft
+
+    torch._dynamo.reset()
+    pos = torch.tensor([5, 1])
+
+    def f(cache, k, n):
+        if case == "read_before":  # the old cache is read before the write
+            y = cache * 3.0
+            cache[:, :, pos] = k
+            return y + cache
+        if case == "counter":
+            n.add_(2)
+        if case == "mask":
+            cache[cache > 1.0] = 0.0
+        else:
+            cache[:, :, pos] = k
+        return (cache * 2.0).sum(-1), n * 1
+
+    cache, k, n = torch.randn(2, 3, 8, 4), torch.randn(2, 3, 2, 4), torch.tensor([7])
+    want_cache, want_n = cache.clone(), n.clone()
+    want = f(want_cache, k, want_n)
+    address = cache.data_ptr()
+    with torch.no_grad():
+        got = torch.compile(f, backend="symmflow")(cache, k, n)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(cache, want_cache, rtol=0, atol=0)
+    torch.testing.assert_close(n, want_n, rtol=0, atol=0)
+    assert cache.data_ptr() == address
+    report = sft.last_report()
+    assert report.partition_count == 1 and list(report.boundaries) == [], report.text()[:3000]
+    (part,) = report.partitions
+    copies = part.copies()
+    if case == "mask":  # the functional index_put's result is copied into the caller's cache
+        assert [c["kind"] for c in copies] == ["writeback"], copies
+        assert copies[0]["bytes"] == cache.numel() * 4, copies
+    elif case == "read_before":  # fused with the read of the old cache: the write must copy
+        assert [c["kind"] for c in copies] == ["functional", "writeback"], copies
+        assert "'cache' (argument 'self') is read after the write" in copies[0]["reason"], copies
+    elif case == "counter":  # the counter's new value: 8 bytes; the cache in place
+        assert [(c["kind"], c["bytes"]) for c in copies] == [("writeback", 8)], copies
+        assert re.search(r"\d+ aten::index_put_ ", part.explain_text), part.explain_text[:3000]
+    else:
+        assert copies == [] and report.copies_added() == 0, report.text()[:3000]
+        assert re.search(r"\d+ aten::index_put_ ", part.explain_text), part.explain_text[:3000]
