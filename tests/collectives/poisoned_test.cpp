@@ -145,7 +145,8 @@ TEST(PoisonedGroup, ATimeoutIsFinalOnBothRanks) {
 }
 
 // Item 3: an abort poisons the world; every later call of every rank raises (waits that need
-// not block used to return without reading the poison).
+// not block used to return without reading the poison), PeerFailure naming the abort's words,
+// and so does making a new group: an abort ends the world (recovery is a new world).
 TEST(PoisonedGroup, AnAbortRefusesEveryLaterCallOnEveryRank) {
   std::atomic<bool> aborted{false};
   on_ranks(3, 5, [&](Runtime& rt) {
@@ -155,7 +156,7 @@ TEST(PoisonedGroup, AnAbortRefusesEveryLaterCallOnEveryRank) {
       aborted = true;
     }
     while (!aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    for (int i = 0; i < 20; ++i) {
+    for (int i = 0; i < 100; ++i) {
       try {
         call(kAllReduce, {x, "sum", "world"});
         ADD_FAILURE() << "rank " << rt.rank() << ": call " << i << " returned after the abort";
@@ -165,6 +166,14 @@ TEST(PoisonedGroup, AnAbortRefusesEveryLaterCallOnEveryRank) {
         EXPECT_NE(std::string(e.what()).find("(stopping the request)"), std::string::npos)
             << e.what();
       }
+    }
+    try {
+      rt.new_group("after_abort", {0, 1, 2});
+      ADD_FAILURE() << "rank " << rt.rank() << ": new_group returned after the abort";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::PeerFailure) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(stopping the request)"), std::string::npos)
+          << e.what();
     }
   });
 }
