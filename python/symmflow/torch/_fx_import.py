@@ -76,6 +76,8 @@ class ImportedGraph:
     groups: dict[str, str]  # c10d group name -> IR group name
     python_outputs: Optional[torch.fx.GraphModule] = None  # placeholders -> views of inputs
     notes: list[str] = dataclasses.field(default_factory=list)
+    # placeholder positions the program writes back (Note [the KV cache in place])
+    written_inputs: list[int] = dataclasses.field(default_factory=list)
 
     def assemble_outputs(self, inputs: Sequence[Any], ir_results: Sequence[Any]) -> tuple:
         """The FX graph's outputs from its inputs and the IR program's results."""
@@ -130,6 +132,7 @@ class NodeTranslator:
         self.builder = builder
         self.values: dict[torch.fx.Node, Any] = {}  # node -> Ref, tuple of Refs, or None
         self.inputs: dict[torch.fx.Node, Any] = {}  # placeholder -> its IR input's Ref
+        self.written: set[torch.fx.Node] = set()  # placeholders written back
         self.declared: set[str] = set()  # IR groups declared in the builder
         self.used_ops: list[str] = []  # catalogue ops the translated nodes call, in order
 
@@ -304,6 +307,7 @@ class NodeTranslator:
             self.builder.add_writeback(self.inputs[dst], value)
         except symmflow.Error as e:
             raise UnsupportedGraph(f"{where}: {e}") from None
+        self.written.add(dst)
         # The input holds the new value from here on: a later read of it reads that.
         self.values[dst] = self.values[node] = value
         return True
@@ -656,7 +660,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
         input_names=[builder.type(r)[0] for r in input_refs],
         return_names=[builder.type(r)[0] for r in returns], outputs=outputs,
         groups=dict(groups.names),
-        python_outputs=_python_output_module(gm, views) if views else None, notes=notes)
+        python_outputs=_python_output_module(gm, views) if views else None, notes=notes,
+        written_inputs=[i for i, n in enumerate(placeholders) if n in tr.written])
 
 
 def _device_kind(device: Optional[str]) -> Optional[str]:

@@ -159,11 +159,7 @@ class PartitionRunner:
         if self.strides:
             outs = self._restride(outs)
         if self.verify is not None:
-            for i, (b, a) in enumerate(zip(before, args)):
-                if not torch.equal(b, a):
-                    raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: input {i} of "
-                                         f"{self.verify.meta['symmflow_name']} was changed")
-            _verify(self, args, outs)
+            _verify(self, before, args, outs)
         return outs[0] if self.single_output else outs
 
 
@@ -195,16 +191,30 @@ def _laid_out(t: torch.Tensor, stride: tuple) -> torch.Tensor:
     return storage.as_strided(t.shape, stride)
 
 
-def _verify(runner, args, outs) -> None:
-    want = runner.verify(*args)
+def _verify(runner, before, args, outs) -> None:
+    """PyTorch's run of the partition on copies of the inputs as they were before the call:
+    equal outputs, and equal inputs after, the ones the program writes back (a KV cache: Note
+    [the KV cache in place]) as PyTorch wrote them, every other one unchanged."""
+    name = runner.verify.meta["symmflow_name"]
+    inputs = [b.clone() for b in before]
+    want = runner.verify(*inputs)
     want = [want] if not isinstance(want, (tuple, list)) else list(want)
+    written = set(runner.imported.written_inputs)
+    for i, (b, a) in enumerate(zip(before, args)):
+        if i in written:
+            _check_close(inputs[i], a, f"input {i} of {name} as written back")
+        elif not torch.equal(b, a):
+            raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: input {i} of {name} was changed")
     for i, (w, g) in enumerate(zip(want, outs)):
         if isinstance(w, torch.Tensor):
-            err = (w.double() - g.double()).abs().max().item() if w.numel() else 0.0
-            scale = max(w.double().abs().max().item() if w.numel() else 0.0, 1.0)
-            tol = 2e-2 if w.dtype in (torch.bfloat16, torch.float16) else 1e-4
-            if not err <= tol * scale or w.shape != g.shape:
-                raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: output {i} of "
-                                     f"{runner.verify.meta['symmflow_name']} differs from "
-                                     f"PyTorch's: max error {err}, shapes {tuple(w.shape)} "
-                                     f"{tuple(g.shape)}")
+            _check_close(w, g, f"output {i} of {name}")
+
+
+def _check_close(w: torch.Tensor, g: torch.Tensor, what: str) -> None:
+    err = (w.double() - g.double()).abs().max().item() if w.numel() and w.shape == g.shape \
+        else 0.0
+    scale = max(w.double().abs().max().item() if w.numel() else 0.0, 1.0)
+    tol = 2e-2 if w.dtype in (torch.bfloat16, torch.float16) else 1e-4
+    if not err <= tol * scale or w.shape != g.shape:
+        raise symmflow.Error(f"SYMMFLOW_TORCH_VERIFY: {what} differs from PyTorch's: max error "
+                             f"{err}, shapes {tuple(w.shape)} {tuple(g.shape)}")

@@ -547,3 +547,35 @@ def test_kv_cache_mutated_in_the_graph_stays_the_callers_storage(world, case):
     else:
         assert copies == [] and report.copies_added() == 0, report.text()[:3000]
         assert re.search(r"\d+ aten::index_put_ ", part.explain_text), part.explain_text[:3000]
+
+
+def test_verify_mode_checks_a_written_back_input_against_pytorchs_write(world, monkeypatch):
+    """SYMMFLOW_TORCH_VERIFY=1 with inputs the program writes (a cache, a counter): PyTorch's run
+    on copies of the inputs as they were gives the reference for the outputs and for the written
+    inputs (the counter is not advanced twice); a written input that differs is named."""
+    from symmflow.torch import _runner
+
+    monkeypatch.setenv("SYMMFLOW_TORCH_VERIFY", "1")
+    pos = torch.tensor([3])
+
+    def f(cache, k, n):
+        n.add_(1)
+        cache[:, pos] = k
+        return cache.sum(0) * n
+
+    cache, k, n = torch.randn(2, 6), torch.randn(2, 1), torch.tensor([4])
+    want_cache, want_n = cache.clone(), n.clone()
+    want = f(want_cache, k, want_n)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(f, backend="symmflow")(cache, k, n)
+    torch.testing.assert_close(got, want)
+    assert torch.equal(cache, want_cache) and torch.equal(n, want_n)  # n is 5, not 6
+    checked = _runner._check_close  # a written input that differs: simulated by adding 1
+    monkeypatch.setattr(_runner, "_check_close",
+                        lambda w, g, what: checked(w, g + 1 if "written back" in what else g, what))
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception) as e:
+        torch.compile(f, backend="symmflow")(cache.clone(), k, n.clone())
+    assert "SYMMFLOW_TORCH_VERIFY: input 0 of partition_0 as written back differs from " \
+        "PyTorch's: max error " in str(e.value), str(e.value)
