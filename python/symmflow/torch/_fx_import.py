@@ -54,8 +54,10 @@ _HOP_NAMES = ("auto_functionalized", "auto_functionalized_v2")
 
 @dataclasses.dataclass(frozen=True)
 class OutputSource:
-    """Where one FX output comes from: kind "ir" (index into the IR's returns), "input" (a graph
-    input, index into the inputs), "python" (index into `python_outputs`'s results) or "none"."""
+    """Where one FX output comes from: kind "ir" (index into the IR's returns), "int" (the same,
+    a 0-dim IR result returned as a Python int: Note [ints that change every call]), "input" (a
+    graph input, index into the inputs), "python" (index into `python_outputs`'s results) or
+    "none"."""
 
     kind: str
     index: int = 0
@@ -78,6 +80,8 @@ class ImportedGraph:
     notes: list[str] = dataclasses.field(default_factory=list)
     # placeholder positions the program writes back (Note [the KV cache in place])
     written_inputs: list[int] = dataclasses.field(default_factory=list)
+    # placeholder positions of Python ints, 0-dim i64 inputs (Note [ints that change every call])
+    int_inputs: list[int] = dataclasses.field(default_factory=list)
 
     def assemble_outputs(self, inputs: Sequence[Any], ir_results: Sequence[Any]) -> tuple:
         """The FX graph's outputs from its inputs and the IR program's results."""
@@ -86,6 +90,8 @@ class ImportedGraph:
         for src in self.outputs:
             if src.kind == "ir":
                 out.append(ir_results[src.index])
+            elif src.kind == "int":
+                out.append(int(ir_results[src.index].item()))
             elif src.kind == "input":
                 out.append(inputs[src.index])
             elif src.kind == "python":
@@ -223,6 +229,8 @@ class NodeTranslator:
         hop = hop_name(node.target)
         if hop is not None:
             return self._functionalized(node, hop, name)
+        if node.target in _INT_OPS:
+            return self._int_op(node, where, name)
         if not isinstance(node.target, torch._ops.OpOverload):
             raise UnsupportedGraph(f"{where} is not an op symmflow can import", node.name, op)
         rule = _opmap.RULES_BY_OP.get(op)
@@ -278,6 +286,41 @@ class NodeTranslator:
             self.values[node] = refs[0]
         else:  # several results, or a list (split_with_sizes): one Ref each
             self.values[node] = tuple(refs)
+
+    # Note [ints that change every call]: a model may keep a Python int that changes every call
+    # (Mistral's sliding-window decode step: its cache's length); dynamo makes it a SymInt input
+    # after the first change, and the step's graph computes with it (`sub = s0 - 4`, `sym_max(
+    # sub + 1, 0)`, `arange + s0`) and returns `s0 + 1`. The importer makes such an input a 0-dim
+    # i64 IR input (the runner passes the int as a tensor), the int arithmetic aten calls on 0-dim
+    # tensors (add, sub, mul; sym_max / sym_min against a literal as clamp), a tensor op taking
+    # the int takes the 0-dim tensor (broadcast, PyTorch's type promotion for a 0-dim operand),
+    # and an int output comes back as a Python int. An int that sizes a tensor (a dynamic shape)
+    # is still refused, named: symmflow compiles static shapes.
+    def _int_op(self, node: torch.fx.Node, where: str, name: str) -> None:
+        kind = _INT_OPS[node.target]
+        a, b = node.args
+        for x in (a, b):
+            if isinstance(x, torch.fx.Node):
+                if not _is_int(node_val(x)):
+                    raise UnsupportedGraph(f"{where}: operand {x.name} is not an int")
+            elif not _is_int(x):
+                raise UnsupportedGraph(f"{where}: operand {x!r} is not an int")
+        if not isinstance(a, torch.fx.Node) and not isinstance(b, torch.fx.Node):
+            raise UnsupportedGraph(f"{where}: an int computed from literals alone")
+        if kind == "sub" and not isinstance(a, torch.fx.Node):
+            op, args = "aten::rsub.Scalar", [b, a]
+        else:
+            if not isinstance(a, torch.fx.Node):  # add, mul, max, min commute
+                a, b = b, a
+            literal = not isinstance(b, torch.fx.Node)
+            if kind in ("max", "min"):
+                if not literal:
+                    raise UnsupportedGraph(f"{where}: the {kind} of two computed ints")
+                op, args = "aten::clamp", [a, b, None] if kind == "max" else [a, None, b]
+            else:
+                op, args = f"aten::{kind}.{'Scalar' if literal else 'Tensor'}", [a, b]
+        (r,) = self.call(op, args, {}, where, name)
+        self.values[node] = r
 
     # Note [the KV cache in place]: a decode step writes one token into the KV cache, a graph input,
     # and the cache must stay the caller's storage: no copy in, no copy out (issue 37). AOT autograd
@@ -507,6 +550,14 @@ def _check_equal_splits(node: torch.fx.Node, rule: Rule, args: list, where: str,
                                    "only (Note [equal splits])", node.name, describe_target(node))
 
 
+_INT_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", torch.sym_max: "max",
+            torch.sym_min: "min"}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)
+
+
 def _written_back_to_self(node: torch.fx.Node) -> bool:
     """Whether `node`'s result is copied back into its first argument, a graph input
     (`copy_(self, node)`: Note [the KV cache in place])."""
@@ -608,10 +659,14 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
     if len(example_inputs) != len(placeholders):
         raise UnsupportedGraph(f"the graph has {len(placeholders)} inputs but "
                                f"{len(example_inputs)} example inputs were given")
-    input_refs = []
-    for n, ex in zip(placeholders, example_inputs):
+    input_refs, int_inputs = [], []
+    for i, (n, ex) in enumerate(zip(placeholders, example_inputs)):
         val = ex if isinstance(ex, torch.Tensor) else node_val(n)
-        dtype, shape = tensor_type(val, f"input {n.name}")
+        if _is_int(ex) or (not isinstance(ex, torch.Tensor) and _is_int(val)):
+            dtype, shape = "i64", []  # Note [ints that change every call]
+            int_inputs.append(i)
+        else:
+            dtype, shape = tensor_type(val, f"input {n.name}")
         tr.values[n] = tr.inputs[n] = builder.add_input(n.name, dtype, shape)
         input_refs.append(tr.values[n])
     output_node = None
@@ -649,7 +704,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
             if value.id not in ids:
                 returns.append(value)
                 ids.append(value.id)
-            outputs.append(OutputSource("ir", ids.index(value.id)))
+            kind = "int" if _is_int(node_val(o)) else "ir"
+            outputs.append(OutputSource(kind, ids.index(value.id)))
     builder.set_outputs(returns)
     try:
         program = builder.finish(f"<graph {name}>")
@@ -661,7 +717,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, wor
         return_names=[builder.type(r)[0] for r in returns], outputs=outputs,
         groups=dict(groups.names),
         python_outputs=_python_output_module(gm, views) if views else None, notes=notes,
-        written_inputs=[i for i, n in enumerate(placeholders) if n in tr.written])
+        written_inputs=[i for i, n in enumerate(placeholders) if n in tr.written],
+        int_inputs=int_inputs)
 
 
 def _device_kind(device: Optional[str]) -> Optional[str]:
@@ -702,8 +759,9 @@ def unsupported_reason(node: torch.fx.Node, catalogue: Catalogue,
     try:
         for a in node.all_input_nodes:
             val = node_val(a)
-            if isinstance(val, (int, torch.SymInt)) and not isinstance(val, bool):
-                continue  # a size computed in the graph: the translation names its use
+            if _is_int(val):  # Note [ints that change every call]
+                tr.values[a] = builder.add_input(a.name, "i64", [])
+                continue
             if isinstance(val, (list, tuple)):  # a multi-result node: its items, by getitem
                 tr.values[a] = tuple(
                     builder.add_input(f"{a.name}_{i}", *tensor_type(v, f"input {a.name}"))

@@ -138,7 +138,16 @@ class PartitionRunner:
             self.counted = True
         return tensors
 
-    def __call__(self, *args):
+    def _ints_as_tensors(self, args) -> tuple:
+        """Note [ints that change every call] (_fx_import.py): each int input as a 0-dim i64
+        tensor on the partition's device."""
+        args = list(args)
+        for i in self.imported.int_inputs:
+            args[i] = torch.tensor(args[i], dtype=torch.int64, device=self.device)
+        return tuple(args)
+
+    def __call__(self, *given):
+        args = self._ints_as_tensors(given) if self.imported.int_inputs else given
         pointers = self._pointers(args)
         before = [a.clone() for a in args] if self.verify is not None else None
         results = self._empty_outputs()
@@ -155,7 +164,7 @@ class PartitionRunner:
         except BaseException as e:
             self.rank.abort(f"{type(e).__name__}: {e}")
             raise
-        outs = self.imported.assemble_outputs(args, results)
+        outs = self.imported.assemble_outputs(given, results)
         if self.strides:
             outs = self._restride(outs)
         if self.verify is not None:

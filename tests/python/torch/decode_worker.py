@@ -2,14 +2,15 @@
 
     torchrun --nproc-per-node N decode_worker.py MODEL:STYLE[,...] DTYPE[,DTYPE...]
 
-For every model (examples/pytorch/hf_models.py) made tensor-parallel: a prompt of 8 tokens, then
-6 greedy one-token steps with transformers' StaticCache (each step passes cache_position and
-position_ids, as generate does), eagerly and under torch.compile(backend="symmflow") with caches
-of their own. The compiled run is fed eager's tokens (a near-tie of a random model must not
-derail the comparison); every step's logits are compared on every element and the tokens each
+For every model (examples/pytorch/hf_models.py) made tensor-parallel: a prompt of 8 tokens, then 6
+greedy one-token steps with transformers' StaticCache (each step passes cache_position and
+position_ids, as generate does), eagerly and under torch.compile(backend="symmflow") with caches of
+their own; then transformers' `generate` (greedy, static cache) with the model's forward compiled,
+against eager's generate. The compiled run is fed eager's tokens (a near-tie of a random model must
+not derail the comparison); every step's logits are compared on every element and the tokens each
 would pick are recorded. explain's facts of every graph compiled (the prefill's and the decode
-step's): partitions, boundaries with their reasons, compiler-added copies (kind and bytes), and
-the KV-cache writes made in place (Note [the KV cache in place] in _fx_import.py). One `RESULT {json}`
+step's): partitions, boundaries with their reasons, compiler-added copies (kind and bytes), and the
+KV-cache writes made in place (Note [the KV cache in place] in _fx_import.py). One `RESULT {json}`
 line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
 """
 from __future__ import annotations
@@ -52,6 +53,14 @@ def decode(model, prompt: torch.Tensor, forced: list | None):
     return logits, picks
 
 
+def generated(model, prompt: torch.Tensor) -> list:
+    """The new tokens of transformers' `generate` (greedy, a static cache, as serving runs it)."""
+    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=STEPS,
+                         do_sample=False, cache_implementation="static",
+                         pad_token_id=model.config.pad_token_id or 0)
+    return out[0, prompt.shape[1]:].tolist()
+
+
 def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
     full = hf_models.make_model(name, dtype)
     prompt = hf_models.make_input_ids()[:1, :PROMPT]
@@ -61,13 +70,27 @@ def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
         torch._dynamo.reset()
         before = len(sft.reports())
         got, picks = decode(torch.compile(sharded, backend="symmflow"), prompt, eager_picks[:-1])
+        after = len(sft.reports())
+        # generate with the compiled forward (its own sharded copy: forward is replaced). Its
+        # cache has another length than decode()'s: a fresh dynamo, or the recompile would make
+        # that dim dynamic (docs/pytorch.md, "Decoding")
+        eager_generated = generated(sharded, prompt)
+        torch._dynamo.reset()
+        served = hf_models.sharded_copy(full, name, style)
+        served.forward = torch.compile(served.forward, backend="symmflow")
+        compiled_generated = generated(served, prompt)
     scale = max(max(w.abs().max().item() for w in want), 1.0)
     err = max((g - w).abs().max().item() for g, w in zip(got, want))
-    reports = sft.reports()[before:]
+    reports = sft.reports()[before:after]
+    generate_reports = sft.reports()[after:]
     return {"case": f"{name}:{style}", "dtype": str(dtype).split(".")[-1],
             "rank": dist.get_rank(), "world": dist.get_world_size(), "max_err": err,
             "tol": TOLERANCE[dtype] * scale, "ok": err <= TOLERANCE[dtype] * scale,
             "tokens_equal": picks == eager_picks, "eager_tokens": eager_picks, "tokens": picks,
+            "generate_equal": compiled_generated == eager_generated,
+            "eager_generated": eager_generated, "generated": compiled_generated,
+            "generate_partitions": [r.partition_count for r in generate_reports],
+            "generate_boundaries": [list(r.boundaries) for r in generate_reports],
             "graphs": len(reports),
             "partitions": [r.partition_count for r in reports],
             "boundaries": [list(r.boundaries) for r in reports],

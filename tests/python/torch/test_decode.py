@@ -1,11 +1,12 @@
-"""KV-cache decode under symmflow (issue 37 item 1): transformers' Llama and Qwen3 with a StaticCache, made tensor-parallel with DTensor, a prompt then greedy one-token steps compiled with
+"""KV-cache decode under symmflow (issue 37 item 1): transformers' Llama, Qwen3 and Mistral with a
+StaticCache, made tensor-parallel with DTensor, a prompt then greedy one-token steps compiled with
 torch.compile(backend="symmflow") on 2 and 4 CPU processes (decode_worker.py). The cache update
 `cache[:, :, pos] = k` (index_put with None entries, Note [index lists with None] in
 _fx_import.py) stays in symmflow and writes the caller's cache in place (Note [the KV cache in
 place]): the prefill and the decode step each compile to one partition with no boundary and no
 copy of the cache, and every step's logits equal eager's.
-Mistral's sliding window is not here yet: its decode step's mask arithmetic reaches the backend
-as Python ints of dynamic sizes (`_operator.sub`), left to PyTorch before one symmflow partition.
+Mistral's sliding window too: its decode step's cache length is a Python int that changes every
+step, a SymInt input with int arithmetic (Note [ints that change every call] in _fx_import.py).
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from test_torchrun import check_all_ok, expected_runs, launch  # noqa: E402
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_worker.py")
 
 
-@pytest.mark.parametrize("nproc,cases", [(2, ["llama:dtensor", "qwen3:dtensor"]),
-                                         (4, ["llama:dtensor"])])
+@pytest.mark.parametrize("nproc,cases", [
+    (2, ["llama:dtensor", "qwen3:dtensor", "mistral:dtensor"]), (4, ["llama:dtensor"])])
 def test_static_cache_decode_is_one_partition_and_equals_eager(nproc, cases):
     rc, results, out = launch(nproc, ",".join(cases), "f32", timeout=900, worker=WORKER)
     check_all_ok(nproc, results, out, expected_runs(cases, "f32"))
@@ -31,6 +32,20 @@ def test_static_cache_decode_is_one_partition_and_equals_eager(nproc, cases):
         assert r["graphs"] >= 2, json.dumps(r)  # the prefill's and the decode step's
         assert all(p == 1 for p in r["partitions"]), json.dumps(r)
         assert all(b == [] for b in r["boundaries"]), json.dumps(r)
+        assert r["tokens_equal"], json.dumps(r)
+        # transformers' generate with the compiled forward: eager's tokens, one partition a graph
+        assert r["generate_equal"], json.dumps(r)
+        assert r["generate_partitions"] and all(p == 1 for p in r["generate_partitions"]), \
+            json.dumps(r)
+        if r["case"].startswith("mistral"):
+            # The sliding window's step rolls each layer's window (index_select, then the new
+            # token into its last slot) and copies it into the cache, as eager's `copy_` does:
+            # one write-back of the window per layer's K and V, nothing else.
+            decode = r["copies"][-1]
+            assert decode and all(k == "writeback" for k, _ in decode), json.dumps(r)
+            assert len({b for _, b in decode}) == 1 and len(decode) % 2 == 0, json.dumps(r)
+            assert r["copies"][0] == [], json.dumps(r)
+            continue
         # No copy of the KV cache in or out: the decode step writes each layer's K and V into the
         # caller's cache in place (Note [the KV cache in place]). The only copies left are the
         # write-backs of StaticCache's 8-byte length counters (`cumulative_length += n`), which
@@ -39,4 +54,3 @@ def test_static_cache_decode_is_one_partition_and_equals_eager(nproc, cases):
             json.dumps(r)
         assert r["cache_writes_in_place"][-1] >= 2, json.dumps(r)  # K and V of every layer
         assert r["cache_writes_copied"][-1] == 0, json.dumps(r)
-        assert r["tokens_equal"], json.dumps(r)

@@ -579,3 +579,40 @@ def test_verify_mode_checks_a_written_back_input_against_pytorchs_write(world, m
         torch.compile(f, backend="symmflow")(cache.clone(), k, n.clone())
     assert "SYMMFLOW_TORCH_VERIFY: input 0 of partition_0 as written back differs from " \
         "PyTorch's: max error " in str(e.value), str(e.value)
+
+
+def test_an_int_that_changes_every_call_is_a_0_dim_input(world):
+    """Note [ints that change every call]: an int argument dynamo made a SymInt (it changed
+    between calls) is an i64[] input; the int arithmetic on it (add, sub, reversed sub, mul,
+    max and min against a literal), a tensor op taking it and an int output stay in one
+    partition, equal to eager's at every value; an int that sizes a tensor is left to PyTorch."""
+    import symmflow.torch as sft
+
+    torch._dynamo.reset()
+
+    def f(x, n):
+        lo = max(n - 6, 0)  # torch.sym_max
+        hi = min(3 * n, 20)  # torch.sym_min
+        y = x * (10 - n) + torch.arange(4) * lo + hi
+        return y, n + 1
+
+    compiled = torch.compile(f, backend="symmflow")
+    x = torch.arange(4.0)
+    for n in (3, 5, 9, 2, 11):
+        got, want = compiled(x, n), f(x, n)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        assert got[1] == want[1] and isinstance(got[1], int), (got, want)
+    report = sft.last_report()
+    assert report.partition_count == 1 and list(report.boundaries) == [], report.text()[:3000]
+    assert ": i64[]" in report.partitions[0].ir_text, report.partitions[0].ir_text
+    assert "aten::clamp(" in report.partitions[0].ir_text, report.partitions[0].ir_text
+
+    torch._dynamo.reset()
+
+    def g(x, n):
+        return x[:n] * 2.0  # a dynamic shape
+
+    compiled = torch.compile(g, backend="symmflow")
+    x = torch.arange(8.0)
+    for n in (3, 5, 6):
+        torch.testing.assert_close(compiled(x, n), g(x, n))
