@@ -325,7 +325,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
 def _mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
     """Positions of the graph inputs that an op of the graph writes (AOT keeps an inference
     graph's input mutations in it, as copy_ into the input: Note [the KV cache in place] in
-    _fx_import.py)."""
+    _fx_state.py)."""
     position = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
     written = set()
     for node in gm.graph.nodes:
@@ -427,7 +427,7 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
         fw_compiler=forward, bw_compiler=backward,
         partition_fn=min_cut_rematerialization_partition,
         decompositions=_decompositions(training),
-        keep_inference_input_mutations=True,  # Note [the KV cache in place] in _fx_import
+        keep_inference_input_mutations=True,  # Note [the KV cache in place] in _fx_state
     )
     return compiler(gm, example_inputs)
 

@@ -8,11 +8,12 @@ Guarantees: the first call runs eagerly (it compiles, allocates and rendezvouses
 may happen inside a capture), the second captures the call into a `torch.cuda.CUDAGraph`, later
 calls replay it. An argument at the same address on the first two calls (a parameter, a buffer, a
 static KV cache) is read and written in place by the graph; any other is copied into a static
-buffer before each replay, and, when the graph writes it (`mutated`: AOT keeps an inference
-graph's input mutations in the graph, Note [the KV cache in place] in _fx_import.py), copied back
-into the caller's tensor after it. A call whose in-place arguments moved (or whose shapes changed: dynamo would have
-recompiled) re-captures. Outputs are returned as clones, so a replay never overwrites what an
-earlier call returned. Refuses: nothing; calls with non-CUDA tensors run without a graph.
+buffer before each replay, and, when the graph writes it (`mutated`: AOT keeps an inference graph's
+input mutations in the graph, Note [the KV cache in place] in _fx_state.py), copied back into the
+caller's tensor after it. A call whose in-place arguments moved (or whose shapes changed: dynamo
+would have recompiled) re-captures. Outputs are returned as clones, so a replay never overwrites
+what an earlier call returned.
+Refuses: nothing; calls with non-CUDA tensors run without a graph.
 """
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ class PartitionRunner:
         return tensors
 
     def _ints_as_tensors(self, args) -> tuple:
-        """Note [ints that change every call] (_fx_import.py): each int input as a 0-dim i64
+        """Note [ints that change every call] (_fx_state.py): each int input as a 0-dim i64
         tensor on the partition's device."""
         args = list(args)
         for i in self.imported.int_inputs:

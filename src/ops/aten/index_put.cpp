@@ -2,7 +2,7 @@
 // PyTorch's arguments but no return (PyTorch's returns its mutated self, which symmflow's schema
 // rule refuses): integer index tensors only. The importer writes a KV-cache update as
 // functional<index_put_> so that reinplace writes the caller's cache in place (Note [the KV cache
-// in place] in python/symmflow/torch/_fx_import.py). The two
+// in place] in python/symmflow/torch/_fx_state.py). The two
 // supported forms, integer index tensors and one bool mask, are in meta_index_put.hpp. Kernels:
 // kernels/cpu/index_put.cpp (both forms) and kernels/cuda/aten_index_put.cpp (the mask form).
 #include "ops/aten/meta_index_put.hpp"

@@ -10,7 +10,7 @@ against eager's generate. The compiled run is fed eager's tokens (a near-tie of 
 not derail the comparison); every step's logits are compared on every element and the tokens each
 would pick are recorded. explain's facts of every graph compiled (the prefill's and the decode
 step's): partitions, boundaries with their reasons, compiler-added copies (kind and bytes), and the
-KV-cache writes made in place (Note [the KV cache in place] in _fx_import.py). One `RESULT {json}`
+KV-cache writes made in place (Note [the KV cache in place] in _fx_state.py). One `RESULT {json}`
 line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
 """
 from __future__ import annotations

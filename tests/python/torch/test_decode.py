@@ -2,11 +2,11 @@
 StaticCache, made tensor-parallel with DTensor, a prompt then greedy one-token steps compiled with
 torch.compile(backend="symmflow") on 2 and 4 CPU processes (decode_worker.py). The cache update
 `cache[:, :, pos] = k` (index_put with None entries, Note [index lists with None] in
-_fx_import.py) stays in symmflow and writes the caller's cache in place (Note [the KV cache in
+_fx_state.py) stays in symmflow and writes the caller's cache in place (Note [the KV cache in
 place]): the prefill and the decode step each compile to one partition with no boundary and no
 copy of the cache, and every step's logits equal eager's.
 Mistral's sliding window too: its decode step's cache length is a Python int that changes every
-step, a SymInt input with int arithmetic (Note [ints that change every call] in _fx_import.py).
+step, a SymInt input with int arithmetic (Note [ints that change every call] in _fx_state.py).
 """
 from __future__ import annotations
 
