@@ -13,7 +13,8 @@ input mutations in the graph, Note [the KV cache in place] in _fx_state.py), cop
 caller's tensor after it. A call whose in-place arguments moved (or whose shapes changed: dynamo
 would have recompiled) re-captures. Outputs are returned as clones, so a replay never overwrites
 what an earlier call returned.
-Refuses: nothing; calls with non-CUDA tensors run without a graph.
+Refuses: nothing; calls with non-CUDA tensors, or with an int argument (one dynamo made dynamic:
+it changes every call), run without a graph.
 """
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ class GraphedCallable:
             return self._outputs()
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or any(not t.is_cuda for t in tensors):
+            return self.fn(*args)
+        if any(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            # An int input changes every call (Note [ints that change every call] in _fx_state.py):
+            # a capture would fix it, and its upload to the GPU cannot run inside one.
             return self.fn(*args)
         if self.first_ptrs is None:  # warm-up: compiles, allocates, rendezvouses
             self.first_ptrs = self._ptrs(args)

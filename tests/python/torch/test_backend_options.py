@@ -330,3 +330,19 @@ def test_mutated_inputs_are_the_graph_inputs_an_op_writes():
     g.output((s,))
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
     assert _backend._mutated_inputs(gm) == [2]
+
+
+def test_graphed_callable_runs_calls_with_an_int_argument_without_a_graph():
+    """An int argument is one dynamo made dynamic (Note [ints that change every call]): a
+    capture would fix it and could not upload it, so such calls run without a graph."""
+    class OnGpu(torch.Tensor):
+        @property
+        def is_cuda(self):
+            return True
+
+    calls = []
+    g = _cudagraphs.GraphedCallable(lambda x, n: calls.append(n) or x * n)
+    x = torch.ones(3).as_subclass(OnGpu)
+    for n in (3, 4, 5):
+        assert torch.equal(g(x, n), torch.full((3,), float(n)))
+    assert calls == [3, 4, 5] and g.captures == 0 and g.replays == 0
