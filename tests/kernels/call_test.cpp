@@ -50,6 +50,7 @@ TEST(AtenCall, SchemasAsDefined) {
       "aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
       "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
       "aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor",
+      "aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> ()",
       "aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
       "aten::cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> ()",
       "aten::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
@@ -82,7 +83,7 @@ TEST(AtenCall, SchemasAsDefined) {
       EXPECT_TRUE(op->has_shape_fn()) << op->name();
     }
   }
-  EXPECT_EQ(r.ops("aten").size(), 137u);
+  EXPECT_EQ(r.ops("aten").size(), 138u);
 }
 
 TEST(AtenCall, ShapeFunctionsOnMetaTensors) {

@@ -3,7 +3,8 @@
 // with and without a leading 1, accumulate), a mask over every dim, integer index tensors (one, two
 // broadcast against each other, a None entry, negative indices, repeated indices keeping the last
 // value or summed with accumulate, i32 indices, a strided self); self is never written; the
-// error texts of bad input.
+// error texts of bad input. index_put_ writes the same elements into self itself, and refuses a
+// mask.
 #include "support/errors.hpp"
 #include "test_util.hpp"
 
@@ -111,6 +112,31 @@ TEST(AtenIndexPut, IntegerIndexTensors) {
   expect_close(index_put(x, {Tensor(), longs({1}, {2})}, col), want, DType::f32,
                "index_put None, then an index");
   EXPECT_EQ(x.to_doubles(), before) << "self is not written";
+}
+
+// index_put_ (Note [the KV cache in place]): the KV-cache update cache[:, pos] = k written into
+// self, every element against index_put's result; other elements untouched; a mask refused.
+TEST(AtenIndexPut, InPlaceWritesSelfAsIndexPutComputes) {
+  Tensor cache = random_tensor({2, 6, 4}, DType::f32, 8);
+  Tensor pos = longs({2}, {4, 1});
+  Tensor k = random_tensor({2, 2, 4}, DType::f32, 9);
+  Tensor rows = Tensor::empty({2, 1}, DType::i64);  // arange(2) viewed over dim 0
+  store_double(rows.view(), 0, 0);
+  store_double(rows.view(), 1, 1);
+  for (bool acc : {false, true}) {
+    Tensor self = random_tensor({2, 6, 4}, DType::f32, 8);  // cache's values
+    const std::vector<double> want = index_put(cache, {rows, pos}, k, acc).to_doubles();
+    call("aten::index_put_", {self, std::vector<Tensor>{rows, pos}, k, acc});
+    EXPECT_EQ(self.to_doubles(), want) << "accumulate " << acc;
+  }
+  Tensor self = random_tensor({2, 6, 4}, DType::f32, 8);
+  EXPECT_EQ(usage_error_of([&] {
+              call("aten::index_put_", {self, std::vector<Tensor>{bools({2}, {1, 0})},
+                                        Tensor::full({}, DType::f32, 0), false});
+            }),
+            "aten::index_put_: indices[0] is a bool mask, which is not supported (the result's shape "
+            "would depend on its values; index with integer tensors)");
+  EXPECT_EQ(self.to_doubles(), cache.to_doubles()) << "a refused call writes nothing";
 }
 
 TEST(AtenIndexPut, BadInputIsRefused) {
