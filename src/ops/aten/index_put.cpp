@@ -20,18 +20,10 @@ SYMMFLOW_LIBRARY(aten, m) {
                                                      a.tensor("values"))
                            .spec};
                  });
-  aten_meta::def(m,
-                 "index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, "
-                 "bool accumulate=False) -> ()",
-                 [](const Args& a) {
-                   SF_CHECK(!aten_meta::index_put_geometry(a.op(), a.tensor("self"),
-                                                           a["indices"], a.tensor("values"))
-                                 .mask,
-                            "{}: a bool mask index is written by index_put, not in place "
-                            "(integer index tensors only)",
-                            a.op());
-                   return std::vector<TensorSpec>{};
-                 });
+  // No shape function: the op returns nothing (a mask, which only index_put takes, is refused by
+  // the kernels' index geometry, named).
+  m.def(
+      "index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> ()");
 }
 
 }  // namespace symmflow
