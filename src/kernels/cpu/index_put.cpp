@@ -1,9 +1,9 @@
 // CPU kernels of aten::index_put and its in-place index_put_ (meta_index_put.hpp). The bool-mask
-// form is kernels/index_put.cpp; integer index tensors: the output is a copy of self (index_put_:
-// self itself), then each indexed element (Note [gather geometry], over the output) is set to its
-// broadcast value, in row-major order of the indexing
-// result (a repeated index keeps the last value, or with accumulate sums them all, in that order;
-// bool accumulates as or). Every index value is checked ("index 5 is out of bounds ...").
+// form is kernels/index_put.cpp; integer index tensors: the output is a copy of self
+// (index_put_: self itself), then each indexed element (Note [gather geometry], over the output)
+// is set to its broadcast value, in row-major order of the indexing result (a repeated index
+// keeps the last value, or with accumulate sums them all, in that order; bool accumulates as
+// or). Every index value is checked ("index 5 is out of bounds ...").
 #include "kernels/cpu/common.hpp"
 #include "kernels/index_put.hpp"
 #include "symmflow/ops/library.hpp"
@@ -81,7 +81,7 @@ void index_put_kernel(KernelCall& call) {
           call.arg("accumulate").to_bool());
 }
 
-// index_put_: the integer form written into self (its meta refuses a mask).
+// index_put_: the integer form written into self (index_geometry refuses a mask, named).
 void index_put_inplace_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& self = call.arg("self").to_tensor();

@@ -1,15 +1,16 @@
-// cuda kernels of aten::index_put and its in-place index_put_ (the integer form). The bool-mask form without accumulate is one launch of the
-// elementwise `where` (aten_logic.cpp) that writes the call's output: out = mask ? values : self,
-// the mask seen over self's shape (stride 0 along the dims it does not cover) and the values
-// broadcast, read in their own dtype. Integer index tensors without accumulate (transformers' MoE
-// layers invert their token permutation with `inv_perm[perm] = arange(...)`): out = self, then one
-// scatter launch (scatter_into: an index out of range is skipped, not raised; of repeated indices
-// one value lands, unspecified which, as on PyTorch's GPUs). Values of another dtype are converted
-// first, a scratch copy (Note [scratch inside a capture]); nothing else is allocated, so both run
-// inside a plan's CUDA graph capture. accumulate=True with integer indices is the same scatter
-// launch adding by atomics (Note [index_put accumulate on GPUs]); for a mask it runs composed
-// (kernels/index_put.cpp: eager calls only), and the kernel check keeps that form, and dtypes
-// without an atomic add, out of compiled graphs, naming the op.
+// cuda kernels of aten::index_put and its in-place index_put_ (the integer form). The bool-mask
+// form without accumulate is one launch of the elementwise `where` (aten_logic.cpp) that writes
+// the call's output: out = mask ? values : self, the mask seen over self's shape (stride 0 along
+// the dims it does not cover) and the values broadcast, read in their own dtype. Integer index
+// tensors without accumulate (transformers' MoE layers invert their token permutation with
+// `inv_perm[perm] = arange(...)`): out = self, then one scatter launch (scatter_into: an index
+// out of range is skipped, not raised; of repeated indices one value lands, unspecified which,
+// as on PyTorch's GPUs). Values of another dtype are converted first, a scratch copy (Note
+// [scratch inside a capture]); nothing else is allocated, so both run inside a plan's CUDA graph
+// capture. accumulate=True with integer indices is the same scatter launch adding by atomics
+// (Note [index_put accumulate on GPUs]); for a mask it runs composed (kernels/index_put.cpp:
+// eager calls only), and the kernel check keeps that form, and dtypes without an atomic add, out
+// of compiled graphs, naming the op.
 #include "kernels/cuda/pointwise/program.hpp"
 #include "kernels/index_put.hpp"
 #include "ops/aten/meta_index_put.hpp"
@@ -53,7 +54,8 @@ void index_put_kernel(KernelCall& call) {
   masked_select_into(op, call.out(0), cond, values, self);
 }
 
-// index_put_: the integer form written into self (its meta refuses a mask), one scatter launch.
+// index_put_: the integer form written into self (index_geometry refuses a mask, named), one
+// scatter launch.
 void index_put_inplace_kernel(KernelCall& call) {
   const std::string& op = call.op.name();
   const Tensor& self = call.arg("self").to_tensor();
