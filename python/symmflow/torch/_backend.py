@@ -327,17 +327,8 @@ def _mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
     graph's input mutations in it, as copy_ into the input: Note [the KV cache in place] in
     _fx_state.py)."""
     position = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
-    written = set()
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
-            continue
-        for i, a in enumerate(node.target._schema.arguments):
-            if a.alias_info is None or not a.alias_info.is_write:
-                continue
-            arg = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
-            if isinstance(arg, torch.fx.Node) and arg in position:
-                written.add(position[arg])
-    return sorted(written)
+    return sorted({position[a] for node in gm.graph.nodes for a in _fold.written_args(node)
+                   if isinstance(a, torch.fx.Node) and a in position})
 
 
 # Note [one-partition call]: a graph that is one symmflow partition (the common case: DTensor and

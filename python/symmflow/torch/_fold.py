@@ -110,20 +110,23 @@ def _written(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     return written
 
 
+def written_args(node: torch.fx.Node) -> list:
+    """The arguments (FX values as the node holds them: nodes, lists of nodes) that the op of
+    `node` writes in place, by its schema's alias annotations; [] for anything else."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or \
+            not target._schema.is_mutable:
+        return []
+    return [node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            for i, arg in enumerate(target._schema.arguments)
+            if arg.alias_info is not None and arg.alias_info.is_write]
+
+
 def _written_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     """The nodes an op writes in place, and every node they are computed from."""
     written: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:
-        target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
-            continue
-        schema = target._schema
-        if not schema.is_mutable:
-            continue
-        for i, arg in enumerate(schema.arguments):
-            if arg.alias_info is None or not arg.alias_info.is_write:
-                continue
-            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+        for value in written_args(node):
             stack = []
             torch.fx.node.map_arg(value, stack.append)
             while stack:
