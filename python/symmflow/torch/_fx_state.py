@@ -91,7 +91,7 @@ class StateTranslation:
     # `copy_(cache, r)` at the end. The importer writes the index_put, when its indices are integer
     # tensors and its result is copied back into its self, as functional<index_put_>: the same
     # value, but a functional node that reinplace may turn back into the in-place write (an
-    # index_put of anything else stays index_put, whose out-of- place write is no added copy); and
+    # index_put of anything else stays index_put, whose out-of-place write is no added copy); and
     # a copy_ into a graph input of a value of its dtype and shape as `writeback cache = r` (the
     # program's own write-back, no copy node). Reinplace then writes the cache in place, since `r`
     # is exactly what is written back and nothing reads the old cache after it (Note in
@@ -101,8 +101,8 @@ class StateTranslation:
     # shape) stay aten::copy_ in place.
     def _written_back(self, node: torch.fx.Node, where: str) -> bool:
         dst, src = node.args[0], node.args[1]
-        if not (isinstance(dst, torch.fx.Node) and dst.op == "placeholder" and
-                isinstance(src, torch.fx.Node) and dst in self.inputs):
+        if not (isinstance(src, torch.fx.Node) and dst in self.inputs):  # a graph input
+
             return False
         d, s = node_val(dst), node_val(src)
         if not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor) and

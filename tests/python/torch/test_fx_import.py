@@ -616,3 +616,21 @@ def test_an_int_that_changes_every_call_is_a_0_dim_input(world):
     x = torch.arange(8.0)
     for n in (3, 5, 6):
         torch.testing.assert_close(compiled(x, n), g(x, n))
+
+
+def test_int_arithmetic_symmflow_cannot_take_is_left_to_pytorch_and_named(world):
+    """Note [ints that change every call]: the max of two computed ints (no clamp form) is
+    refused by name and runs in PyTorch, with eager's result."""
+    import symmflow.torch as sft
+
+    torch._dynamo.reset()
+
+    def f(x, n, m):
+        return x * max(n, m)
+
+    compiled = torch.compile(f, backend="symmflow")
+    x = torch.arange(4.0)
+    for n, m in ((3, 5), (7, 2), (4, 9)):
+        torch.testing.assert_close(compiled(x, n, m), f(x, n, m), rtol=0, atol=0)
+    text = " ".join(sft.last_report().boundaries)
+    assert "the max of two computed ints" in text, sft.last_report().text()[:2000]
