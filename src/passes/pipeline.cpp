@@ -34,6 +34,9 @@ const std::vector<PassInfo>& graph_passes() {
        "the rotary embedding's decomposition (slices, neg, cat, products, sum) becomes "
        "fused::rotary_embedding",
        true},
+      {"raise_gqa", raise_gqa,
+       "key/value heads repeated for attention (repeat_kv) are read in place with enable_gqa",
+       true},
       {"fuse_allreduce_rmsnorm", fuse_allreduce_rmsnorm,
        "all-reduce -> residual add -> rms_norm becomes symm_mem::fused_all_reduce_add_rms_norm",
        true},
@@ -73,9 +76,8 @@ constexpr bool kVerifyEachByDefault = false;
 #endif
 
 // Note [skipping fusions]
-// The fusions (raise_rms_norm, raise_rotary, fuse_allreduce_rmsnorm, decompose_collective_matmul,
-// fuse_pointwise) only make a plan faster:
-// it computes the same without them. Naming them in CompileOptions::skip_passes or in
+// The fusions (raise_rms_norm, raise_rotary, raise_gqa, fuse_allreduce_rmsnorm,
+// decompose_collective_matmul, fuse_pointwise) only make a plan faster: it computes the same without them. Naming them in CompileOptions::skip_passes or in
 // SYMMFLOW_SKIP_PASSES turns them off, so a benchmark can show what each one is worth in the same
 // run, and a suspected fusion bug can be ruled out without a rebuild. The other passes make the
 // plan correct and cannot be skipped.

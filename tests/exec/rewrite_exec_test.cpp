@@ -6,6 +6,7 @@
 //   - decompose_collective_matmul: DTensor's sequence-parallel all-gather -> mms and mm ->
 //     reduce-scatter become symm_mem::fused_all_gather_matmul / fused_matmul_reduce_scatter (at
 //     2, 3 and 4 ranks, f32 and bf16, odd sizes);
+//   - raise_gqa: repeat_kv's copies before attention become enable_gqa (grouped heads in place);
 //   - raise_rotary: the rotary embedding's slices, neg, cat, products and sum become
 //     fused::rotary_embedding (f32, bf16, f16, f64; bit for bit), and its bad arguments are refused;
 //   - the example plugin's pattern (examples/custom_op/myops.cpp): with the plugin loaded,
@@ -224,6 +225,41 @@ TEST(Rotary, RaisesAndMatchesTheChainBitForBit) {
     for (const char* gone : {"aten::cat", "aten::neg", "aten::slice", "aten::mul"})
       EXPECT_EQ(c.after.find(gone), std::string::npos) << gone << " in\n" << c.after;
     expect_plan_equals_eager(c, text, 1);
+  }
+}
+
+// raise_gqa (Note [attention reads grouped heads in place]): repeat_kv's unsqueeze, expand, clone
+// and reshape before attention, 6 query heads over 2 key/value heads (R = 3), an awkward head dim
+// and lengths, with an additive mask and causal; the plan reads the unrepeated key and value and
+// equals the graph as written, bit for bit, in every float dtype.
+std::string gqa_text(const char* dt, const char* attention_args) {
+  return fmt::format(R"sf(graph attend(q: {0}[2, 6, 3, 12], kc: {0}[2, 2, 5, 12], vc: {0}[2, 2, 5, 12], mask: {0}[2, 1, 3, 5]) {{
+  uk = aten::unsqueeze(kc, 2)
+  ek = aten::expand(uk, [2, 2, 3, 5, 12])
+  ck = aten::clone(ek)
+  k = aten::reshape(ck, [2, 6, 5, 12])
+  uv = aten::unsqueeze(vc, 2)
+  ev = aten::expand(uv, [2, 2, 3, 5, 12])
+  cv = aten::clone(ev)
+  v = aten::reshape(cv, [2, 6, 5, 12])
+  o = aten::scaled_dot_product_attention(q, k, v{1})
+  return o
+}}
+)sf", dt, attention_args);
+}
+
+TEST(Gqa, RaisesAndMatchesTheRepeatedHeadsBitForBit) {
+  for (const char* dt : {"f32", "bf16", "f16"}) {
+    for (const char* args : {", mask", ", mask, scale=0.5", ", is_causal=True"}) {
+      const std::string text = gqa_text(dt, args);
+      Compiled c = compile_with_print(text, 1, "raise_gqa");
+      EXPECT_NE(c.after.find("aten::scaled_dot_product_attention(q, kc, vc"), std::string::npos)
+          << c.after;
+      EXPECT_NE(c.after.find("enable_gqa=True)"), std::string::npos) << c.after;
+      for (const char* gone : {"aten::expand", "aten::clone", "aten::unsqueeze"})
+        EXPECT_EQ(c.after.find(gone), std::string::npos) << gone << " in\n" << c.after;
+      expect_plan_equals_eager(c, text, 1);
+    }
   }
 }
 

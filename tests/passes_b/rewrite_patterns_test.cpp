@@ -116,12 +116,13 @@ TEST(RewritePatterns, RegisteredPatternsRunInThePipelineSlotAfterFunctionalize) 
   }
   std::vector<std::string> order;
   for (const passes::PassInfo& p : passes::graph_passes()) order.push_back(p.name);
-  ASSERT_GE(order.size(), 6u);
+  ASSERT_GE(order.size(), 7u);
   EXPECT_EQ(order[1], "functionalize");
   EXPECT_EQ(order[2], "rewrite_patterns");
   EXPECT_EQ(order[3], "raise_rms_norm");
   EXPECT_EQ(order[4], "raise_rotary");
-  EXPECT_EQ(order[5], "fuse_allreduce_rmsnorm");
+  EXPECT_EQ(order[5], "raise_gqa");
+  EXPECT_EQ(order[6], "fuse_allreduce_rmsnorm");
   g_sigmoid_calls = 0;
   passes::CompileOptions options;
   std::vector<std::string> seen;

@@ -107,8 +107,8 @@ TEST(RaiseRmsNorm, SkippedOnlyWhenAskedAndOnlyIfOptional) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "pass 'schedule' cannot be skipped (SYMMFLOW_SKIP_PASSES / skip_passes take: "
-              "raise_rms_norm, raise_rotary, fuse_allreduce_rmsnorm, decompose_collective_matmul, "
-              "fuse_pointwise)");
+              "raise_rms_norm, raise_rotary, raise_gqa, fuse_allreduce_rmsnorm, "
+              "decompose_collective_matmul, fuse_pointwise)");
   }
 }
 

@@ -191,8 +191,9 @@ def kernel_table(fn, top: int = 12) -> tuple[list, list]:
 
     _, table, sequence = profiled(fn, 3)
     total = ("total", sum(us for us, _, _ in table), sum(n for _, n, _ in table))
+    first = sequence[0][0] if sequence else 0  # none seen: a graph replay the profiler missed
     return ([total] + [(name, us, n) for us, n, name in table[:top]],
-            [(name, us, start - sequence[0][0]) for start, name, us in sequence])
+            [(name, us, start - first) for start, name, us in sequence])
 
 
 def best(row, prefix):

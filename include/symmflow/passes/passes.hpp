@@ -1,6 +1,6 @@
 // The passes of the pipeline, in order (DESIGN.md):
-//   verify -> functionalize -> rewrite_patterns -> raise_rms_norm -> raise_rotary -> fuse_allreduce_rmsnorm ->
-//   decompose_collective_matmul -> fuse_pointwise -> realize_symm_mem -> lower_out_variants -> schedule -> reinplace ->
+//   verify -> functionalize -> rewrite_patterns -> raise_rms_norm -> raise_rotary -> raise_gqa ->
+//   fuse_allreduce_rmsnorm -> decompose_collective_matmul -> fuse_pointwise -> realize_symm_mem -> lower_out_variants -> schedule -> reinplace ->
 //   plan_memory -> emit_plan
 // (rewrite_patterns, the slot of the patterns plugins register, is in rewrite_patterns.hpp.)
 // Each is a plain function over the graph, defined in src/passes/<name>.cpp whose top comment is
@@ -28,6 +28,7 @@ namespace symmflow::passes {
 void functionalize(ir::Graph& graph);
 void raise_rms_norm(ir::Graph& graph);
 void raise_rotary(ir::Graph& graph);
+void raise_gqa(ir::Graph& graph);
 void fuse_allreduce_rmsnorm(ir::Graph& graph);
 void decompose_collective_matmul(ir::Graph& graph);
 void fuse_pointwise(ir::Graph& graph);
