@@ -89,6 +89,14 @@ Runtime& Runtime::current() {
 
 std::shared_ptr<Group> Runtime::new_group(const std::string& name, std::vector<int> ranks) {
   check_running("new_group");
+  // Note [poisoned groups]: an abort or a failed rank ends the world, on every transport (the
+  // store's allgather would otherwise meet the ranks that are left); recovery is a new world.
+  if (std::optional<RankFailure> w = bootstrap_->failure()) {
+    throw_error(ErrorCode::PeerFailure,
+                "new_group '{}': rank {} failed ({}), so the world is poisoned and no group of it "
+                "can be made; recovery is a new world",
+                name, w->rank, w->what);
+  }
   SF_CHECK(!name.empty(), "new_group: empty group name");
   SF_CHECK(!has_group(name), "new_group: group '{}' already exists on rank {}", name, rank());
   SF_CHECK(!ranks.empty(), "new_group '{}': no ranks", name);

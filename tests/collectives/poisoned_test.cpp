@@ -1,12 +1,13 @@
 // Note [poisoned groups] (src/runtime/group.hpp): an error inside a collective is final for its
 // group on every member; later calls raise before anything moves, naming the first error; a new
-// group recovers. Issue 39's items 1-3 as they were found (each returned wrong sums, or nothing,
+// group recovers (a new world after an abort or a failed rank, which end the world). Issue 39's items 1-3 as they were found (each returned wrong sums, or nothing,
 // before), on the threads transport: every CPU transport shares the group's pads.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,7 +147,7 @@ TEST(PoisonedGroup, ATimeoutIsFinalOnBothRanks) {
 
 // Item 3: an abort poisons the world; every later call of every rank raises (waits that need
 // not block used to return without reading the poison), PeerFailure naming the abort's words,
-// and so does making a new group: an abort ends the world (recovery is a new world).
+// and so does making a new group: an abort ends the world; a new world recovers.
 TEST(PoisonedGroup, AnAbortRefusesEveryLaterCallOnEveryRank) {
   std::atomic<bool> aborted{false};
   on_ranks(3, 5, [&](Runtime& rt) {
@@ -176,6 +177,52 @@ TEST(PoisonedGroup, AnAbortRefusesEveryLaterCallOnEveryRank) {
           << e.what();
     }
   });
+  // The documented recovery: a new world of the same ranks, fresh memory, right sums.
+  on_ranks(3, 5, [](Runtime& rt) { expect_recovered(rt, 3, 4); });
+}
+
+// PeerFailure: rank 2 dies of an error of its own (not a collective's) after one right sum;
+// every later call of ranks 0 and 1, 100 each, raises PeerFailure with rank 2's words, a new
+// group too; the survivors' new world sums right. Both a staged and an in-place size.
+TEST(PoisonedGroup, APeerThatFailedIsFinalAndTheSurvivorsNewWorldRecovers) {
+  for (int64_t n : {int64_t(4), int64_t(4096)}) {
+    SCOPED_TRACE(n);
+    auto errors = run_threads_collect(
+        3,
+        [n](Runtime& rt) {
+          Tensor x = filled(n, float(rt.rank() + 1), "world");
+          Tensor sum = call(kAllReduce, {x, "sum", "world"}).to_tensor();
+          ASSERT_EQ(sum.data<float>()[n - 1], 6.0f);
+          if (rt.rank() == 2) throw std::runtime_error("disk full writing the checkpoint");
+          for (int i = 0; i < 100; ++i) {
+            try {
+              call(kAllReduce, {x, "sum", "world"});
+              ADD_FAILURE() << "rank " << rt.rank() << ": call " << i << " returned";
+              return;
+            } catch (const Error& e) {
+              const std::string m = e.what();
+              EXPECT_EQ(e.code(), ErrorCode::PeerFailure) << m;
+              EXPECT_NE(m.find("rank 2 failed"), std::string::npos) << m;
+              EXPECT_NE(m.find("disk full writing the checkpoint"), std::string::npos) << m;
+              if (::testing::Test::HasFailure()) return;
+            }
+          }
+          try {
+            rt.new_group("after_failure", {0, 1});
+            ADD_FAILURE() << "rank " << rt.rank() << ": new_group returned";
+          } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::PeerFailure) << e.what();
+            EXPECT_NE(std::string(e.what()).find("so the world is poisoned and no group of it can be "
+                                                  "made; recovery is a new world"),
+                      std::string::npos)
+                << e.what();
+          }
+        },
+        ThreadsOptions{5});
+    for (int r = 0; r < 2; ++r) EXPECT_FALSE(errors[size_t(r)]) << "rank " << r;
+    EXPECT_TRUE(errors[2]);
+    on_ranks(2, 5, [n](Runtime& rt) { expect_recovered(rt, 2, n); });
+  }
 }
 
 }  // namespace
