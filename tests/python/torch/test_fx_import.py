@@ -549,6 +549,42 @@ def test_kv_cache_mutated_in_the_graph_stays_the_callers_storage(world, case):
         assert re.search(r"\d+ aten::index_put_ ", part.explain_text), part.explain_text[:3000]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_repeated_kv_heads_are_read_in_place_with_enable_gqa(world, dtype, monkeypatch):
+    """Note [attention reads grouped heads in place]: transformers' repeat_kv before attention
+    with a mask (6 query heads over 2 KV heads) becomes one attention with enable_gqa reading the
+    cache where it lies: no expand's copy in the plan, eager's numbers, and bit for bit the numbers
+    of the plan that keeps the copy (the pass skipped)."""
+    import torch.nn.functional as F
+    from transformers.models.llama.modeling_llama import repeat_kv
+
+    import symmflow.torch as sft
+
+    def f(q, kc, vc, mask):
+        k, v = repeat_kv(kc, 3), repeat_kv(vc, 3)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 2.0
+
+    q, kc, vc = (torch.randn(2, h, s, 12, dtype=dtype) for h, s in ((6, 3), (2, 5), (2, 5)))
+    mask = torch.rand(2, 1, 3, 5) > 0.3
+    mask[..., 0] = True  # no row fully masked
+    want = f(q, kc, vc, mask)
+    steps, got = {}, {}
+    for skip in ("", "raise_gqa"):
+        monkeypatch.setenv("SYMMFLOW_SKIP_PASSES", skip)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            got[skip] = torch.compile(f, backend="symmflow")(q, kc, vc, mask)
+        tol = 1e-5 if dtype == torch.float32 else 3e-2  # another kernel: rounds elsewhere
+        torch.testing.assert_close(got[skip], want, rtol=tol, atol=tol)
+        report = sft.last_report()
+        assert report.partition_count == 1, report.text()[:2000]
+        steps[skip] = report.partitions[0].explain_text
+    torch.testing.assert_close(got[""], got["raise_gqa"], rtol=0, atol=0)  # bit for bit
+    assert "aten::scaled_dot_product_attention" in steps[""], steps[""][:3000]
+    assert "aten::clone" not in steps[""] and "aten::expand" not in steps[""], steps[""][:3000]
+    assert "aten::clone" in steps["raise_gqa"], steps["raise_gqa"][:3000]
+
+
 def test_verify_mode_checks_a_written_back_input_against_pytorchs_write(world, monkeypatch):
     """SYMMFLOW_TORCH_VERIFY=1 with inputs the program writes (a cache, a counter): PyTorch's run
     on copies of the inputs as they were gives the reference for the outputs and for the written
