@@ -21,7 +21,9 @@ a table per point: ms per mode, symmflow's better mode against inductor's better
 against eager (relative to eager's largest logit, or the loss), and symmflow's partitions. A mode
 that fails is named with its error and the sweep goes on. Every row also goes to --out as JSON.
 --profile MODES prints those modes' GPU time per kernel (--out also keeps each kernel of one
-call in launch order); rank 0 ends with the GPU kernels that
+call in launch order), --host-profile MODES their host time by Python function (cProfile), and
+--loop N the time of N calls back to back without synchronising (as a serving loop issues decode
+steps: ms a call, and how long the host took to issue each); rank 0 ends with the GPU kernels that
 symmflow chose by measurement (symmflow.kernel_choices()).
 On a GPU machine: `bash tools/device/sf.sh build sweep [ARGS]` builds the package and runs this;
 on CPUs: --device cpu --size cpu512 --dtype f32.
@@ -170,6 +172,10 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
         row["ms"][mode] = median_ms(fn, device, args.iters, args.warmup)
         if device.type == "cuda":
             row["peak_mb"][mode] = torch.cuda.max_memory_allocated(device) / 2**20
+        if args.loop:
+            row.setdefault("loop", {})[mode] = loop_ms(fn, device, args.loop)
+        if mode in args.host_profile.split(","):
+            row.setdefault("host_profile", {})[mode] = host_profile(fn, device)
         if mode in args.profile.split(","):
             row.setdefault("profile", {})[mode], row.setdefault("sequence", {})[mode] = \
                 kernel_table(fn)
@@ -180,6 +186,43 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
             row["partitions"][mode] = report.partition_count if report else None
     except Exception:  # noqa: BLE001 - a failing mode is reported, the sweep goes on
         row["failed"][mode] = traceback.format_exc()[-1200:]
+
+
+def loop_ms(fn, device, calls: int) -> tuple[float, float]:
+    """`calls` calls back to back with no synchronisation between them, as a serving loop runs
+    (the median of 3 such loops): (ms per call until the last one finished, ms per call the host
+    took to issue them)."""
+    runs = []
+    for _ in range(3):
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        issued = time.perf_counter()
+        sync(device)
+        end = time.perf_counter()
+        runs.append(((end - start) * 1e3 / calls, (issued - start) * 1e3 / calls))
+    return sorted(runs)[1]
+
+
+def host_profile(fn, device, calls: int = 20, top: int = 18) -> list:
+    """The host's time per call by Python function (cProfile over `calls` synchronised calls,
+    largest own time first): [(us own, us cumulative, calls per call, function)]."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    sync(device)
+    prof.enable()
+    for _ in range(calls):
+        fn()
+        sync(device)
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    rows = sorted(((tt * 1e6 / calls, ct * 1e6 / calls, nc / calls,
+                    f"{os.path.basename(f)}:{line}({name})")
+                   for (f, line, name), (_, nc, tt, ct, _) in stats.items()), reverse=True)
+    return rows[:top]
 
 
 def kernel_table(fn, top: int = 12) -> tuple[list, list]:
@@ -208,11 +251,18 @@ def print_row(row, modes):
         f"{row['ms'].get(m, float('nan')):12.3f}" for m in modes)
         + f"  {ratio:6.2f}x {eager:6.2f}x  "
         + " ".join(f"{m}={e:.1e}" for m, e in row["errors"].items())
-        + (f"  peak MB " + "/".join(f"{row['peak_mb'].get(m, 0):.0f}" for m in modes)
+        + ("  peak MB " + "/".join(f"{row['peak_mb'].get(m, 0):.0f}" for m in modes)
            if row["peak_mb"] else "")
         + f"  parts {row['partitions']}", flush=True)
     for mode, text in row["failed"].items():
         print(f"    FAILED {mode}: {text.strip().splitlines()[-1]}", flush=True)
+    for mode, (per_call, issue) in row.get("loop", {}).items():
+        print(f"    {mode}: a loop of unsynchronised calls {per_call:.3f} ms a call "
+              f"(the host issued each in {issue:.3f} ms)", flush=True)
+    for mode, table in row.get("host_profile", {}).items():
+        print(f"    {mode}: host time per call by Python function (us own, us cumulative, calls)")
+        for own, cum, n, name in table:
+            print(f"      {own:9.1f} {cum:9.1f} {n:6.1f}  {name}", flush=True)
     for mode, table in row.get("profile", {}).items():
         print(f"    {mode}: GPU time per call by kernel (us, launches)")
         for name, us, count in table:
@@ -233,6 +283,10 @@ def main():
     p.add_argument("--out")
     p.add_argument("--profile", default="",
                    help="modes whose GPU time per kernel is printed (torch.profiler), e.g. symmflow")
+    p.add_argument("--host-profile", default="",
+                   help="modes whose host time per call by Python function is printed (cProfile)")
+    p.add_argument("--loop", type=int, default=0,
+                   help="also time this many calls back to back, unsynchronised (serving's loop)")
     args = p.parse_args()
     cuda = args.device == "cuda"
     if cuda:
