@@ -246,7 +246,10 @@ TEST_F(CudaLlamaOps, FusedRotaryEqualsTheChainBitwise) {
     int64_t s, h, d;
   };
   for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-    for (Case c : {Case{7, 3, 10}, Case{16, 16, 128}, Case{1, 1, 2}}) {
+    // 16-byte packs where the layout allows (Note [rotary vectors]: [16, 16, 128] in every
+    // dtype, [3, 2, 32]; [5, 4, 8] in f32 and f64), the scalar kernel elsewhere.
+    for (Case c : {Case{7, 3, 10}, Case{16, 16, 128}, Case{1, 1, 2}, Case{3, 2, 32},
+                   Case{5, 4, 8}}) {
       Tensor q = random({c.s, c.h, c.d}, d, 21), cos = random({c.s, c.d}, d, 22, -1, 1);
       Tensor sin = random({c.s, c.d}, d, 23, -1, 1);
       auto chain = [&](const Tensor& qq, const Tensor& cc, const Tensor& ss) {

@@ -1,5 +1,6 @@
 // The rotary embedding kernel (rotary.hpp): one thread per pair of output elements of a row
-// (Note [rotary pairs]), rows grid-strided. Element (..., j) reads x at j and at its partner
+// (Note [rotary pairs]), or per pair of 16-byte packs of them where the layout allows (Note
+// [rotary vectors]), rows grid-strided. Element (..., j) reads x at j and at its partner
 // j ± D/2 (rotate_half: -x[j + D/2] below the middle, x[j - D/2] above), cos and sin at j, each
 // through its strides; x * cos and rotate_half(x) * sin round to the dtype (16-bit floats compute
 // in float), then their sum, with round-to-nearest intrinsics so nothing contracts into an FMA:
@@ -8,6 +9,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "kernels/cuda/pointwise/rotary.hpp"
 #include "kernels/cuda/pointwise/typed_access.cuh"
@@ -70,6 +73,78 @@ __global__ void rotary_kernel(const __grid_constant__ RotaryArgs a, I rows) {
   }
 }
 
+// Note [rotary vectors]: when every operand's last dim is contiguous and every row offset and
+// base address is a multiple of V elements (V * sizeof(T) = 16 bytes), a thread moves V
+// consecutive elements of each half with one 16-byte load or store per operand instead of V
+// 2-byte ones; the arithmetic per element is the scalar kernel's, so the bits are the same. The
+// query rotation of a 2048-token prefill (bf16, 32 heads of 128, a permuted view) took 38 us on an
+// H200 with the scalar kernel, under 1 TB/s.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+template <typename T, typename A, typename I, int V>
+__global__ void rotary_vector_kernel(const __grid_constant__ RotaryArgs a, I rows) {
+  const int last = a.nd - 1;
+  const I half = I(a.shape[last] / 2);
+  const T* x = static_cast<const T*>(a.x);
+  const T* cosv = static_cast<const T*>(a.cos);
+  const T* sinv = static_cast<const T*>(a.sin);
+  T* out = static_cast<T*>(a.out);
+  using P = Pack<T, V>;
+  const I step = I(gridDim.x) * I(blockDim.y);
+  for (I row = I(blockIdx.x) * I(blockDim.y) + I(threadIdx.y); row < rows; row += step) {
+    I rest = row, xo = 0, co = 0, so = 0, oo = 0;
+    for (int k = last - 1; k >= 0; --k) {
+      const I size = I(a.shape[k]);
+      const I ik = rest % size;
+      rest /= size;
+      xo += ik * I(a.x_strides[k]);
+      co += ik * I(a.cos_strides[k]);
+      so += ik * I(a.sin_strides[k]);
+      oo += ik * I(a.out_strides[k]);
+    }
+    for (I j = I(threadIdx.x) * V; j < half; j += I(blockDim.x) * V) {
+      const I k = j + half;
+      const P x1 = *reinterpret_cast<const P*>(x + xo + j);
+      const P x2 = *reinterpret_cast<const P*>(x + xo + k);
+      const P c1 = *reinterpret_cast<const P*>(cosv + co + j);
+      const P c2 = *reinterpret_cast<const P*>(cosv + co + k);
+      const P s1 = *reinterpret_cast<const P*>(sinv + so + j);
+      const P s2 = *reinterpret_cast<const P*>(sinv + so + k);
+      P o1, o2;
+#pragma unroll
+      for (int t = 0; t < V; ++t) {
+        const A a1 = load_as<A>(x1.v, t), a2 = load_as<A>(x2.v, t);
+        const A p1 = round_to<T>(mul_rn(a1, load_as<A>(c1.v, t)));
+        const A q1 = round_to<T>(mul_rn(-a2, load_as<A>(s1.v, t)));
+        o1.v[t] = stored<T>(add_rn(p1, q1));
+        const A p2 = round_to<T>(mul_rn(a2, load_as<A>(c2.v, t)));
+        const A q2 = round_to<T>(mul_rn(a1, load_as<A>(s2.v, t)));
+        o2.v[t] = stored<T>(add_rn(p2, q2));
+      }
+      *reinterpret_cast<P*>(out + oo + j) = o1;
+      *reinterpret_cast<P*>(out + oo + k) = o2;
+    }
+  }
+}
+
+// Whether the vector kernel of V elements serves `a` (Note [rotary vectors]).
+bool vectorizable(const RotaryArgs& a, int v, size_t element) {
+  const int last = a.nd - 1;
+  if ((a.shape[last] / 2) % v != 0) return false;
+  const void* bases[] = {a.x, a.cos, a.sin, a.out};
+  for (const void* b : bases)
+    if (reinterpret_cast<uintptr_t>(b) % (uintptr_t(v) * element) != 0) return false;
+  for (const int64_t* st : {a.x_strides, a.cos_strides, a.sin_strides, a.out_strides}) {
+    if (st[last] != 1) return false;
+    for (int k = 0; k < last; ++k)
+      if (st[k] % v != 0) return false;
+  }
+  return true;
+}
+
 // The largest element offset of an operand over the shape (strides are not negative).
 int64_t last_offset(const RotaryArgs& a, const int64_t* strides) {
   int64_t off = 0;
@@ -79,8 +154,14 @@ int64_t last_offset(const RotaryArgs& a, const int64_t* strides) {
 
 template <typename T, typename A>
 void launch_typed(const RotaryArgs& args, cudaStream_t s) {
+  constexpr int V = int(16 / sizeof(T));
   const int64_t half = args.shape[args.nd - 1] / 2, rows = args.numel / (2 * half);
-  const int tx = half >= 128 ? 128 : half > 32 ? int((half + 31) / 32 * 32) : 32;
+  const bool vector = vectorizable(args, V, sizeof(T));
+  int tx = half >= 128 ? 128 : half > 32 ? int((half + 31) / 32 * 32) : 32;
+  if (vector) {  // a power of two covering the row's packs, 128 at most
+    tx = 1;
+    while (tx < half / V && tx < 128) tx *= 2;
+  }
   const int ty = 256 / tx;
   const int64_t want = (rows + ty - 1) / ty;
   const int blocks = int(want < 16384 ? want : 16384);
@@ -89,7 +170,11 @@ void launch_typed(const RotaryArgs& args, cudaStream_t s) {
   for (const int64_t* st : {args.x_strides, args.cos_strides, args.sin_strides, args.out_strides}) {
     narrow = narrow && last_offset(args, st) <= kNarrow;
   }
-  if (narrow) {
+  if (vector && narrow) {
+    rotary_vector_kernel<T, A, int32_t, V><<<blocks, dim3(tx, ty), 0, s>>>(args, int32_t(rows));
+  } else if (vector) {
+    rotary_vector_kernel<T, A, int64_t, V><<<blocks, dim3(tx, ty), 0, s>>>(args, rows);
+  } else if (narrow) {
     rotary_kernel<T, A, int32_t><<<blocks, dim3(tx, ty), 0, s>>>(args, int32_t(rows));
   } else {
     rotary_kernel<T, A, int64_t><<<blocks, dim3(tx, ty), 0, s>>>(args, rows);
