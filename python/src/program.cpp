@@ -87,6 +87,9 @@ api::CompiledProgram compile(nb::handle program, std::optional<int> world_size, 
 
 void bind_program(nb::module_& m) {
   m.def("ops", &ops, "The op catalogue: one dict per op (name, schema, backends, tags, ...).");
+  m.def("_set_deterministic", &api::set_deterministic, nb::arg("on"),
+        "Deterministic (batch-invariant) mode for the rest of the process, as "
+        "SYMMFLOW_DETERMINISTIC=1 sets it.");
   m.def("tunables", &tunables,
         "The tunables in force, as `symmflow env` prints them: name -> {env, value, default, "
         "doc, set}.");

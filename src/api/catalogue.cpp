@@ -77,4 +77,10 @@ std::vector<Tunable> tunables() {
   return out;
 }
 
+void set_deterministic(bool on) {
+  Tunables t = symmflow::tunables();
+  t.deterministic = on;
+  set_tunables(t);
+}
+
 }  // namespace symmflow::api

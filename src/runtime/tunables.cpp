@@ -127,6 +127,11 @@ const std::vector<Row>& rows() {
                "1: every collective first checks, with one extra exchange, that all ranks call the "
                "same op with the same dtype and size, listing every rank's call (a deeper check "
                "than collective_agreement's)"),
+      BOOL_ROW(deterministic,
+               "1: results that do not depend on the batch: a row's bits are the same whether it "
+               "is computed alone or with others (CPU matrix products in one fixed order, Note "
+               "[batch-invariant products]; CPU collectives add in rank order always). Refused on "
+               "GPUs for now; must be set alike on every rank"),
       BOOL_ROW(rank_agreement,
                "1: the ranks running a plan that communicates check, with one small exchange, that "
                "they compiled the same plan and bind inputs of the same dtype, shape and strides "

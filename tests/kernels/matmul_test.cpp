@@ -1,12 +1,13 @@
 // aten::mm, addmm, bmm (+ out, addmm_) against a naive f64 triple loop: every supported dtype,
 // empty and k = 0 products, vectors, odd sizes, transposed operands (passed to BLAS with a
 // transpose flag), sliced operands (copied), strided outputs, bias broadcasting, beta = 0 with a
-// NaN bias, and the error texts.
+// NaN bias, and the error texts; in deterministic mode, rows that do not depend on the row count.
 #include "test_util.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 
+#include "support/scoped_tunables.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
 extern "C" int openblas_get_num_threads() __attribute__((weak));  // null unless OpenBLAS
@@ -231,6 +232,60 @@ TEST(MatmulBlasThreads, EachRankTakesItsShareOfTheCpus) {
     const Bootstrap& b = rt.bootstrap();
     EXPECT_EQ(openblas_get_num_threads(), std::max(1, b.local_cpus() / b.local_ranks()));
   });
+}
+
+}  // namespace
+}  // namespace symmflow::test
+
+namespace symmflow::test {
+namespace {
+
+// Note [batch-invariant products]: with deterministic on, row 0 of A[m, k] @ B is the same bits
+// for every row count m (a sequence decoded alone or in a batch), equal to the fixed-order sum
+// from zero over p ascending in the accumulation type, for f32, f64 and bf16, with B contiguous,
+// transposed (a linear layer's weight) and strided; addmm's bias and scales after the sum.
+TEST(AtenMm, DeterministicRowsDoNotDependOnTheRowCount) {
+  Tunables t = tunables();
+  t.deterministic = true;
+  testing::ScopedTunables on(t);
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (Layout lb : {Layout::contiguous, Layout::transposed, Layout::strided}) {
+      const int64_t k = 131, n = 37;
+      Tensor a = random_tensor({33, k}, dt, 7);
+      Tensor b = random_tensor({k, n}, dt, 8, lb);
+      Tensor bias = random_tensor({n}, dt, 9);
+      // The fixed order, written out: float accumulation for bf16 and f32, double for f64.
+      std::vector<double> av = a.to_doubles(), bv = b.to_doubles();
+      std::vector<double> want(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) {
+        if (dt == DType::f64) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p) acc += av[size_t(p)] * bv[size_t(p * n + j)];
+          want[size_t(j)] = acc;
+        } else {
+          float acc = 0;
+          for (int64_t p = 0; p < k; ++p) acc += float(av[size_t(p)]) * float(bv[size_t(p * n + j)]);
+          want[size_t(j)] = dt == DType::bf16 ? double(float(BFloat16(acc))) : double(acc);
+        }
+      }
+      std::vector<double> first;
+      for (int64_t m : {1, 2, 3, 4, 8, 33}) {
+        Tensor rows = call("aten::slice.Tensor", {a, int64_t(0), int64_t(0), m}).to_tensor();
+        std::vector<double> got = call("aten::mm", {rows, b}).to_tensor().to_doubles();
+        std::vector<double> row0(got.begin(), got.begin() + n);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(row0[size_t(j)], want[size_t(j)])
+              << dtype_name(dt) << " layout " << int(lb) << " m " << m << " column " << j;
+        std::vector<double> biased =
+            call("aten::addmm", {bias, rows, b}, {{"beta", 0.5}, {"alpha", 2.0}})
+                .to_tensor()
+                .to_doubles();
+        if (first.empty()) first.assign(biased.begin(), biased.begin() + n);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(biased[size_t(j)], first[size_t(j)]) << dtype_name(dt) << " addmm m " << m;
+      }
+    }
+  }
 }
 
 }  // namespace

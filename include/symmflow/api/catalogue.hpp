@@ -45,6 +45,9 @@ struct Tunable {
 };
 // The tunables in force; InvalidUsage naming a variable that does not parse.
 std::vector<Tunable> tunables();
+// Deterministic mode for the rest of the process, as SYMMFLOW_DETERMINISTIC=1 sets it (Note
+// [batch-invariant products]); the torch backend's option {"deterministic": True} calls it.
+void set_deterministic(bool on);
 
 // The demo's eager MLP block (mm -> gelu -> rms_norm -> softmax) on [m x k] @ [k x n] in `dtype`,
 // checked against a double reference: the per-op median times of 21 calls and the largest

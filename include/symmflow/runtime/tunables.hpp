@@ -33,6 +33,7 @@ struct Tunables {
   bool debug_collectives = false;             // cross-rank fingerprint check of every collective
   bool rank_agreement = true;                 // ranks agree on plan and inputs (exec/agreement.cpp)
   bool bind_outputs = true;                   // Note [outputs bound in place]
+  bool deterministic = false;                 // Note [batch-invariant products]
 };
 
 struct TunableInfo {

@@ -392,16 +392,23 @@ _MODES = {None: False, "default": False, "reduce-overhead": True}
 def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
     """The dynamo backend registered as "symmflow". mode="reduce-overhead" captures each compiled
     graph into PyTorch's CUDA graphs (_cudagraphs); options={"cuda_graph": False} turns off
-    symmflow's own graph of each partition (SYMMFLOW_TORCH_CUDA_GRAPH=0 does too)."""
+    symmflow's own graph of each partition (SYMMFLOW_TORCH_CUDA_GRAPH=0 does too);
+    options={"deterministic": True} makes results independent of the batch for the rest of the
+    process (SYMMFLOW_DETERMINISTIC=1 does too; CPUs only so far)."""
     if mode not in _MODES:
         raise symmflow.Error(
             f"the symmflow backend takes mode None, 'default' or 'reduce-overhead' (PyTorch's CUDA "
             f"graphs around the compiled graph), not {mode!r}")
-    unknown = set(options or {}) - {"cuda_graph"}
+    unknown = set(options or {}) - {"cuda_graph", "deterministic"}
     if unknown:
         raise symmflow.Error(f"the symmflow backend has no option {sorted(unknown)} (it takes "
-                             f"'cuda_graph': False to run each partition without its own graph)")
+                             f"'cuda_graph': False to run each partition without its own graph, "
+                             f"'deterministic': True for results that do not depend on the batch)")
     own_graphs = bool((options or {}).get("cuda_graph", True))
+    if (options or {}).get("deterministic"):
+        # Note [batch-invariant products]: the kernels read it at run time, so it holds for the
+        # rest of the process, as SYMMFLOW_DETERMINISTIC=1 does.
+        symmflow._core._set_deterministic(True)
     _library_ready()
     training = torch.is_grad_enabled() and any(
         isinstance(t, torch.Tensor) and t.requires_grad

@@ -6,6 +6,8 @@
 //  - bf16/f16 are converted to contiguous f32 buffers, multiplied in f32, converted back.
 //  - integers use a plain loop with a wrapping 64-bit accumulator.
 // k == 0 gives beta * C (zeros for mm/bmm); BLAS is never called with an empty dimension.
+// With SYMMFLOW_DETERMINISTIC=1, f32/f64 (and so 16-bit) products use a fixed order instead of
+// BLAS, the same for every row whatever the row count (Note [batch-invariant products]).
 // Before a product on a rank, OpenBLAS's threads are fitted to the rank's share of the host's CPUs
 // (Note [BLAS threads per rank]).
 #include <cblas.h>
@@ -21,6 +23,7 @@
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 // OpenBLAS's, when the BLAS is OpenBLAS (null otherwise: another BLAS keeps its own threads).
 extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));
@@ -87,6 +90,49 @@ struct GemmOperand {
   }
 };
 
+// Note [batch-invariant products]
+// With SYMMFLOW_DETERMINISTIC=1 a row of a product must not depend on how many rows are
+// multiplied with it: a sequence decoded alone and in a batch of 8 must get the same bits
+// (issue 37 item 4). OpenBLAS does not promise that: on this project's machines sgemm gave
+// another first row for 1 to 3 rows (its gemv and small-matrix paths) than for 4 and more
+// (tools: /tmp checks of cblas_sgemm, 2026-11-29), and a decode step multiplies one row per
+// sequence. So deterministic mode computes every f32 and f64 product (and the 16-bit ones, which
+// are multiplied in f32) with one fixed order: each element sums a[i, p] * b[p, j] over p
+// ascending, from zero, in the accumulation type, then scales; the loop body is the same for
+// every row, so any contraction into FMAs the compiler makes is the same for every row too. B is
+// walked in panels of kPanel rows for all of A's rows, so it is read from cache once per panel.
+// The collectives need nothing: every CPU reduction adds in rank order whatever its algorithm
+// (DESIGN.md), so they are batch-invariant already.
+constexpr int64_t kPanel = 64;
+
+template <typename T>
+void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0,
+                      int64_t a1, const T* b, int64_t b0, int64_t b1, T beta, T* c, int64_t ldc) {
+  std::vector<T> acc(size_t(m * n), T(0));
+  std::vector<T> row(static_cast<size_t>(n));
+  for (int64_t p0 = 0; p0 < k; p0 += kPanel) {
+    const int64_t p1 = std::min(k, p0 + kPanel);
+    for (int64_t i = 0; i < m; ++i) {
+      T* out = acc.data() + i * n;
+      for (int64_t p = p0; p < p1; ++p) {
+        const T av = a[i * a0 + p * a1];
+        const T* brow = b + p * b0;
+        if (b1 != 1) {  // a strided row of B, gathered once
+          for (int64_t j = 0; j < n; ++j) row[size_t(j)] = brow[j * b1];
+          brow = row.data();
+        }
+        for (int64_t j = 0; j < n; ++j) out[j] += av * brow[j];
+      }
+    }
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = alpha * acc[size_t(i * n + j)];
+      c[i * ldc + j] = beta == T(0) ? v : beta * c[i * ldc + j] + v;
+    }
+  }
+}
+
 // C[m, n] (unit column stride, row stride ldc) = beta * C + alpha * A[m, k] @ B[k, n].
 template <typename T>
 void blas_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0, int64_t a1,
@@ -96,6 +142,10 @@ void blas_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0,
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     }
+    return;
+  }
+  if (tunables().deterministic) {  // Note [batch-invariant products]
+    fixed_order_gemm<T>(m, n, k, alpha, a, a0, a1, b, b0, b1, beta, c, ldc);
     return;
   }
   SF_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && ldc <= INT_MAX,
