@@ -241,7 +241,7 @@ namespace symmflow::test {
 namespace {
 
 // Note [batch-invariant products]: with deterministic on, row 0 of A[m, k] @ B is the same bits
-// for every row count m (a sequence decoded alone or in a batch), equal to the fixed-order sum
+// for every row count m (a sequence decoded alone or in a batch), any row the same as alone, equal to the fixed-order sum
 // from zero over p ascending in the accumulation type, for f32, f64 and bf16, with B contiguous,
 // transposed (a linear layer's weight) and strided; addmm's bias and scales after the sum.
 TEST(AtenMm, DeterministicRowsDoNotDependOnTheRowCount) {
@@ -250,22 +250,30 @@ TEST(AtenMm, DeterministicRowsDoNotDependOnTheRowCount) {
   testing::ScopedTunables on(t);
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
     for (Layout lb : {Layout::contiguous, Layout::transposed, Layout::strided}) {
-      const int64_t k = 131, n = 37;
+      const int64_t k = 131, n = 37;  // three panels of k; a column tile cut short
       Tensor a = random_tensor({33, k}, dt, 7);
       Tensor b = random_tensor({k, n}, dt, 8, lb);
       Tensor bias = random_tensor({n}, dt, 9);
-      // The fixed order, written out: float accumulation for bf16 and f32, double for f64.
+      // The fixed order, written out (panels of 64 of k, each summed from zero and added to the
+      // running total): float accumulation for bf16 and f32, double for f64.
       std::vector<double> av = a.to_doubles(), bv = b.to_doubles();
       std::vector<double> want(static_cast<size_t>(n));
+      auto fixed_order = [&](auto zero, int64_t j) {
+        decltype(zero) total = 0;
+        for (int64_t p0 = 0; p0 < k; p0 += 64) {
+          decltype(zero) panel = 0;
+          for (int64_t p = p0; p < std::min<int64_t>(k, p0 + 64); ++p)
+            panel += decltype(zero)(av[size_t(p)]) * decltype(zero)(bv[size_t(p * n + j)]);
+          total += panel;
+        }
+        return total;
+      };
       for (int64_t j = 0; j < n; ++j) {
         if (dt == DType::f64) {
-          double acc = 0;
-          for (int64_t p = 0; p < k; ++p) acc += av[size_t(p)] * bv[size_t(p * n + j)];
-          want[size_t(j)] = acc;
+          want[size_t(j)] = fixed_order(0.0, j);
         } else {
-          float acc = 0;
-          for (int64_t p = 0; p < k; ++p) acc += float(av[size_t(p)]) * float(bv[size_t(p * n + j)]);
-          want[size_t(j)] = dt == DType::bf16 ? double(float(BFloat16(acc))) : double(acc);
+          const float v = fixed_order(0.0f, j);
+          want[size_t(j)] = dt == DType::bf16 ? double(float(BFloat16(v))) : double(v);
         }
       }
       std::vector<double> first;
@@ -283,6 +291,14 @@ TEST(AtenMm, DeterministicRowsDoNotDependOnTheRowCount) {
         if (first.empty()) first.assign(biased.begin(), biased.begin() + n);
         for (int64_t j = 0; j < n; ++j)
           ASSERT_EQ(biased[size_t(j)], first[size_t(j)]) << dtype_name(dt) << " addmm m " << m;
+      }
+      // Where a row sits does not matter either: row r of all 33 is row r multiplied alone.
+      std::vector<double> all = call("aten::mm", {a, b}).to_tensor().to_doubles();
+      for (int64_t r : {1, 5, 6, 32}) {
+        Tensor one = call("aten::slice.Tensor", {a, int64_t(0), r, r + 1}).to_tensor();
+        std::vector<double> alone = call("aten::mm", {one, b}).to_tensor().to_doubles();
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(all[size_t(r * n + j)], alone[size_t(j)]) << dtype_name(dt) << " row " << r;
       }
     }
   }

@@ -92,42 +92,65 @@ struct GemmOperand {
 
 // Note [batch-invariant products]
 // With SYMMFLOW_DETERMINISTIC=1 a row of a product must not depend on how many rows are
-// multiplied with it: a sequence decoded alone and in a batch of 8 must get the same bits
-// (issue 37 item 4). OpenBLAS does not promise that: on this project's machines sgemm gave
-// another first row for 1 to 3 rows (its gemv and small-matrix paths) than for 4 and more
-// (tools: /tmp checks of cblas_sgemm, 2026-11-29), and a decode step multiplies one row per
-// sequence. So deterministic mode computes every f32 and f64 product (and the 16-bit ones, which
-// are multiplied in f32) with one fixed order: each element sums a[i, p] * b[p, j] over p
-// ascending, from zero, in the accumulation type, then scales; the loop body is the same for
-// every row, so any contraction into FMAs the compiler makes is the same for every row too. B is
-// walked in panels of kPanel rows for all of A's rows, so it is read from cache once per panel.
+// multiplied with it, nor where it sits among them: a sequence decoded alone and in a batch of 8
+// must get the same bits (issue 37 item 4). OpenBLAS does not promise that: on this project's
+// machines cblas_sgemm gave another first row for 1 to 3 rows (its gemv and small-matrix paths)
+// than for 4 and more (2026-11-29), and a decode step multiplies one row per sequence. So
+// deterministic mode computes every f32 and f64 product (and the 16-bit ones, which are
+// multiplied in f32) in one fixed order of its own: k in panels of kKc from the first; within a
+// panel each element sums a[i, p] * b[p, j] over p ascending from zero in the accumulation type,
+// and the panel's sum is added to the element's running total (zero before the first panel);
+// then alpha and beta. Every element goes through the same register-tile loop (kMr rows by kNr
+// columns; rows and columns past the matrix are packed as zeros, never a separate edge loop), so
+// whatever the compiler makes of that loop (vectors, contractions) it makes for every element.
 // The collectives need nothing: every CPU reduction adds in rank order whatever its algorithm
 // (DESIGN.md), so they are batch-invariant already.
-constexpr int64_t kPanel = 64;
+constexpr int64_t kKc = 64;
+constexpr int kMr = 4, kNr = 8;
 
 template <typename T>
 void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0,
                       int64_t a1, const T* b, int64_t b0, int64_t b1, T beta, T* c, int64_t ldc) {
-  std::vector<T> acc(size_t(m * n), T(0));
-  std::vector<T> row(static_cast<size_t>(n));
-  for (int64_t p0 = 0; p0 < k; p0 += kPanel) {
-    const int64_t p1 = std::min(k, p0 + kPanel);
-    for (int64_t i = 0; i < m; ++i) {
-      T* out = acc.data() + i * n;
-      for (int64_t p = p0; p < p1; ++p) {
-        const T av = a[i * a0 + p * a1];
-        const T* brow = b + p * b0;
-        if (b1 != 1) {  // a strided row of B, gathered once
-          for (int64_t j = 0; j < n; ++j) row[size_t(j)] = brow[j * b1];
-          brow = row.data();
+  const int64_t nb = (n + kNr - 1) / kNr;  // column tiles
+  std::vector<T> total(static_cast<size_t>(m * n), T(0));
+  std::vector<T> bpack(static_cast<size_t>(nb * kKc * kNr));  // [tile][p][kNr]
+  T apack[kKc][kMr];
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    for (int64_t t = 0; t < nb; ++t) {
+      for (int64_t p = 0; p < kc; ++p) {
+        T* dst = bpack.data() + (t * kKc + p) * kNr;
+        for (int q = 0; q < kNr; ++q) {
+          const int64_t j = t * kNr + q;
+          dst[q] = j < n ? b[(p0 + p) * b0 + j * b1] : T(0);
         }
-        for (int64_t j = 0; j < n; ++j) out[j] += av * brow[j];
+      }
+    }
+    for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+      const int rows = int(std::min<int64_t>(kMr, m - i0));
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int r = 0; r < kMr; ++r) apack[p][r] = r < rows ? a[(i0 + r) * a0 + (p0 + p) * a1] : T(0);
+      }
+      for (int64_t t = 0; t < nb; ++t) {
+        const T* bt = bpack.data() + t * kKc * kNr;
+        T tile[kMr][kNr] = {};
+        for (int64_t p = 0; p < kc; ++p) {
+          for (int r = 0; r < kMr; ++r) {
+            const T av = apack[p][r];
+            for (int q = 0; q < kNr; ++q) tile[r][q] += av * bt[p * kNr + q];
+          }
+        }
+        const int cols = int(std::min<int64_t>(kNr, n - t * kNr));
+        for (int r = 0; r < rows; ++r) {
+          T* out = total.data() + (i0 + r) * n + t * kNr;
+          for (int q = 0; q < cols; ++q) out[q] += tile[r][q];
+        }
       }
     }
   }
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      const T v = alpha * acc[size_t(i * n + j)];
+      const T v = alpha * total[static_cast<size_t>(i * n + j)];
       c[i * ldc + j] = beta == T(0) ? v : beta * c[i * ldc + j] + v;
     }
   }
