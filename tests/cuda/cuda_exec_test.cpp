@@ -151,6 +151,33 @@ TEST(CudaExecGraph, ThousandReplaysWithNewInputsAndZeroCopy) {
   });
 }
 
+// Deterministic mode (Note [batch-invariant products]) has no batch-invariant GPU kernels yet: a
+// plan bound to a GPU refuses it, naming the setting, rather than give results that depend on
+// the batch; the same plan binds again once it is off.
+TEST(CudaExecGraph, DeterministicModeIsRefusedOnGpus) {
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
+  auto plan = passes::compile(load("input_allreduce.sf", 1));
+  run_threads(1, [&](Runtime&) {
+    int dev = bind_device();
+    const Tunables saved = tunables();
+    Tunables t = saved;
+    t.deterministic = true;
+    set_tunables(t);
+    try {
+      exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
+      ADD_FAILURE() << "a GPU plan was bound in deterministic mode";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SYMMFLOW_DETERMINISTIC=1 (batch-invariant results) is "
+                                           "implemented on CPUs only so far; this plan runs on "
+                                           "cuda:"),
+                std::string::npos)
+          << e.what();
+    }
+    set_tunables(saved);
+    exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
+  });
+}
+
 std::vector<TensorSpec> like_input(std::span<const Value> args) {
   const Tensor& x = args[0].to_tensor();
   return {{x.dtype(), x.shape()}};
