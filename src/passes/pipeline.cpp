@@ -77,10 +77,11 @@ constexpr bool kVerifyEachByDefault = false;
 
 // Note [skipping fusions]
 // The fusions (raise_rms_norm, raise_rotary, raise_gqa, fuse_allreduce_rmsnorm,
-// decompose_collective_matmul, fuse_pointwise) only make a plan faster: it computes the same without them. Naming them in CompileOptions::skip_passes or in
-// SYMMFLOW_SKIP_PASSES turns them off, so a benchmark can show what each one is worth in the same
-// run, and a suspected fusion bug can be ruled out without a rebuild. The other passes make the
-// plan correct and cannot be skipped.
+// decompose_collective_matmul, fuse_pointwise) only make a plan faster: it computes the same
+// without them. Naming them in CompileOptions::skip_passes or in SYMMFLOW_SKIP_PASSES turns them
+// off, so a benchmark can show what each one is worth in the same run, and a suspected fusion bug
+// can be ruled out without a rebuild. The other passes make the plan correct and cannot be
+// skipped.
 std::set<std::string> skipped_passes(const CompileOptions& options) {
   std::vector<std::string> names = options.skip_passes;
   if (const char* env = std::getenv("SYMMFLOW_SKIP_PASSES")) {

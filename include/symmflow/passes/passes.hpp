@@ -1,7 +1,7 @@
 // The passes of the pipeline, in order (DESIGN.md):
 //   verify -> functionalize -> rewrite_patterns -> raise_rms_norm -> raise_rotary -> raise_gqa ->
-//   fuse_allreduce_rmsnorm -> decompose_collective_matmul -> fuse_pointwise -> realize_symm_mem -> lower_out_variants -> schedule -> reinplace ->
-//   plan_memory -> emit_plan
+//   fuse_allreduce_rmsnorm -> decompose_collective_matmul -> fuse_pointwise -> realize_symm_mem ->
+//   lower_out_variants -> schedule -> reinplace -> plan_memory -> emit_plan
 // (rewrite_patterns, the slot of the patterns plugins register, is in rewrite_patterns.hpp.)
 // Each is a plain function over the graph, defined in src/passes/<name>.cpp whose top comment is
 // its contract (what it expects, what it guarantees, what it refuses). Conventions shared by the

@@ -129,7 +129,8 @@ void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int6
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int rows = int(std::min<int64_t>(kMr, m - i0));
       for (int64_t p = 0; p < kc; ++p) {
-        for (int r = 0; r < kMr; ++r) apack[p][r] = r < rows ? a[(i0 + r) * a0 + (p0 + p) * a1] : T(0);
+        for (int r = 0; r < kMr; ++r)
+          apack[p][r] = r < rows ? a[(i0 + r) * a0 + (p0 + p) * a1] : T(0);
       }
       for (int64_t t = 0; t < nb; ++t) {
         const T* bt = bpack.data() + t * kKc * kNr;

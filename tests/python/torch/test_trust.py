@@ -1,7 +1,8 @@
 """Issue 25 under symmflow.torch: eager collectives whose ranks disagree raise on every rank naming
 the field, subgroups are resolved by their members only, a peer that left is named at once, eager
 barrier runs, float8 conversions are left to PyTorch node by node, and the timeout default is the
-C++ table's (torchrun on CPU over gloo; trust_worker.py is one rank)."""
+C++ table's (torchrun on CPU over gloo; trust_worker.py is one rank); and sizes that overflow are
+refused at the Python and torch entries (issue 39 item 5)."""
 from __future__ import annotations
 
 import json
@@ -87,3 +88,28 @@ def test_the_timeout_default_is_the_cpp_tables(world):
     rank = sft.init()
     assert symmflow.tunables()["timeout_s"]["default"] == "30"
     assert rank.timeout_s == float(symmflow.tunables()["timeout_s"]["value"])
+
+
+@pytest.mark.parametrize("shape,message", [
+    ((2**40, 2**40), "empty_symmetric: [1099511627776, 1099511627776] of f32 is more than 2^62 "
+                     "bytes (its size overflows)"),
+    ((2**62 + 1,), "empty_symmetric: [4611686018427387905] of f32 is more than 2^62 bytes (its "
+                   "size overflows)"),
+    ((3, -2), "empty_symmetric: negative dimension in [3, -2]"),
+])
+def test_sizes_are_checked_at_the_python_and_torch_entries(world, shape, message):
+    """Issue 39 item 5 (Note [checked sizes]): `symmflow.torch.empty((2**40, 2**40))` aborted the
+    process (`Storage size calculation overflowed`) and `symmflow.empty_symmetric` of 2^62 + 1
+    floats returned an array over a 4-byte heap; both raise InvalidUsage naming the shape, and
+    the world goes on (a right all-reduce after them)."""
+    rank = sft.init()
+    with pytest.raises(symmflow.InvalidUsage) as info:
+        sft.empty(shape, dtype=torch.float32)
+    assert str(info.value) == message
+    with pytest.raises(symmflow.InvalidUsage) as info:
+        symmflow.empty_symmetric(rank, list(shape), dtype="f32")
+    assert str(info.value) == message
+    x = torch.from_dlpack(symmflow.empty_symmetric(rank, [5], dtype="f32"))
+    x.fill_(2.0)
+    (y,) = symmflow.call_op(rank, "symm_mem::one_shot_all_reduce", x, "sum", "world")
+    assert torch.equal(torch.from_dlpack(y), torch.full((5,), 2.0))

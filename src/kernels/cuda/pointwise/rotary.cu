@@ -30,6 +30,23 @@ __device__ __forceinline__ A round_to(A v) {
   return load_as<A>(&t, 0);
 }
 
+// The element offsets of row `row` (the last dim's index 0) in x, cos, sin and out.
+template <typename I>
+__device__ __forceinline__ void row_offsets(const RotaryArgs& a, I row, I& xo, I& co, I& so,
+                                            I& oo) {
+  I rest = row;
+  xo = co = so = oo = 0;
+  for (int k = a.nd - 2; k >= 0; --k) {
+    const I size = I(a.shape[k]);
+    const I ik = rest % size;
+    rest /= size;
+    xo += ik * I(a.x_strides[k]);
+    co += ik * I(a.cos_strides[k]);
+    so += ik * I(a.sin_strides[k]);
+    oo += ik * I(a.out_strides[k]);
+  }
+}
+
 // Note [rotary pairs]: a block is blockDim.y rows (each row one vector of the last dim) by
 // blockDim.x pair indices; a thread computes out[j] and out[j + D/2] from x[j] and x[j + D/2], so
 // each x element is loaded once, and a row's offsets are computed once per row and thread, in
@@ -49,16 +66,8 @@ __global__ void rotary_kernel(const __grid_constant__ RotaryArgs a, I rows) {
   T* out = static_cast<T*>(a.out);
   const I step = I(gridDim.x) * I(blockDim.y);
   for (I row = I(blockIdx.x) * I(blockDim.y) + I(threadIdx.y); row < rows; row += step) {
-    I rest = row, xo = 0, co = 0, so = 0, oo = 0;
-    for (int k = last - 1; k >= 0; --k) {
-      const I size = I(a.shape[k]);
-      const I ik = rest % size;
-      rest /= size;
-      xo += ik * I(a.x_strides[k]);
-      co += ik * I(a.cos_strides[k]);
-      so += ik * I(a.sin_strides[k]);
-      oo += ik * I(a.out_strides[k]);
-    }
+    I xo, co, so, oo;
+    row_offsets(a, row, xo, co, so, oo);
     for (I j = I(threadIdx.x); j < half; j += I(blockDim.x)) {
       const I k = j + half;
       const A x1 = load_as<A>(x, xo + j * xs), x2 = load_as<A>(x, xo + k * xs);
@@ -95,16 +104,8 @@ __global__ void rotary_vector_kernel(const __grid_constant__ RotaryArgs a, I row
   using P = Pack<T, V>;
   const I step = I(gridDim.x) * I(blockDim.y);
   for (I row = I(blockIdx.x) * I(blockDim.y) + I(threadIdx.y); row < rows; row += step) {
-    I rest = row, xo = 0, co = 0, so = 0, oo = 0;
-    for (int k = last - 1; k >= 0; --k) {
-      const I size = I(a.shape[k]);
-      const I ik = rest % size;
-      rest /= size;
-      xo += ik * I(a.x_strides[k]);
-      co += ik * I(a.cos_strides[k]);
-      so += ik * I(a.sin_strides[k]);
-      oo += ik * I(a.out_strides[k]);
-    }
+    I xo, co, so, oo;
+    row_offsets(a, row, xo, co, so, oo);
     for (I j = I(threadIdx.x) * V; j < half; j += I(blockDim.x) * V) {
       const I k = j + half;
       const P x1 = *reinterpret_cast<const P*>(x + xo + j);
