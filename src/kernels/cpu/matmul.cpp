@@ -100,24 +100,46 @@ struct GemmOperand {
 // multiplied in f32) in one fixed order of its own: k in panels of kKc from the first; within a
 // panel each element sums a[i, p] * b[p, j] over p ascending from zero in the accumulation type,
 // and the panel's sum is added to the element's running total (zero before the first panel);
-// then alpha and beta. Every element goes through the same register-tile loop (kMr rows by kNr
-// columns; rows and columns past the matrix are packed as zeros, never a separate edge loop), so
-// whatever the compiler makes of that loop (vectors, contractions) it makes for every element.
+// then alpha and beta. Every row goes through the same register-tile loop (kMr rows by kNr
+// columns; rows past the matrix are packed as zeros, never a separate edge loop), so whatever the
+// compiler makes of that loop (vectors) it makes for every row; the file is compiled without
+// contracting multiplies and adds into FMAs, so B read in place (few rows) or packed gives the
+// same bits.
 // The collectives need nothing: every CPU reduction adds in rank order whatever its algorithm
 // (DESIGN.md), so they are batch-invariant already.
 constexpr int64_t kKc = 64;
 constexpr int kMr = 4, kNr = 8;
+constexpr int64_t kInPlaceRows = 16;  // at most this many rows read B in place
+
+// One kMr x kNr register tile over a panel of kc values of k: tile[r][q] = sum over p ascending
+// of ap[p][r] * B(p, q), B(p, q) = bp[p * ps + q * qs] (a packed panel, or B read in place).
+template <typename T>
+void tile_product(const T (*ap)[kMr], const T* bp, int64_t ps, int64_t qs, int64_t kc,
+                  T (&tile)[kMr][kNr]) {
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int r = 0; r < kMr; ++r) {
+      const T av = ap[p][r];
+      for (int q = 0; q < kNr; ++q) tile[r][q] += av * bp[p * ps + q * qs];
+    }
+  }
+}
 
 template <typename T>
 void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0,
                       int64_t a1, const T* b, int64_t b0, int64_t b1, T beta, T* c, int64_t ldc) {
-  const int64_t nb = (n + kNr - 1) / kNr;  // column tiles
+  const int64_t full = n / kNr, nb = (n + kNr - 1) / kNr;  // column tiles, full ones first
+  // Few rows (a decode step): B with a unit stride (row-major, or a linear layer's transposed
+  // weight) is read in place for the full tiles rather than packed for a single use; otherwise,
+  // and for a short last tile, B is packed (zeros past n). Both loops are the same multiplies and
+  // adds in the same order (no contraction: src/CMakeLists.txt), so the choice, which depends on
+  // the rows, changes no bit.
+  const bool in_place = m <= kInPlaceRows && (b1 == 1 || b0 == 1);
   std::vector<T> total(static_cast<size_t>(m * n), T(0));
   std::vector<T> bpack(static_cast<size_t>(nb * kKc * kNr));  // [tile][p][kNr]
   T apack[kKc][kMr];
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
-    for (int64_t t = 0; t < nb; ++t) {
+    for (int64_t t = in_place ? full : 0; t < nb; ++t) {
       for (int64_t p = 0; p < kc; ++p) {
         T* dst = bpack.data() + (t * kKc + p) * kNr;
         for (int q = 0; q < kNr; ++q) {
@@ -133,13 +155,11 @@ void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int6
           apack[p][r] = r < rows ? a[(i0 + r) * a0 + (p0 + p) * a1] : T(0);
       }
       for (int64_t t = 0; t < nb; ++t) {
-        const T* bt = bpack.data() + t * kKc * kNr;
         T tile[kMr][kNr] = {};
-        for (int64_t p = 0; p < kc; ++p) {
-          for (int r = 0; r < kMr; ++r) {
-            const T av = apack[p][r];
-            for (int q = 0; q < kNr; ++q) tile[r][q] += av * bt[p * kNr + q];
-          }
+        if (in_place && t < full) {
+          tile_product<T>(apack, b + p0 * b0 + t * kNr * b1, b0, b1, kc, tile);
+        } else {
+          tile_product<T>(apack, bpack.data() + t * kKc * kNr, kNr, 1, kc, tile);
         }
         const int cols = int(std::min<int64_t>(kNr, n - t * kNr));
         for (int r = 0; r < rows; ++r) {
