@@ -9,7 +9,8 @@ Points (comma-separated; the GPU defaults are the issue's):
   prefill:BxS   forward of B sequences of S tokens under no_grad; checks the logits;
   decode:B@KV   one token for B sequences with a StaticCache already holding KV tokens (filled by
                 eager; each call sets the cache's length back to KV first, one fill a layer
-                outside the compiled call); checks the step's logits;
+                outside the compiled call, and a sliding window's contents); checks the step's
+                logits;
   train:BxS     forward, backward and AdamW on B sequences of S tokens, the labels the inputs; each
                 mode trains its own copy from the same weights; checks the first two steps' losses.
 Modes: eager, symmflow, symmflow-ro (mode="reduce-overhead"), inductor, inductor-ro. On the CPU,
@@ -115,15 +116,24 @@ def run_decode(model, modes, batch, kv, args, device, row):
     token = ids_for(batch, 1, device)
     position = torch.full((batch, 1), kv, device=device)
 
+    window = []  # a sliding window's layers (Mistral) and their contents after the prompt
+
     def step(fn):
         # transformers' StaticCache writes at its own running length (a tensor at a fixed
-        # address): set back to KV, every call writes the same token into the same slot.
+        # address): set back to KV, every call writes the same token into the same slot. A
+        # sliding window rolls its contents every step instead: they are put back too.
         for layer in cache.layers:
             layer.cumulative_length.fill_(kv)
+        for layer, keys, values in window:
+            layer.cumulative_length_int = kv
+            layer.keys.copy_(keys)
+            layer.values.copy_(values)
         return fn(input_ids=token, past_key_values=cache, position_ids=position).logits
 
     with torch.no_grad():
         model(input_ids=prompt, past_key_values=cache)
+        window[:] = [(layer, layer.keys.clone(), layer.values.clone()) for layer in cache.layers
+                     if getattr(layer, "is_sliding", False)]
         want = step(model).float()
         scale = max(want.abs().max().item(), 1e-6)
         for mode in modes:
