@@ -72,6 +72,24 @@ void expect_refused(Runtime& rt, const Tensor& x, int calls, ErrorCode code, int
   }
 }
 
+// `calls` all-reduces of x in group "world" after the world was poisoned (an abort, a failed
+// rank): each must raise PeerFailure with every one of `words` in its text; none may return.
+void expect_peer_failures(Runtime& rt, const Tensor& x, int calls,
+                          const std::vector<std::string>& words) {
+  for (int i = 0; i < calls; ++i) {
+    try {
+      call(kAllReduce, {x, "sum", "world"});
+      ADD_FAILURE() << "rank " << rt.rank() << ": call " << i << " returned";
+      return;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::PeerFailure) << m;
+      for (const std::string& w : words) EXPECT_NE(m.find(w), std::string::npos) << m;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 // Recovery (Note [poisoned groups]): a new group of the same ranks sums correctly.
 void expect_recovered(Runtime& rt, int world, int64_t n) {
   std::vector<int> ranks;
@@ -157,17 +175,7 @@ TEST(PoisonedGroup, AnAbortRefusesEveryLaterCallOnEveryRank) {
       aborted = true;
     }
     while (!aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    for (int i = 0; i < 100; ++i) {
-      try {
-        call(kAllReduce, {x, "sum", "world"});
-        ADD_FAILURE() << "rank " << rt.rank() << ": call " << i << " returned after the abort";
-        return;
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), ErrorCode::PeerFailure) << e.what();
-        EXPECT_NE(std::string(e.what()).find("(stopping the request)"), std::string::npos)
-            << e.what();
-      }
-    }
+    expect_peer_failures(rt, x, 100, {"(stopping the request)"});
     try {
       rt.new_group("after_abort", {0, 1, 2});
       ADD_FAILURE() << "rank " << rt.rank() << ": new_group returned after the abort";
@@ -194,19 +202,7 @@ TEST(PoisonedGroup, APeerThatFailedIsFinalAndTheSurvivorsNewWorldRecovers) {
           Tensor sum = call(kAllReduce, {x, "sum", "world"}).to_tensor();
           ASSERT_EQ(sum.data<float>()[n - 1], 6.0f);
           if (rt.rank() == 2) throw std::runtime_error("disk full writing the checkpoint");
-          for (int i = 0; i < 100; ++i) {
-            try {
-              call(kAllReduce, {x, "sum", "world"});
-              ADD_FAILURE() << "rank " << rt.rank() << ": call " << i << " returned";
-              return;
-            } catch (const Error& e) {
-              const std::string m = e.what();
-              EXPECT_EQ(e.code(), ErrorCode::PeerFailure) << m;
-              EXPECT_NE(m.find("rank 2 failed"), std::string::npos) << m;
-              EXPECT_NE(m.find("disk full writing the checkpoint"), std::string::npos) << m;
-              if (::testing::Test::HasFailure()) return;
-            }
-          }
+          expect_peer_failures(rt, x, 100, {"rank 2 failed", "disk full writing the checkpoint"});
           try {
             rt.new_group("after_failure", {0, 1});
             ADD_FAILURE() << "rank " << rt.rank() << ": new_group returned";
