@@ -2,7 +2,8 @@
 // over the leading dims (a 0-dim value of another dtype, values broadcast over the remaining dims
 // with and without a leading 1, accumulate), a mask over every dim, integer index tensors (one, two
 // broadcast against each other, a None entry, negative indices, repeated indices keeping the last
-// value or summed with accumulate, i32 indices, a strided self); self is never written; the
+// value or summed with accumulate, i32 indices, a strided self; rows written as runs against an
+// element walk); self is never written; the
 // error texts of bad input. index_put_ writes the same elements into self itself, and refuses a
 // mask.
 #include "support/errors.hpp"
@@ -112,6 +113,48 @@ TEST(AtenIndexPut, IntegerIndexTensors) {
   expect_close(index_put(x, {Tensor(), longs({1}, {2})}, col), want, DType::f32,
                "index_put None, then an index");
   EXPECT_EQ(x.to_doubles(), before) << "self is not written";
+}
+
+// Note [index runs]: rows indexed by one tensor (an embedding's gradient, the KV-cache update) are
+// written as runs along the last dim. Against a naive element walk: self contiguous, transposed
+// and strided (the run's stride is not 1), values full, broadcast along the run ([.., 1]) and over
+// the leading dims, negative and repeated indices, set and accumulated (in row-major order:
+// exact sums of the stored dtype), f32 and bf16; an empty run writes nothing.
+TEST(AtenIndexPut, RunsAlongTheLastDimMatchTheElementWalk) {
+  Tensor idx = longs({3, 4}, {0, -1, 2, 0, 6, 2, -7, 3, 5, 5, 1, 0});
+  uint32_t seed = 20;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (Layout layout : {Layout::contiguous, Layout::transposed, Layout::strided}) {
+      for (const Shape& vshape : {Shape{3, 4, 5}, Shape{3, 4, 1}, Shape{5}}) {
+        Tensor self = random_tensor({7, 5}, dt, seed++, layout);
+        Tensor v = random_tensor(vshape, dt, seed++);
+        const std::vector<double> before = self.to_doubles(), vv = v.to_doubles();
+        for (bool acc : {false, true}) {
+          std::vector<double> want = before;
+          for (int64_t a = 0; a < 3; ++a) {
+            for (int64_t b = 0; b < 4; ++b) {
+              const int64_t i = idx.to_doubles()[size_t(a * 4 + b)];
+              const int64_t row = i < 0 ? i + 7 : i;
+              for (int64_t j = 0; j < 5; ++j) {
+                const size_t vi = vshape.size() == 1 ? size_t(j)
+                                  : vshape[2] == 1   ? size_t(a * 4 + b)
+                                                     : size_t((a * 4 + b) * 5 + j);
+                double& e = want[size_t(row * 5 + j)];
+                e = acc ? as_stored(e + vv[vi], dt) : vv[vi];
+              }
+            }
+          }
+          const std::string what = fmt::format("{} {} values {} accumulate {}", dtype_name(dt),
+                                               layout_name(layout), shape_str(vshape), acc);
+          EXPECT_EQ(index_put(self, {idx}, v, acc).to_doubles(), want) << what;
+          EXPECT_EQ(self.to_doubles(), before) << what << ": self is not written";
+        }
+      }
+    }
+  }
+  Tensor empty = Tensor::empty({3, 0}, DType::f32);
+  EXPECT_EQ(index_put(empty, {longs({2}, {0, 2})}, Tensor::empty({2, 0}, DType::f32), true).numel(),
+            0);
 }
 
 // index_put_ (Note [the KV cache in place]): the KV-cache update cache[:, pos] = k written into

