@@ -2,7 +2,7 @@
 // 1 ulp where the result is normal, within 1 ulp of the subnormal spacing below, the special values
 // exact; and the kernels that use it (aten::exp, sigmoid, silu), vectorized, on a tensor whose
 // lanes mix specials with ordinary values, each element within 2 ulp of the formula around the
-// correctly rounded exp.
+// correctly rounded exp; lane_max and lane_sum against the running max and the exact sum.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,6 +13,8 @@
 namespace symmflow::test {
 namespace {
 
+using symmflow::cpu::lane_max;
+using symmflow::cpu::lane_sum;
 using symmflow::cpu::vexp;
 
 int64_t ulps(float a, float b) {
@@ -56,6 +58,33 @@ TEST(VectorExp, WithinOneUlpOverTheRange) {
   EXPECT_TRUE(near_exp(88.72283f, vexp(88.72283f)));  // the largest finite result
   EXPECT_TRUE(near_exp(-103.9f, vexp(-103.9f)));            // the smallest subnormals
   EXPECT_EQ(vexp(0.5), std::exp(0.5));                       // doubles are std::exp's
+}
+
+// Note [lane reductions]: the max of 8 lanes equals the running std::max (NaN ignored after the
+// initial value, -inf rows stay -inf) at every length, remainders included; the sum is within a
+// few ulp of the exact sum and exact where every partial sum is representable.
+TEST(LaneReductions, EqualTheRunningMaxAndTheSum) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::vector<float> x(77);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) - 50.0f;
+  x[13] = nan;
+  x[40] = 60.5f;
+  for (int64_t n : {0, 1, 7, 8, 9, 16, 41, 77}) {
+    float running = -inf;
+    for (int64_t j = 0; j < n; ++j) running = std::max(running, x[size_t(j)]);
+    EXPECT_EQ(lane_max(x.data(), n, -inf), running) << "n " << n;
+  }
+  std::vector<float> all_inf(11, -inf);
+  EXPECT_EQ(lane_max(all_inf.data(), 11, -inf), -inf);
+  std::vector<float> ints(77);
+  double exact = 0;
+  for (size_t i = 0; i < ints.size(); ++i) exact += (ints[i] = float(int(i % 13) - 6));
+  EXPECT_EQ(double(lane_sum(ints.data(), 77)), exact);
+  EXPECT_EQ(lane_sum(ints.data(), 0), 0.0f);
+  std::vector<float> r(1000);
+  double want = 0;
+  for (size_t i = 0; i < r.size(); ++i) want += (r[i] = 1.0f / float(i + 3));
+  EXPECT_NEAR(double(lane_sum(r.data(), 1000)), want, 4 * want * 6e-8);
 }
 
 TEST(VectorExp, KernelsMatchTheReferenceInEveryLane) {

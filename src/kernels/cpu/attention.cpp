@@ -122,23 +122,20 @@ void block_probabilities(const A* qb, const A* kh, int64_t i0, int64_t rows, int
     const int64_t i = i0 + r;
     const int64_t allowed = causal ? std::min(keys, i + 1) : keys;
     const A* mrow = mbase ? mbase + i * mask.row : nullptr;
-    A mx = -inf;
-    for (int64_t j = 0; j < allowed; ++j) {
-      if (mrow) {
+    if (mrow) {
+      for (int64_t j = 0; j < allowed; ++j) {
         const A mj = mrow[j * mask.col];
         pr[j] = mask.is_bool ? (mj != 0 ? pr[j] : -inf) : pr[j] + mj;
       }
-      mx = std::max(mx, pr[j]);
     }
+    // Loops that vectorize: Note [lane reductions], Note [vector exp].
+    const A mx = lane_max(pr, allowed, -inf);
     if (mx == -inf) {
       std::fill(pr, pr + keys, A(0));
       continue;
     }
-    // Two loops: the exps vectorize (Note [vector exp]); the sum keeps its order.
     for (int64_t j = 0; j < allowed; ++j) pr[j] = vexp(pr[j] - mx);
-    A sum = 0;
-    for (int64_t j = 0; j < allowed; ++j) sum += pr[j];
-    const A inv = A(1) / sum;
+    const A inv = A(1) / lane_sum(pr, allowed);
     for (int64_t j = 0; j < allowed; ++j) pr[j] *= inv;
     std::fill(pr + allowed, pr + keys, A(0));
   }
