@@ -29,6 +29,7 @@ import time
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch._aot_autograd.utils import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 import symmflow
@@ -318,8 +319,11 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
             raise
 
     if torch_cuda_graph and any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs):
-        return _cudagraphs.GraphedCallable(run, mutated)
-    return run
+        run = _cudagraphs.GraphedCallable(run, mutated)
+    # AOT calls a backward with its arguments in one list and warns at every training step's first
+    # backward when the function takes them unpacked (UserWarning "... doesn't take boxed
+    # arguments"); the forward it boxes itself.
+    return make_boxed_func(run) if role == "backward" else run
 
 
 def _mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
