@@ -29,7 +29,7 @@ STYLES = ("dtensor", "tp_plan", "sp")
 
 # "small": the test models; "4096": the dense models at the decoder shapes of issue 27 (hidden
 # 4096, 32 query and 8 KV heads of 128, FFN 11008, two layers; the vocabulary stays VOCAB so the
-# decoder stack is what is timed), for tools/device/hf_timing.py.
+# decoder stack is what is timed), for tools/device/sweep.py and breakdown.py.
 SIZES = {
     "small": dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                   num_key_value_heads=4, head_dim=16),

@@ -380,7 +380,8 @@ TEST(CudaFused, CastsAndBroadcastInputsEqualTheCpu) {
 // Two decode-shaped layers (16 rows, 4096 columns, bf16): the GEMMs take the skinny kernel on
 // an H100 or H200 (skinny_gemm_fits), inside the captured plan, beside the one-shot all-reduce.
 // (The 8-layer examples/tp_mlp.sf drifts by up to 3.4% of its rms from the cpu, with cuBLAS as
-// with the skinny kernel: `run --check` allows for its depth, and tools/device/run.sh runs it.)
+// with the skinny kernel: `run --check` allows for its depth; `tools/device/sf.sh examples` runs
+// it.)
 constexpr const char* kDecodeLayers = R"(group tp
 graph decode_layers(x: bf16[16, 1024], w0: bf16[1024, 4096], w1: bf16[4096, 4096]) {
   h0 = aten::mm(x, w0)

@@ -11,7 +11,7 @@ over the calls, divided by --iters), grouped by kernel name, largest first, with
 time beside the wall time per call. The gap between the two is launch overhead and idle GPU. The cases hf_llama and
 hf_qwen3 are transformers' stacks of examples/pytorch/hf_models.py at size "4096" (two layers,
 made tensor-parallel with DTensor's parallelize_module), called on 16 token ids, as
-tools/device/hf_timing.py times them.
+`tools/device/sweep.py --points prefill:1x16` times them.
 Rank 0 prints the tables last.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Writes the sequence-parallel block of tests/support/graphs.cpp (sequence_parallel_text) at a
-size and rank count W (argv[2], default 2), for tools/device/sp_matmul.sh: `check` (small, f32, for
+size and rank count W (argv[2], default 2), for `tools/device/sf.sh sp`: `check` (small, f32, for
 --check) or `big` (bf16, hidden 4096, 2 x 2048 tokens: x [2, 2048 / W, 4096], q/k projections
 4096 -> 4096 / W, the row-parallel 4096 / W -> 4096) or `t<T>` (the same with T tokens in all:
 x [2, T / 2 / W, 4096])."""

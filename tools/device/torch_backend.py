@@ -1,4 +1,4 @@
-"""The symmflow torch.compile backend on GPUs, checked and timed (issue 17; tools/device/torch_backend.sh).
+"""The symmflow torch.compile backend on GPUs, checked and timed (issue 17; `sf.sh backend`).
 
     torchrun --nproc-per-node N tools/device/torch_backend.py --json out.json
 
@@ -27,7 +27,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))
 import tp_models  # noqa: E402
 
-import symmflow  # noqa: E402
 import symmflow.torch as sft  # noqa: E402
 from symmflow.torch import _backend  # noqa: E402
 from symmflow.torch._runner import PartitionRunner  # noqa: E402
