@@ -90,6 +90,24 @@ void bind_program(nb::module_& m) {
   m.def("_set_deterministic", &api::set_deterministic, nb::arg("on"),
         "Deterministic (batch-invariant) mode for the rest of the process, as "
         "SYMMFLOW_DETERMINISTIC=1 sets it.");
+  m.def(
+      "step_profile",
+      [] {
+        nb::list rows;
+        for (const api::StepTotal& t : api::step_profile()) {
+          nb::dict d;
+          d["step"] = t.step;
+          d["total_ms"] = t.total_ms;
+          d["calls"] = t.calls;
+          rows.append(d);
+        }
+        return rows;
+      },
+      "The CPU steps' time per op, the largest first: dicts of step, total_ms and calls, recorded "
+      "while SYMMFLOW_STEP_PROFILE=1 (or _set_step_profile(True)); Note [step profile].");
+  m.def("_set_step_profile", &api::set_step_profile, nb::arg("on"),
+        "Times every CPU step from now on (or stops), as SYMMFLOW_STEP_PROFILE=1 does.");
+  m.def("reset_step_profile", &api::reset_step_profile, "Forgets the step times recorded so far.");
   m.def("tunables", &tunables,
         "The tunables in force, as `symmflow env` prints them: name -> {env, value, default, "
         "doc, set}.");

@@ -27,7 +27,8 @@ from ._errors import Error, InvalidUsage, PeerFailure, ProgramError, Timeout
 from ._types import TensorSpec
 from . import _core
 from ._core import (CompiledProgram, Program, Rank, Session, call_op, check_device, compile,
-                    empty_symmetric, kernel_choices, ops, run, symmetric_group, tunables)
+                    empty_symmetric, kernel_choices, ops, reset_step_profile, run, step_profile,
+                    symmetric_group, tunables)
 from . import _store
 from ._store import store_callbacks
 
@@ -36,7 +37,8 @@ __version__: str = _core.__version__
 __all__ = [
     "CompiledProgram", "Error", "InvalidUsage", "PeerFailure", "Program", "ProgramError", "Rank",
     "Session", "TensorSpec", "Timeout", "__version__", "call_op", "compile", "empty_symmetric",
-    "check_device", "init_store", "kernel_choices", "ops", "run", "store_callbacks", "symmetric_group", "tunables",
+    "check_device", "init_store", "kernel_choices", "ops", "reset_step_profile", "run",
+    "step_profile", "store_callbacks", "symmetric_group", "tunables",
 ]
 
 _store_rank: Optional[Rank] = None

@@ -6,6 +6,7 @@
 
 #include "symmflow/api/catalogue.hpp"
 #include "symmflow/core/error.hpp"
+#include "symmflow/exec/step_profile.hpp"
 #include "symmflow/ops/registry.hpp"
 #include "symmflow/runtime/tunables.hpp"
 #include "symmflow/schema/schema.hpp"
@@ -82,5 +83,21 @@ void set_deterministic(bool on) {
   t.deterministic = on;
   set_tunables(t);
 }
+
+std::vector<StepTotal> step_profile() {
+  std::vector<StepTotal> out;
+  for (const exec::StepTime& t : exec::step_profile()) {
+    out.push_back({t.label, t.total_us / 1e3, t.calls});
+  }
+  return out;
+}
+
+void set_step_profile(bool on) {
+  Tunables t = symmflow::tunables();
+  t.step_profile = on;
+  set_tunables(t);
+}
+
+void reset_step_profile() { exec::reset_step_profile(); }
 
 }  // namespace symmflow::api

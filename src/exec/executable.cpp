@@ -34,6 +34,7 @@
 #include "symmflow/exec/executable.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,7 @@
 #include "exec/util.hpp"
 #include "symmflow/exec/fused.hpp"
 #include "symmflow/exec/groups.hpp"
+#include "symmflow/exec/step_profile.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
@@ -498,6 +500,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     barrier.first->barrier(0, "Executable::run");
   bind_inputs(inputs);
   bind_outputs(inputs, options, nullptr);  // Note [outputs bound in place]
+  const bool profiled = tunables().step_profile;  // Note [step profile]
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (skip_copy_[s]) {
       ++stats_.input_copies_skipped;
@@ -506,13 +509,18 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     }
     // Note [program steps in agreement]: the step's collectives say which program and step.
     ProgramStepScope in_step({program_, int64_t(s), plan_->graph->name()});
-    if (!options.on_step) {
+    if (!options.on_step && !profiled) {
       run_step(*steps_[s]);
       continue;
     }
     auto begin = std::chrono::steady_clock::now();
     run_step(*steps_[s]);
-    options.on_step(s, begin, std::chrono::steady_clock::now());
+    auto end = std::chrono::steady_clock::now();
+    if (profiled) {
+      record_step_time(*steps_[s]->plan,
+                       std::chrono::duration<double, std::micro>(end - begin).count());
+    }
+    if (options.on_step) options.on_step(s, begin, end);
   }
   write_back(inputs);
   std::vector<Tensor> results = collect_outputs(options);

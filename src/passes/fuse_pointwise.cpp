@@ -4,8 +4,8 @@
 // Guarantees:
 //   - a fusible node is an op node whose op is_fusible_pointwise (tagged pointwise, neither
 //     in_place nor out: Note [op tags]; add/sub/mul/div .Tensor and .Scalar, sin, cos, exp, tanh,
-//     relu, gelu, silu, sigmoid, neg, rsqrt, reciprocal and _to_copy among the built-in ops) with
-//     one output, whose every tensor argument broadcasts to the output's shape (PyTorch's rules:
+//     relu, gelu, silu, sigmoid, neg, rsqrt, reciprocal, pow.Tensor_Scalar, rsub.Scalar and
+//     _to_copy among the built-in ops) with one floating-point output, whose every tensor argument broadcasts to the output's shape (PyTorch's rules:
 //     trailing-aligned, each dim equal or 1 or missing) and has the output's dtype, except that a
 //     node with a single tensor argument may convert between f32, bf16 and f16; its Device,
 //     Layout and MemoryFormat arguments (by schema type) must be None, and a ScalarType argument
@@ -93,6 +93,10 @@ bool fusible_node(const Node* n) {
   if (n->kind() != NodeKind::op || !is_fusible_pointwise(*n->op()) || n->outputs().size() != 1)
     return false;
   const ir::TensorType& t = n->output()->type();
+  // Integer and bool results stay nodes: the GPU's programs compute floats only (Note [integer
+  // pointwise on GPUs] in kernels/cuda/pointwise/program.hpp), and mask or position arithmetic
+  // is small beside the float chains.
+  if (!is_floating(t.dtype)) return false;
   const FunctionSchema& schema = n->op()->schema();
   size_t tensors = 0;
   bool converts = false;

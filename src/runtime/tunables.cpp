@@ -132,6 +132,10 @@ const std::vector<Row>& rows() {
                "is computed alone or with others (CPU matrix products in one fixed order, Note "
                "[batch-invariant products]; CPU collectives add in rank order always). Refused on "
                "GPUs for now; must be set alike on every rank"),
+      BOOL_ROW(step_profile,
+               "1: CPU plans time every step and add it to a per-op total (fused regions by their "
+               "ops, with the largest operand's size), printed to stderr at exit and returned by "
+               "symmflow.step_profile() (Note [step profile]); GPU plans time nothing here"),
       BOOL_ROW(rank_agreement,
                "1: the ranks running a plan that communicates check, with one small exchange, that "
                "they compiled the same plan and bind inputs of the same dtype, shape and strides "

@@ -208,7 +208,11 @@ constexpr const char* kEveryFusedOp = R"(graph every_op(x: DT[4099], y: DT[4099]
   n = aten::neg(m)
   o = aten::add.Scalar(n, 0.1)
   p = aten::mul.Tensor(o, d)
-  return p, d
+  q = aten::pow.Tensor_Scalar(p, 2.0)
+  r = aten::rsub.Scalar(q, 1.0, alpha=0.5)
+  s = aten::pow.Tensor_Scalar(r, 3)
+  t = aten::pow.Tensor_Scalar(s, 0.7)
+  return t, d
 }
 )";
 
@@ -228,7 +232,7 @@ TEST(CudaFused, CompiledRegionsEqualTheInterpreterBitwise) {
         bodies.push_back(node->body());
         ops += node->body()->nodes().size();
       }
-      ASSERT_EQ(ops, 16u) << dt << ": every op in a fused region";
+      ASSERT_EQ(ops, 20u) << dt << ": every op in a fused region";
       const int before = compiled_pointwise_kernels();
       for (size_t r = 0; r < bodies.size(); ++r) {
         const ir::Graph& body = *bodies[r];

@@ -81,8 +81,9 @@ TEST(Tags, FusiblePointwiseOpsAreTheFunctionalPointwiseOnes) {
                          "aten::_to_copy",  // Note [fused casts and broadcasts]
                          "aten::add.Scalar", "aten::add.Tensor", "aten::cos", "aten::div.Scalar",
                          "aten::div.Tensor", "aten::exp", "aten::gelu", "aten::mul.Scalar",
-                         "aten::mul.Tensor", "aten::neg", "aten::reciprocal", "aten::relu",
-                         "aten::rsqrt",
+                         "aten::mul.Tensor", "aten::neg",
+                         "aten::pow.Tensor_Scalar",  // the backward's chains (pointwise.cpp)
+                         "aten::reciprocal", "aten::relu", "aten::rsqrt", "aten::rsub.Scalar",
                          "aten::sigmoid", "aten::silu", "aten::sin", "aten::sub.Scalar",
                          "aten::sub.Tensor", "aten::tanh"}));
 }

@@ -99,6 +99,44 @@ TEST(FusedCasts, CastChainsEqualOpByOp) {
   }
 }
 
+// The backward chains of RMSNorm (x ** 1.0 * 2, r ** 3) and SiLU (1 - sigmoid) fuse with their
+// pow.Tensor_Scalar and rsub.Scalar, bitwise equal to op by op; an integer chain stays op by op.
+TEST(FusedCasts, PowAndRsubJoinRegionsIntegersDoNot) {
+  const char* rms_backward = R"(graph f(x: DT[5, 33], r: DT[5, 1], g: DT[5, 33]) {
+  a = aten::pow.Tensor_Scalar(x, 1.0)
+  b = aten::mul.Scalar(a, 2.0)
+  c = aten::pow.Tensor_Scalar(r, 3)
+  d = aten::mul.Tensor(b, c)
+  e = aten::mul.Tensor(g, r)
+  f = aten::add.Tensor(e, d)
+  return f
+}
+)";
+  const char* silu_backward = R"(graph f(x: DT[5, 33], g: DT[5, 33]) {
+  s = aten::sigmoid(x)
+  o = aten::rsub.Scalar(s, 1)
+  m = aten::mul.Tensor(x, o)
+  a = aten::add.Scalar(m, 1)
+  b = aten::mul.Tensor(s, a)
+  c = aten::mul.Tensor(g, b)
+  h = aten::pow.Tensor_Scalar(c, 0.5)
+  return h
+}
+)";
+  for (const char* dt : {"f32", "bf16", "f64"}) {
+    check_fused_equals_op_by_op(rms_backward, dt, {5});  // c is [5, 1]: it stays a node
+    check_fused_equals_op_by_op(silu_backward, dt, {7});
+  }
+  const char* integers = R"(graph f(i: i64[7], j: i64[7]) {
+  a = aten::add.Tensor(i, j)
+  b = aten::rsub.Scalar(a, 3)
+  c = aten::mul.Tensor(b, j)
+  return c
+}
+)";
+  check_fused_equals_op_by_op(integers, "f32", {});
+}
+
 // Rotary's x * cos + r * sin with cos over the leading (heads) dim, sin over a middle dim, a
 // one-element and a per-row (trailing size-1) input; 3 x 7 x 13 and a size that spans chunks
 // (5 x 1001 x 9 = 45045 elements: chunks of 16384 start mid-row).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -123,3 +124,38 @@ def test_run_errors_name_the_input():
         symmflow.run(c, [[x, w], [x, np.zeros((16, 12), np.complex64)]])
     assert str(info.value) == ("inputs_per_rank[1][1]: DLPack dtype (code 5, 64 bits, 1 lanes) has "
                                "no symmflow dtype (f32, f16, bf16, f64, i8, i32, i64, u32, bool)")
+
+
+def test_step_profile_times_every_rank_step_per_op():
+    """Note [step profile]: on, each run's steps add to per-op totals (both ranks' threads);
+    off, nothing is added; SYMMFLOW_STEP_PROFILE=1 prints the table when the process exits."""
+    c = symmflow.compile(ALLREDUCE, world_size=2)
+    rng = np.random.default_rng(5)
+    inputs = [[rng.standard_normal((8, 16), dtype=np.float32),
+               rng.standard_normal((16, 12), dtype=np.float32)] for _ in range(2)]
+    symmflow.reset_step_profile()
+    symmflow.run(c, inputs)
+    assert symmflow.step_profile() == []
+    symmflow._core._set_step_profile(True)
+    try:
+        for _ in range(3):
+            symmflow.run(c, inputs)
+    finally:
+        symmflow._core._set_step_profile(False)
+    rows = {r["step"]: r for r in symmflow.step_profile()}
+    assert set(rows) >= {"aten::mm.out 768 B"}, rows
+    assert any(s.startswith("symm_mem::one_shot_all_reduce") for s in rows), rows
+    for r in rows.values():
+        assert r["calls"] == 6 and r["total_ms"] >= 0, r  # 3 runs on each of 2 ranks
+    symmflow.reset_step_profile()
+    assert symmflow.step_profile() == []
+    script = ("import numpy as np, symmflow\n"
+              f"c = symmflow.compile({ALLREDUCE!r}, world_size=2)\n"
+              "x = np.ones((8, 16), np.float32); w = np.ones((16, 12), np.float32)\n"
+              "symmflow.run(c, [[x, w], [x, w]])\n")
+    env = dict(os.environ, SYMMFLOW_STEP_PROFILE="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "symmflow step profile (SYMMFLOW_STEP_PROFILE)" in done.stderr, done.stderr
+    assert "aten::mm.out 768 B" in done.stderr, done.stderr

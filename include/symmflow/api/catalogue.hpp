@@ -49,6 +49,18 @@ std::vector<Tunable> tunables();
 // [batch-invariant products]); the torch backend's option {"deterministic": True} calls it.
 void set_deterministic(bool on);
 
+// Note [step profile] (exec/step_profile.cpp): the CPU steps' time per op since the start or the
+// last reset, the largest first; recorded while the tunable step_profile is on
+// (SYMMFLOW_STEP_PROFILE=1, or set_step_profile(true) for the rest of the process).
+struct StepTotal {
+  std::string step;  // the op (a fused region: its body's ops) and its largest operand's size
+  double total_ms = 0;
+  int64_t calls = 0;
+};
+std::vector<StepTotal> step_profile();
+void set_step_profile(bool on);
+void reset_step_profile();
+
 // The demo's eager MLP block (mm -> gelu -> rms_norm -> softmax) on [m x k] @ [k x n] in `dtype`,
 // checked against a double reference: the per-op median times of 21 calls and the largest
 // relative error.

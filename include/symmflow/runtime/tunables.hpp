@@ -34,6 +34,7 @@ struct Tunables {
   bool rank_agreement = true;                 // ranks agree on plan and inputs (exec/agreement.cpp)
   bool bind_outputs = true;                   // Note [outputs bound in place]
   bool deterministic = false;                 // Note [batch-invariant products]
+  bool step_profile = false;                  // Note [step profile]: CPU steps timed per op
 };
 
 struct TunableInfo {

@@ -99,6 +99,17 @@ void run_fused(const ir::Graph& body, std::span<const Tensor> inputs,
       }
       const int x = reg.at(args[0].value);
       out = b.op(unary_instr(*un, tanh_gelu), x, x, dtype);
+    } else if (name == "aten::pow.Tensor_Scalar") {
+      // The exponent in the compute type, as the kernel converts it (pow_scalar_kernel).
+      double e = args[1].literal.to_double();
+      if (dtype != DType::f64) e = double(float(e));
+      const int x = reg.at(args[0].value);
+      out = b.op(PwOp::pow, x, x, dtype, e);
+    } else if (name == "aten::rsub.Scalar") {  // other - alpha * self, as rsub_kernel spells it
+      const int x = reg.at(args[0].value);
+      const int y = b.konst(args[1].literal.to_double(), dtype);
+      out = emit_binary(b, BinaryOp::sub, y, x, args[2].literal, dtype);
+      b.release(y);
     } else if (base == "_to_copy") {  // fuse_pointwise fuses it as a float dtype change only
       const int x = reg.at(args[0].value);
       out = b.op(PwOp::copy, x, x, dtype);

@@ -92,19 +92,24 @@ SYMMFLOW_LIBRARY(aten, m) {
   def_unary(m, UnaryOp::neg, true);
   def_unary(m, UnaryOp::rsqrt, true);
   def_unary(m, UnaryOp::reciprocal, true);  // 1 / x; ints and bool in f32, as PyTorch
-  // Not tagged pointwise: the GPU's fused regions have no instruction for it (it runs alone).
+  // Tagged pointwise, as rsub below: fused regions hold them (the GPU's spell pow with its special
+  // exponents and rsub as sub with the operands swapped, as their kernels do: exec/cuda/fused.cpp),
+  // so RMSNorm's and SiLU's backward chains take a pass over memory fewer each.
   aten_meta::def(m, "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", [](const Args& a) {
     return std::vector<TensorSpec>{
         aten_meta::pow_scalar_spec(a.op(), a.tensor("self"), a["exponent"])};
   });
+  m.tag("pow.Tensor_Scalar", {Tag::pointwise});
   // other - alpha * self: a graph's `number - tensor` (sub.Tensor with a number for self, as the
-  // decomposed silu backward has it) imports as this. Not tagged pointwise, as pow.
+  // decomposed silu backward has it) imports as this.
   aten_meta::def(m, "rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
                  [](const Args& a) {
                    return std::vector<TensorSpec>{aten_meta::binary_spec(
                        a.op(), BinaryOp::sub, a.tensor("self"), a["other"], a["alpha"])};
                  });
-  // PyTorch's result type of self and the bounds given; not tagged pointwise, as pow.
+  m.tag("rsub.Scalar", {Tag::pointwise});
+  // PyTorch's result type of self and the bounds given; not tagged pointwise (the GPU's fused
+  // regions have no instruction for it).
   aten_meta::def(m, "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
                  [](const Args& a) {
                    const Tensor& self = a.tensor("self");
