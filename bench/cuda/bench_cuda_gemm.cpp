@@ -210,8 +210,9 @@ int main(int argc, char** argv) {
       const double bytes = double(sh.k * sh.n + sh.m * sh.k + sh.m * sh.n) * 2;
       // Aligned operands: only the shape decides.
       cuda::SkinnyGemm g{gpu.workspace, gpu.workspace, nullptr, sh.m, sh.n, sh.k, sh.k, sh.n, sh.n};
-      const char* takes =
-          cuda::skinny_gemm_fits(g, cuda::kSkinnyGemmMaxRows, sms) ? "skinny" : "cublas";
+      const int split = cuda::skinny_gemm_split_in_force(g, sms);
+      const std::string takes =
+          split == 0 ? "cublas" : split == 1 ? "skinny" : fmt::format("skinny/{}", split);
       std::cout << fmt::format(
           "{:>4} {:>6} {:>6} {:>10.2f} {:>10.2f} {:>10.2f} {:>7.2f} {:>8.0f} {:>9.1e} {:>9.2f} "
           "{:>9.2f} {:>6} {:>8}\n",

@@ -34,6 +34,11 @@
 
 namespace symmflow::cuda {
 
+int skinny_gemm_split_in_force(const SkinnyGemm& g, int sms) {
+  const int split = skinny_gemm_split(g, tunables().cuda_skinny_gemm_max_rows, sms);
+  return split > 1 && !tunables().cuda_skinny_gemm_split ? 0 : split;
+}
+
 namespace {
 
 constexpr size_t kWorkspaceBytes = 32 << 20;
@@ -98,8 +103,7 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
   if (batch == 1 && A.op == CUBLAS_OP_N && (type == CUDA_R_16BF || type == CUDA_R_16F)) {
     SkinnyGemm g{A.t.raw_data(), M.t.raw_data(), out.raw_data(), rows, cols, k, A.ld, M.ld, cols,
                  float(alpha), float(beta), type == CUDA_R_16F, M.op == CUBLAS_OP_T};
-    g.split = skinny_gemm_split(g, tunables().cuda_skinny_gemm_max_rows, multiprocessors());
-    if (g.split > 1 && !tunables().cuda_skinny_gemm_split) g.split = 0;
+    g.split = skinny_gemm_split_in_force(g, multiprocessors());
     if (g.split > 0) {
       const StepLaunch& launch = current_launch();  // Note [early launch]
       const int64_t w_elements = g.w_t ? (cols - 1) * M.ld + k : (k - 1) * M.ld + cols;

@@ -42,6 +42,10 @@ bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms);
 // of 1, 2, 4 or 8 blocks per 32 columns that give at least half of `sms` a block; 0 when it does
 // not fit (skinny_gemm_fits is split > 0).
 int skinny_gemm_split(const SkinnyGemm& g, int64_t max_rows, int sms);
+// What aten::mm runs (matmul.cpp): skinny_gemm_split under the tunables in force
+// (cuda_skinny_gemm_max_rows; a split above 1 only with cuda_skinny_gemm_split); 0: cuBLAS.
+// bench_cuda_gemm's mm_takes column asks it too.
+int skinny_gemm_split_in_force(const SkinnyGemm& g, int sms);
 
 // Launches on `stream` (capturable) and returns the cudaError_t of the launch. It computes any
 // shape skinny_gemm_fits allows but the one-wave rule (slower there, still right).
