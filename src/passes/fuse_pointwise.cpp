@@ -5,9 +5,10 @@
 //   - a fusible node is an op node whose op is_fusible_pointwise (tagged pointwise, neither
 //     in_place nor out: Note [op tags]; add/sub/mul/div .Tensor and .Scalar, sin, cos, exp, tanh,
 //     relu, gelu, silu, sigmoid, neg, rsqrt, reciprocal, pow.Tensor_Scalar, rsub.Scalar and
-//     _to_copy among the built-in ops) with one floating-point output, whose every tensor argument broadcasts to the output's shape (PyTorch's rules:
-//     trailing-aligned, each dim equal or 1 or missing) and has the output's dtype, except that a
-//     node with a single tensor argument may convert between f32, bf16 and f16; its Device,
+//     _to_copy among the built-in ops) with one floating-point output, whose every tensor
+//     argument broadcasts to the output's shape (PyTorch's rules: trailing-aligned, each dim
+//     equal or 1 or missing) and has the output's dtype, except that a node with a single tensor
+//     argument may convert between f32, bf16 and f16; its Device,
 //     Layout and MemoryFormat arguments (by schema type) must be None, and a ScalarType argument
 //     needs an f32, bf16 or f16 result (Note [fused casts and broadcasts]).
 //   - a fusible producer P joins a region when every use of its value is a fusible node of that

@@ -45,7 +45,9 @@ void scatter(std::string_view op, const aten_meta::GatherGeometry& gg, const Ten
   // walked at fixed strides, in the same row-major order as the element-by-element walk.
   const size_t nd = shape.size();
   bool runs = nd > 0;
-  for (const aten_meta::GatherIndex& gi : gg.indices) runs = runs && gi.index.strides()[nd - 1] == 0;
+  for (const aten_meta::GatherIndex& gi : gg.indices) {
+    runs = runs && gi.index.strides()[nd - 1] == 0;
+  }
   const int64_t run = runs ? shape[nd - 1] : 1;
   const int64_t dst_step = runs ? self.strides()[nd - 1] : 0, src_step = runs ? vs[nd - 1] : 0;
   const size_t walked = runs ? nd - 1 : nd;  // dims walked one position at a time
@@ -66,7 +68,7 @@ void scatter(std::string_view op, const aten_meta::GatherGeometry& gg, const Ten
         for (size_t d = 0; d < walked; ++d) off += idx[d] * gi.index.strides()[d];
         o += aten_meta::checked_index(op, load_index(gi.index, off), gi) * gi.stride;
       }
-      T* __restrict to = dst + o;
+      T* to = dst + o;  // values may alias self (index_put_): no __restrict
       const T* from = src + s;
       if (accumulate) {
         for (int64_t j = 0; j < run; ++j)
