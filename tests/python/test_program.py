@@ -159,3 +159,11 @@ def test_step_profile_times_every_rank_step_per_op():
     assert done.returncode == 0, done.stderr
     assert "symmflow step profile (SYMMFLOW_STEP_PROFILE)" in done.stderr, done.stderr
     assert "aten::mm.out 768 B" in done.stderr, done.stderr
+    # Bad input: a value other than 0 or 1 names the variable; the setter takes a bool.
+    env["SYMMFLOW_STEP_PROFILE"] = "yes"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0
+    assert "SYMMFLOW_STEP_PROFILE=yes: expected an integer in [0, 1]" in done.stderr, done.stderr
+    with pytest.raises(TypeError):
+        symmflow._core._set_step_profile("yes")
