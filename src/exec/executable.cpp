@@ -517,7 +517,9 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const Run
     run_step(*steps_[s]);
     auto end = std::chrono::steady_clock::now();
     if (profiled) {
-      record_step_time(*steps_[s]->plan,
+      Step& step = *steps_[s];
+      if (step.profile_label.empty()) step.profile_label = step_label(*step.plan);
+      record_step_time(step.profile_label,
                        std::chrono::duration<double, std::micro>(end - begin).count());
     }
     if (options.on_step) options.on_step(s, begin, end);

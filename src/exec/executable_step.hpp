@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Executable::Step {
   // A fused step's region on the host, prepared by its first run (Note [fused programs prepared
   // once] in exec/fused.hpp).
   std::unique_ptr<FusedProgram> fused;
+  std::string profile_label;  // Note [step profile]: made at the step's first timed run
 };
 
 // The registered backend for options.device (executable_device.cpp); InvalidUsage when none is.

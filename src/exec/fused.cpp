@@ -319,10 +319,7 @@ void gather_run(char* to, const char* src, int64_t run, int64_t stride, size_t e
     case 1: return gather_typed<uint8_t>(to, src, run, stride);
     case 2: return gather_typed<uint16_t>(to, src, run, stride);
     case 4: return gather_typed<uint32_t>(to, src, run, stride);
-    case 8: return gather_typed<uint64_t>(to, src, run, stride);
-    default:
-      for (int64_t j = 0; j < run; ++j)
-        std::memcpy(to + size_t(j) * esize, src + ptrdiff_t(j * stride) * ptrdiff_t(esize), esize);
+    default: SF_ASSERT(esize == 8); return gather_typed<uint64_t>(to, src, run, stride);
   }
 }
 

@@ -8,7 +8,8 @@
 // of issue 40 were found (a per-element memcpy in a fused region's gather, an index_put walking
 // every element, a scalar exp): perf names the kernel, not the step of the plan that called it.
 // GPU plans enqueue their steps, so they time nothing here (torch.profiler sees their kernels).
-// The cost when off is one test per run; when on, two clock reads and a locked map update a step.
+// The cost when off is one test per run; when on, two clock reads and a locked map update a step
+// (each step's label is made once: Executable::Step::profile_label).
 #include "symmflow/exec/step_profile.hpp"
 
 #include <algorithm>
@@ -44,7 +45,9 @@ std::string size_text(int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-std::string label_of(const passes::PlanStep& step) {
+}  // namespace
+
+std::string step_label(const passes::PlanStep& step) {
   std::string op;
   switch (step.kind) {
     case passes::StepKind::copy: op = "copy"; break;
@@ -63,14 +66,11 @@ std::string label_of(const passes::PlanStep& step) {
   return fmt::format("{} {}", op, size_text(step.bytes));
 }
 
-}  // namespace
-
-void record_step_time(const passes::PlanStep& step, double us) {
-  std::string label = label_of(step);
+void record_step_time(const std::string& label, double us) {
   Totals& t = totals();
   std::lock_guard lock(t.mutex);
   StepTime& e = t.by_label[label];
-  if (e.label.empty()) e.label = std::move(label);
+  if (e.label.empty()) e.label = label;
   e.total_us += us;
   ++e.calls;
 }
