@@ -15,8 +15,12 @@ struct StepTime {
   int64_t calls = 0;
 };
 
-// Adds one run of `step` that took `us` microseconds (every rank and thread of the process).
-void record_step_time(const passes::PlanStep& step, double us);
+// A step's label: its op (a fused region: its body's ops) and its largest operand's size. The
+// executor makes it once per step, at the step's first timed run.
+std::string step_label(const passes::PlanStep& step);
+// Adds one run of the step labelled `label` that took `us` microseconds (every rank and thread of
+// the process).
+void record_step_time(const std::string& label, double us);
 // The totals since the start (or the last reset), the largest first.
 std::vector<StepTime> step_profile();
 void reset_step_profile();
