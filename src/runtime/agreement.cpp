@@ -133,15 +133,16 @@ std::vector<std::string> fields_of(const std::string& text) {
   return out;
 }
 
-// "sum on ranks 0, 2; max on rank 1": equal values together, by first rank.
-std::string per_rank(const std::vector<std::string>& values, const Group& g) {
+// "sum on ranks 0, 2; max on rank 1": equal values together, by first rank. `ranks`: the global
+// rank of each value.
+std::string per_rank(const std::vector<std::string>& values, const std::vector<int>& ranks_of) {
   std::string out;
   std::vector<bool> done(values.size(), false);
   for (size_t r = 0; r < values.size(); ++r) {
     if (done[r]) continue;
     std::vector<int> ranks;
     for (size_t q = r; q < values.size(); ++q) {
-      if (!done[q] && values[q] == values[r]) ranks.push_back(g.global_rank(int(q))), done[q] = true;
+      if (!done[q] && values[q] == values[r]) ranks.push_back(ranks_of[q]), done[q] = true;
     }
     out += fmt::format("{}{} on rank{} {}", out.empty() ? "" : "; ", values[r],
                        ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
@@ -171,7 +172,15 @@ uint32_t Group::signature(const CollectiveCall& call) const {
 }
 
 void Group::disagree(std::string_view op, const CollectiveCall* call, uint32_t signature) {
-  std::vector<std::string> all = allgather(describe(op, call, signature), op);
+  disagree_among(op, ranks_, allgather(describe(op, call, signature), op));
+}
+
+std::string Group::call_text(std::string_view op, const CollectiveCall* call) const {
+  return describe(op, call, tunables().collective_agreement ? 1 : 0);
+}
+
+void Group::disagree_among(std::string_view op, const std::vector<int>& ranks,
+                           const std::vector<std::string>& all) const {
   std::vector<std::vector<std::string>> fields;
   for (const std::string& a : all) fields.push_back(fields_of(a));
   std::vector<std::string> names, lines;
@@ -182,12 +191,12 @@ void Group::disagree(std::string_view op, const CollectiveCall* call, uint32_t s
     for (const std::string& v : values) same = same && v == values[0];
     if (same) continue;
     names.push_back(kFields[f]);
-    lines.push_back(fmt::format("\n  {}: {}", kFields[f], per_rank(values, *this)));
+    lines.push_back(fmt::format("\n  {}: {}", kFields[f], per_rank(values, ranks)));
   }
   if (names.empty()) {
     // Equal calls with different signatures: not expected, but never silent.
     names.push_back("the call signature");
-    lines.push_back(fmt::format("\n  call: {}", per_rank(all, *this)));
+    lines.push_back(fmt::format("\n  call: {}", per_rank(all, ranks)));
   }
   invalid_usage(
       "{}: the ranks of group '{}' disagree on {} (collective agreement; no data was "

@@ -47,13 +47,20 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
   channels_ = int(tunables().signal_channels);
   std::vector<int> sorted = ranks_;
   std::sort(sorted.begin(), sorted.end());
+  // allocate_shared indexes members in sorted order; keep a group-order view in flag().
+  sorted_ = sorted;
+  name_hash_ = std::hash<std::string>{}(name_);
+  for (int r : ranks_) {
+    if (bootstrap_->host_of(r) == bootstrap_->host_of(ranks_[0])) continue;
+    make_spanning();  // Note [spanning groups]: no pads or staging of its own
+    return;
+  }
   size_t flag_bytes = size_t(kKinds) * size_t(channels_) * ranks_.size() * sizeof(uint32_t);
   // The state word on a cache line of its own (Note [peers that left] in group.hpp).
   state_offset_ = (flag_bytes + 63) / 64 * 64;
   pads_ = bootstrap_->allocate_shared(sorted, "pads:" + name_,
                                       state_offset_ + kFailureTextOffset + kFailureTextBytes,
                                       "new_group");
-  name_hash_ = std::hash<std::string>{}(name_);
   staging_half_ = size_t(tunables().one_shot_max_bytes + 63) / 64 * 64;
   try {
     staging_ = bootstrap_->allocate_shared(sorted, "staging:" + name_,
@@ -66,13 +73,12 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
                 "SYMMFLOW_ONE_SHOT_MAX_BYTES (the all-reduces above it take two-shot): {}",
                 name_, 2 * staging_half_, tunables().one_shot_max_bytes, e.what());
   }
-  // allocate_shared indexes members in sorted order; keep a group-order view in flag().
-  sorted_ = std::move(sorted);
 }
 
 Group::~Group() = default;
 
 void* Group::staging(int group_rank, int half) const {
+  SF_ASSERT(!host_);  // Note [spanning groups]: staging is the host group's
   return static_cast<char*>(staging_->peer(member_index(group_rank))) +
          size_t(half) * staging_half_;
 }
@@ -95,6 +101,7 @@ std::atomic<uint32_t>* Group::state(int owner) const {
 }
 
 void Group::mark_left(uint32_t why) {
+  if (host_) return host_->mark_left(why);  // Note [spanning groups]
   uint32_t zero = 0;  // the first reason stays
   state(rank_)->compare_exchange_strong(zero, why, std::memory_order_release);
 }
@@ -138,6 +145,11 @@ std::optional<Group::FirstError> Group::first_error() const {
     std::lock_guard lock(poison_mutex_);
     if (first_error_) return first_error_;
   }
+  if (host_) {  // Note [spanning groups]: what this host's members published
+    std::optional<FirstError> f = host_->first_error();
+    if (f) record(*f);
+    return f;
+  }
   for (int r = 0; r < size(); ++r) {
     if (r == rank_ || state(r)->load(std::memory_order_acquire) != kLeftFailed) continue;
     const char* text = failure_text(r);
@@ -173,6 +185,15 @@ void Group::poison(const Error& e) const {
 }
 
 void Group::record(const FirstError& f) const {
+  if (host_) {  // Note [spanning groups]: kept here, published to this host's members
+    {
+      std::lock_guard lock(poison_mutex_);
+      if (first_error_) return;
+      first_error_ = f;
+    }
+    host_->record(f);
+    return;
+  }
   std::lock_guard lock(poison_mutex_);
   if (first_error_) return;
   first_error_ = f;
@@ -262,9 +283,21 @@ uint32_t Group::consume(SignalKind kind, int peer, int channel, std::string_view
          kSignatureShift;
 }
 
-void Group::barrier(int channel, std::string_view op) { signed_barrier(channel, op, 0, nullptr); }
+void Group::barrier(int channel, std::string_view op) {
+  if (host_) {  // Note [spanning groups]
+    check_channel(channel, op);
+    agreed_exchange(sorted_, op, nullptr, {});
+    return;
+  }
+  signed_barrier(channel, op, 0, nullptr);
+}
 
 void Group::barrier(int channel, const CollectiveCall& call) {
+  if (host_) {
+    check_channel(channel, call.op);
+    exchange(call, {});
+    return;
+  }
   if (!tunables().collective_agreement) {
     signed_barrier(channel, call.op, 0, &call);  // signature 0: agreement is off here
     return;
@@ -298,6 +331,7 @@ void Group::put_signal(int peer, int channel, std::string_view op) {
   check_channel(channel, op);
   SF_CHECK(peer >= 0 && peer < size(), "{}: peer {} out of range for group '{}' of size {}", op,
            peer, name_, size());
+  if (host_) return host_->put_signal(host_peer(peer, op), channel, op);
   raise(SignalKind::signal, peer, channel, op);
 }
 
@@ -306,6 +340,7 @@ void Group::wait_signal(int peer, int channel, std::string_view op) {
   check_channel(channel, op);
   SF_CHECK(peer >= 0 && peer < size(), "{}: peer {} out of range for group '{}' of size {}", op,
            peer, name_, size());
+  if (host_) return host_->wait_signal(host_peer(peer, op), channel, op);
   consume(SignalKind::signal, peer, channel, op);
 }
 

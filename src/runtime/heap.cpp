@@ -55,10 +55,10 @@ std::shared_ptr<SymmetricHeap> SymmetricHeap::allocate(std::shared_ptr<Group> gr
   uint64_t seq = validate_symmetric_request(*group, bytes, op);
   auto heap = std::shared_ptr<SymmetricHeap>(new SymmetricHeap());
   heap->seq_ = seq;
-  std::vector<int> sorted = group->ranks();
-  std::sort(sorted.begin(), sorted.end());
+  // Note [spanning groups]: the members of this host only, when the group spans hosts.
   heap->region_ = group->bootstrap().allocate_shared(
-      sorted, fmt::format("heap:{}:{}", group->name(), seq), std::max<size_t>(bytes, 64), op);
+      group->region_members(), fmt::format("heap:{}:{}", group->name(), seq),
+      std::max<size_t>(bytes, 64), op);
   heap->group_ = std::move(group);
   return heap;
 }
@@ -111,7 +111,8 @@ void* peer_data(const TensorView& t, int group_rank) {
   const auto* s = dynamic_cast<const SymmetricStorage*>(t.storage);
   SF_ASSERT(s);
   ptrdiff_t offset = static_cast<char*>(t.data) - static_cast<char*>(s->heap()->local());
-  return static_cast<char*>(s->heap()->peer(group_rank)) + offset;
+  void* base = s->heap()->peer(group_rank);
+  return base ? static_cast<char*>(base) + offset : nullptr;
 }
 
 }  // namespace symmflow

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,5 +38,27 @@ inline void check_same_collective(const std::vector<std::string>& keys, const st
         fmt::join(members, ", "), all);
   }
 }
+
+// Note [hosts] (bootstrap.hpp): hosts numbered 0, 1, ... in the order of their lowest rank, from
+// a key per rank (host name, or the SYMMFLOW_HOST_ID a test set).
+inline std::vector<int> number_hosts(const std::vector<std::string>& key_of_rank) {
+  std::vector<int> out(key_of_rank.size(), 0);
+  std::vector<std::string> seen;
+  for (size_t r = 0; r < key_of_rank.size(); ++r) {
+    size_t i = 0;
+    while (i < seen.size() && seen[i] != key_of_rank[r]) ++i;
+    if (i == seen.size()) seen.push_back(key_of_rank[r]);
+    out[r] = int(i);
+  }
+  return out;
+}
+
+// SYMMFLOW_HOST_ID of this process (Note [hosts]): unset gives nullopt; anything but an integer
+// in [0, 65535] raises InvalidUsage naming the variable.
+std::optional<int> simulated_host_id();
+
+// InvalidUsage for shared memory asked of ranks on several hosts, naming each rank's host.
+[[noreturn]] void refuse_spanning_allocation(const Bootstrap& b, const std::vector<int>& members,
+                                             std::string_view op);
 
 }  // namespace symmflow

@@ -83,6 +83,11 @@ const std::vector<Row>& rows() {
       INT_ROW(signal_channels, 1, 1024, "Channels of each signal pad (put_signal, barrier)"),
       INT_ROW(one_shot_max_bytes, 0, int64_t(1) << 40,
               "All-reduce algorithm choice: one-shot up to this many bytes, two-shot above"),
+      INT_ROW(hierarchical_min_bytes, 0, int64_t(1) << 40,
+              "A CPU all-reduce of a group spanning hosts goes hierarchical (reduce-scatter in "
+              "each host, all-reduce of the shard across hosts, all-gather in each host) from "
+              "this many bytes, flat through the network engine below (Note [hierarchical "
+              "all-reduce]); never with SYMMFLOW_DETERMINISTIC=1"),
       INT_ROW(cuda_one_shot_max_bytes, 0, int64_t(1) << 40,
               "The same choice on GPUs (cuda backend): one-shot up to this many bytes at 2 "
               "ranks, x 2 / ranks above (Note [one-shot limit per world])"),

@@ -57,6 +57,30 @@ class Bootstrap {
   // Bound of every wait of this world, in seconds (tunables().timeout_s unless overridden).
   virtual double timeout_s() const = 0;
 
+  // Note [hosts]: which host each rank runs on, learnt at rendezvous (host names exchanged) or
+  // set per rank for tests (SYMMFLOW_HOST_ID on mpi and store, ThreadsOptions::hosts on threads;
+  // docs/multihost.md). Hosts are numbered 0, 1, ... in the order of their lowest rank. Ranks of
+  // one host can map each other's memory; ranks of two hosts cannot, and meet only through
+  // exchange(). A world on one host says 0 for every rank.
+  virtual int host_of(int rank) const {
+    (void)rank;
+    return 0;
+  }
+  // The host's name, for messages ("node7", "host 1 (SYMMFLOW_HOST_ID)").
+  virtual std::string host_name(int rank) const {
+    (void)rank;
+    return "this host";
+  }
+  // The network engine (Note [spanning groups] in group.hpp): an all-gather of byte strings among
+  // `members` (sorted global ranks, this one included) for the data of collectives whose group
+  // spans hosts, called once per collective and so kept in no store: MPI's MPI_Iallgatherv, the
+  // store's keys written again every other call, threads' memory. Every member calls the same
+  // sequence of exchanges on a member set; each gets every member's data in member order.
+  virtual std::vector<std::string> exchange(const std::vector<int>& members, std::string data,
+                                            std::string_view op) {
+    return allgather(members, "exchange", std::move(data), op);
+  }
+
   // Every rank of `members` (sorted global ranks, including this one) calls this with the same
   // `key`; each gets every member's `data`, in member order. `op` names the caller in errors.
   virtual std::vector<std::string> allgather(const std::vector<int>& members,

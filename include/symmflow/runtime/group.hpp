@@ -39,6 +39,18 @@
 // values with no error (seen: five of five all-reduces after a caught disagreement). Recovery is
 // explicit: destroy the group and create a new one (fresh pads and staging, a fresh
 // rendezvous); a poisoned world group is left by making a new group of the same ranks.
+//
+// Note [spanning groups]: a group whose members run on several hosts (Note [hosts] in
+// bootstrap.hpp) cannot map its members' memory across the hosts. Its pads, staging and heaps
+// are therefore per host: the members on one host make a group of their own (host_group(), named
+// "<name>@host<h>", pads and staging as any group), a heap of the group maps only the blocks of
+// this host's members (SymmetricHeap::peer of a member elsewhere is null), and its collectives
+// (kernels/cpu/collectives/spanning.cpp) move data between hosts only through the bootstrap's
+// exchange (MPI, the store), never through memory. Each exchange carries the call's description,
+// so the ranks agree on the call (Note [collective agreement]) across hosts too; an error in one
+// poisons the group here and on this host's members (Note [poisoned groups]); members on other
+// hosts learn it from their next exchange's wait (bounded by the timeout). put_signal,
+// wait_signal and get reach members on this host only.
 #pragma once
 
 #include <atomic>
@@ -55,6 +67,8 @@
 #include "symmflow/runtime/bootstrap.hpp"
 
 namespace symmflow {
+
+class SymmetricHeap;
 
 // What every rank of one collective call must agree on (Note [collective agreement] in
 // src/runtime/agreement.cpp), beside the group the barrier runs on: the op, the reduce op (empty
@@ -162,6 +176,39 @@ class Group {
   // All-gather of small strings among the members (for validation).
   std::vector<std::string> allgather(std::string data, std::string_view op);
 
+  // Note [spanning groups]. Whether the members run on more than one host.
+  bool spans_hosts() const { return host_ != nullptr; }
+  int hosts() const { return hosts_; }
+  // The members on this rank's host, in group order (this group itself when it spans no hosts).
+  Group& host_group() { return host_ ? *host_ : *this; }
+  const std::shared_ptr<Group>& host_group_ptr() const { return host_; }
+  // Memory of this host's members that a hierarchical collective stages its result in (Note
+  // [hierarchical all-reduce] in kernels/cpu/collectives/spanning.cpp), grown by it.
+  std::shared_ptr<SymmetricHeap> span_scratch;
+  // A member's index in host_group(), or InvalidUsage naming both hosts when it runs on another
+  // host (signals and loads reach only one's own host).
+  int host_peer(int group_rank, std::string_view op) const;
+  // A member's index in host_group(), or -1 when it runs on another host.
+  int host_rank_of(int group_rank) const;
+  // Whether every host holds the same number of members (a hierarchical collective needs it).
+  bool uniform() const { return uniform_; }
+  // The members with this rank's index in host_group() on every host, by host (uniform only).
+  const std::vector<int>& cross_ranks() const { return cross_; }
+  // Sorted global ranks whose memory one heap of this group maps together (all members, or this
+  // host's), and a member's index among them (-1: another host).
+  const std::vector<int>& region_members() const { return host_ ? host_sorted_ : sorted_; }
+  int region_index(int group_rank) const;
+  // Exchange through the bootstrap (the network engine) among all members (results in group
+  // order) or among cross_ranks() (results by host), agreeing on `call` first: every rank raises
+  // InvalidUsage naming what differs when any member's call does; any error poisons the group.
+  std::vector<std::string> exchange(const CollectiveCall& call, std::string payload);
+  std::vector<std::string> exchange_across(const CollectiveCall& call, std::string payload);
+  // A call's fields as text (a plain barrier's without `call`; Note [collective agreement]), and
+  // the error for differing ones.
+  std::string call_text(std::string_view op, const CollectiveCall* call) const;
+  [[noreturn]] void disagree_among(std::string_view op, const std::vector<int>& ranks,
+                                   const std::vector<std::string>& texts) const;
+
   // After destroy, every operation on this group raises InvalidUsage "group 'x' was destroyed".
   void mark_destroyed() { destroyed_.store(true); }
   bool destroyed() const { return destroyed_.load(); }
@@ -195,6 +242,11 @@ class Group {
   void record(const FirstError& f) const;  // the first one stays; published in this pad
   [[noreturn]] void raise_poisoned(std::string_view op, const FirstError& f) const;
   void check_channel(int channel, std::string_view op) const;
+  void make_spanning();  // Note [spanning groups]: host group, cross ranks
+  // Exchange among `members` (sorted) of (call text, payload), checked alike on every member.
+  std::vector<std::string> agreed_exchange(const std::vector<int>& members, std::string_view op,
+                                           const CollectiveCall* call, std::string payload);
+
   void signed_barrier(int channel, std::string_view op, uint32_t signature,
                       const CollectiveCall* call);
   // Note [collective agreement] (agreement.cpp).
@@ -212,6 +264,12 @@ class Group {
   size_t state_offset_ = 0;  // bytes from a pad's start to its state word
   uint64_t name_hash_ = 0;   // of name_, for call signatures
   std::shared_ptr<SharedRegion> staging_;
+  std::shared_ptr<Group> host_;    // Note [spanning groups]: null unless the members span hosts
+  int hosts_ = 1;
+  bool uniform_ = true;
+  std::vector<int> host_rank_;     // group rank -> index in host_ (-1: another host)
+  std::vector<int> host_sorted_;   // this host's members, sorted global ranks
+  std::vector<int> cross_;         // global ranks, by host
   size_t staging_half_ = 0;
   uint64_t staging_calls_ = 0;
   std::atomic<bool> destroyed_{false};

@@ -27,7 +27,11 @@ class SymmetricHeap {
   size_t bytes() const { return region_->bytes(); }
   uint64_t seq() const { return seq_; }
   void* local() const { return region_->local(); }
-  void* peer(int group_rank) const { return region_->peer(group_->member_index(group_rank)); }
+  // A member's block; null for a member on another host (Note [spanning groups] in group.hpp).
+  void* peer(int group_rank) const {
+    const int i = group_->region_index(group_rank);
+    return i < 0 ? nullptr : region_->peer(i);
+  }
 
  private:
   SymmetricHeap() = default;
@@ -69,7 +73,8 @@ Tensor symmetric_tensor(const std::shared_ptr<SymmetricHeap>& heap, size_t offse
 // another group than `group`, or when that group was destroyed.
 const SymmetricHeap& symmetric_heap_of(const TensorView& t, std::string_view op,
                                        std::string_view arg, const Group& group);
-// Address of the same element in a peer's copy (t must be symmetric).
+// Address of the same element in a peer's copy (t must be symmetric); null for a member on
+// another host.
 void* peer_data(const TensorView& t, int group_rank);
 
 }  // namespace symmflow

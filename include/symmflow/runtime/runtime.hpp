@@ -96,7 +96,13 @@ class RuntimeScope {
 };
 
 struct ThreadsOptions {
-  double timeout_s = -1;  // <0: tunables().timeout_s
+  ThreadsOptions(double timeout = -1, std::vector<int> host_ids = {})
+      : timeout_s(timeout), hosts(std::move(host_ids)) {}
+  double timeout_s;  // <0: tunables().timeout_s
+  // Simulated hosts (Note [hosts] in bootstrap.hpp): the host id of each rank, e.g. {0, 0, 1, 1};
+  // empty: one host. Ranks of different ids share no memory: a group spanning them runs its
+  // collectives through the exchange (Note [spanning groups] in group.hpp).
+  std::vector<int> hosts;
 };
 
 // Runs fn on `world_size` ranks, one thread each, and waits for all. A rank that throws poisons

@@ -231,6 +231,12 @@ int bind_device() {
 
 std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
                                                  std::string_view op) {
+  // Note [spanning groups]: GPU memory across hosts goes through NCCL, not built yet (issue 38).
+  SF_CHECK(!group->spans_hosts(),
+           "{}: group '{}' spans {} hosts; GPU symmetric memory is allocated only among the GPUs "
+           "of one host (groups across hosts on GPUs need NCCL, not built yet): make a group per "
+           "host, or run the spanning group on CPUs",
+           op, group->name(), group->hosts());
   uint64_t seq = validate_symmetric_request(*group, bytes, op);
   if (group->bootstrap().transport() != Transport::threads) {
     auto heap = std::shared_ptr<DeviceHeap>(new DeviceHeap());

@@ -133,13 +133,21 @@ MpiBootstrap::MpiBootstrap() {
   SF_MPI_CHECK(MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN));
   SF_MPI_CHECK(MPI_Comm_dup(world_, &p2p_));
   SF_MPI_CHECK(MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN));
-  SF_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
+  // Note [hosts]: a simulated host (SYMMFLOW_HOST_ID) is a node of its own: no shared window and
+  // no control block spans two ids.
+  const std::optional<int> simulated = simulated_host_id();
+  if (simulated)
+    SF_MPI_CHECK(MPI_Comm_split(world_, *simulated, rank_, &node_));
+  else
+    SF_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
   SF_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
 
   // Hosts: name and id (lowest world rank of the host) of every rank.
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int name_len = 0;
   SF_MPI_CHECK(MPI_Get_processor_name(name, &name_len));
+  if (simulated)
+    fmt::format_to_n(name, MPI_MAX_PROCESSOR_NAME - 1, "host {} (SYMMFLOW_HOST_ID)", *simulated);
   std::vector<char> names(size_t(size_) * MPI_MAX_PROCESSOR_NAME);
   SF_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
                              MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_));
@@ -156,6 +164,9 @@ MpiBootstrap::MpiBootstrap() {
   host_id_.resize(size_t(size_));
   SF_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, host_id_.data(), 1, MPI_INT, world_));
   for (int r = 0; r < size_; ++r) hosts_.emplace_back(&names[size_t(r) * MPI_MAX_PROCESSOR_NAME]);
+  std::vector<std::string> leaders;
+  for (int h : host_id_) leaders.push_back(std::to_string(h));
+  host_number_ = number_hosts(leaders);
   std::vector<int> node_members(static_cast<size_t>(node_size));
   SF_MPI_CHECK(MPI_Allgather(&rank_, 1, MPI_INT, node_members.data(), 1, MPI_INT, node_));
   node_index_.assign(size_t(size_), -1);
@@ -394,17 +405,8 @@ std::shared_ptr<SharedRegion> MpiBootstrap::allocate_shared(const std::vector<in
   std::lock_guard lock(mutex_);
   check_usable(op);
   // Every member decides this from the same data, so all raise together (no hang).
-  for (int m : members) {
-    if (host_id_[size_t(m)] == host_id_[size_t(members[0])]) continue;
-    std::string where;
-    for (int r : members)
-      where += fmt::format("{}rank {} on {}", where.empty() ? "" : ", ", r, hosts_[size_t(r)]);
-    invalid_usage(
-        "{}: the ranks of this allocation span several hosts ({}); cross-host symmetric "
-        "memory through MPI RMA is not implemented yet: the mpi transport allocates "
-        "symmetric memory only among ranks of one host",
-        op, where);
-  }
+  for (int m : members)
+    if (host_of(m) != host_of(members[0])) refuse_spanning_allocation(*this, members, op);
   MPI_Aint rounded = MPI_Aint((std::max<size_t>(bytes, 1) + 63) / 64 * 64);
   // Note [mpi shared memory room]: the window's one segment (every member's block, each rounded
   // to pages) must fit in /dev/shm. Each member sends its size and what its /dev/shm has free.

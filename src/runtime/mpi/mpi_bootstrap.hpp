@@ -11,10 +11,11 @@
 // - The first use of a member set other than the world and single ranks is preceded by a bounded
 //   point-to-point rendezvous, so that MPI_Comm_create_group (blocking) never waits for a rank
 //   that is not coming, and ranks that set up member sets in different orders raise.
-// - allocate_shared: members must share one host (MPI_COMM_TYPE_SHARED); then
+// - Hosts: MPI_COMM_TYPE_SHARED, or the SYMMFLOW_HOST_ID a test set per process (Note [hosts]).
+// - allocate_shared: members must share one host; then
 //   MPI_Win_allocate_shared on the member communicator, peers through MPI_Win_shared_query,
-//   memory zeroed before any member returns. Members on several hosts raise InvalidUsage:
-//   cross-host symmetric memory through MPI RMA is not implemented yet.
+//   memory zeroed before any member returns. Members on several hosts raise InvalidUsage (a group
+//   that spans hosts places its memory per host: Note [spanning groups] in group.hpp).
 // - poison / failure: a control block in a shared-memory window per host, allocated at start,
 //   holds the first failed world rank and a message (published atomically). Ranks on other hosts
 //   do not see it (they time out instead).
@@ -57,6 +58,8 @@ class MpiBootstrap : public Bootstrap {
   std::optional<RankFailure> failure() const override;
 
   const std::string& host(int world_rank) const { return hosts_.at(size_t(world_rank)); }
+  int host_of(int rank) const override { return host_number_.at(size_t(rank)); }
+  std::string host_name(int rank) const override { return host(rank); }
   // Frees every window and communicator (collective; see the Note). Idempotent. Later calls of
   // allgather / allocate_shared raise InvalidUsage.
   void teardown() noexcept;
@@ -91,6 +94,7 @@ class MpiBootstrap : public Bootstrap {
   std::vector<int> node_index_;     // world rank -> index on this host, -1 elsewhere
   std::vector<std::string> hosts_;  // world rank -> host name
   std::vector<int> host_id_;        // world rank -> lowest world rank of its host
+  std::vector<int> host_number_;    // world rank -> host number (Note [hosts])
   std::recursive_mutex mutex_;
   std::map<std::vector<int>, MemberComm> comms_;
   std::map<std::vector<int>, uint64_t> seq_;  // per member set

@@ -62,7 +62,7 @@ std::map<std::string, int64_t>& failed_joins() {  // Note [retrying a failed joi
 using Millis = std::chrono::milliseconds;
 constexpr Millis kSlice{20};
 
-std::string host_name() {
+std::string machine_name() {
   char name[HOST_NAME_MAX + 1] = {};
   if (::gethostname(name, sizeof name) != 0) return "unknown-host";
   return name;
@@ -72,7 +72,7 @@ std::string host_name() {
 std::string host_key() {
   char ns[128] = {};
   ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  return host_name() + "|" + (n > 0 ? std::string(ns, size_t(n)) : std::string("?"));
+  return machine_name() + "|" + (n > 0 ? std::string(ns, size_t(n)) : std::string("?"));
 }
 
 int open_pidfd(int pid) {
@@ -182,8 +182,14 @@ void StoreBootstrap::join() {
   joined_ = joins;
   std::string mask;
   for (uint64_t w : cpu_mask()) mask += fmt::format("{:x},", w);
+  // Note [hosts]: a simulated host is a host of its own (no shared memory, no pidfds across it).
+  std::string name = machine_name(), hkey = host_key();
+  if (std::optional<int> id = simulated_host_id()) {
+    name = fmt::format("host {} (SYMMFLOW_HOST_ID)", *id);
+    hkey = fmt::format("sim{}|{}", *id, hkey);
+  }
   store_->set(key(fmt::format("hello/{}", rank_)),
-              fmt::format("{}\n{}\n{}\n{}\n{}", size_, ::getpid(), host_name(), host_key(), mask));
+              fmt::format("{}\n{}\n{}\n{}\n{}", size_, ::getpid(), name, hkey, mask));
   std::vector<std::string> keys;
   std::vector<int> ranks;
   for (int r = 0; r < size_; ++r) {
@@ -227,6 +233,9 @@ void StoreBootstrap::join() {
     if (r != rank_ && p.pid != ::getpid()) p.pidfd = open_pidfd(p.pid);
   }
   local_cpus_ = std::max(1, cpu_count(cpus));
+  std::vector<std::string> host_keys;
+  for (const Peer& p : peers) host_keys.push_back(p.host_key);
+  hosts_ = number_hosts(host_keys);
   std::lock_guard lock(failure_mutex_);
   peers_ = std::move(peers);
 }
@@ -403,16 +412,8 @@ std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<
                                                               size_t bytes, std::string_view op) {
   std::lock_guard lock(mutex_);
   // Every member decides this from the same data, so all raise together (no hang).
-  for (int m : members) {
-    if (peers_[size_t(m)].host_key == peers_[size_t(members[0])].host_key) continue;
-    std::string where;
-    for (int r : members)
-      where += fmt::format("{}rank {} on {}", where.empty() ? "" : ", ", r, peers_[size_t(r)].host);
-    invalid_usage(
-        "{}: the ranks of this allocation span several hosts ({}); the store transport "
-        "allocates symmetric memory only among ranks of one host",
-        op, where);
-  }
+  for (int m : members)
+    if (host_of(m) != host_of(members[0])) refuse_spanning_allocation(*this, members, op);
   std::vector<std::string> sizes =
       allgather(members, "allocate:" + key_text, fmt::format("{}", bytes), op);
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -482,6 +483,75 @@ void StoreBootstrap::wait_for_exits() noexcept {
     }
     if (all) return;
     std::this_thread::sleep_for(Millis(5));
+  }
+}
+
+// Note [store exchanges]: a collective of a group that spans hosts exchanges its data through
+// the store on every call, so its keys cannot be new per call (a store never forgets a key: a
+// training run would leave gigabytes in the server). Member m of a member set writes its data
+// for exchange number n to x/<set>/<m>/<n mod 2> (in pieces of at most kPiece bytes, the TCP
+// store's messages being at most 16 MiB), then adds 1 to its counter x/<set>/<m>/n, which then
+// reads n + 1; a reader waits for every member's counter to reach n + 1 and reads the data.
+// Writing slot n mod 2 again at exchange n + 2 is safe: by then the writer passed exchange
+// n + 1, which needed every member's counter at n + 2, written after that member had read
+// exchange n.
+std::vector<std::string> StoreBootstrap::exchange(const std::vector<int>& members,
+                                                  std::string data, std::string_view op) {
+  constexpr size_t kPiece = size_t(8) << 20;
+  auto pieces = [](size_t bytes) { return std::max<size_t>(1, (bytes + kPiece - 1) / kPiece); };
+  std::lock_guard lock(mutex_);
+  SF_CHECK(std::find(members.begin(), members.end(), rank_) != members.end(),
+           "{}: rank {} is not among the members {}", op, rank_, fmt::join(members, ", "));
+  const uint64_t n = xseq_[members]++;
+  const std::string set = fmt::format("x/{:016x}-{}", member_hash(members), members.size());
+  const std::string mine = key(fmt::format("{}/{}/{}", set, rank_, n & 1));
+  store_->set(mine, fmt::format("{}", data.size()));
+  for (size_t i = 0; i < pieces(data.size()); ++i)
+    store_->set(fmt::format("{}/{}", mine, i),
+                data.substr(std::min(data.size(), i * kPiece), kPiece));
+  store_->add(key(fmt::format("{}/{}/n", set, rank_)), 1);
+  std::vector<std::string> out(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int m = members[i];
+    if (m == rank_) {
+      out[i] = data;
+      continue;
+    }
+    await_count(key(fmt::format("{}/{}/n", set, m)), int64_t(n) + 1, m, op);
+    const std::string theirs = key(fmt::format("{}/{}/{}", set, m, n & 1));
+    const size_t bytes =
+        std::strtoull(store_->get_value(theirs, Millis(0), op).c_str(), nullptr, 10);
+    std::string& v = out[i];
+    v.reserve(bytes);
+    for (size_t p = 0; p < pieces(bytes); ++p)
+      v += store_->get_value(fmt::format("{}/{}", theirs, p), Millis(0), op);
+    SF_CHECK(v.size() == bytes, "{}: malformed exchange from rank {} ({} bytes, said {})", op, m,
+             v.size(), bytes);
+  }
+  return out;
+}
+
+void StoreBootstrap::await_count(const std::string& counter, int64_t value, int rank,
+                                 std::string_view op) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(timeout_s_);
+  std::chrono::microseconds pause{20};
+  for (;;) {
+    if (store_->add(counter, 0) >= value) return;
+    if (std::optional<RankFailure> f = failure(); f && f->rank != rank_)
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} failed ({}) while rank {} waited for rank {}", op, f->rank, f->what,
+                  rank_, rank);
+    if (finished_without(rank, counter) && store_->add(counter, 0) < value)
+      throw_error(ErrorCode::PeerFailure,
+                  "{}: rank {} has finished (it left the world cleanly) while rank {} waited for "
+                  "it",
+                  op, rank, rank_);
+    if (std::chrono::steady_clock::now() - start > limit)
+      throw_error(ErrorCode::Timeout, "{}: timed out after {} s on rank {} waiting for rank {}", op,
+                  timeout_s_, rank_, rank);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
   }
 }
 

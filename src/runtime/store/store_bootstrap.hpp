@@ -8,6 +8,10 @@
 //   <prefix>/hello/<rank>: world size, pid, host (host name + pid namespace) and CPU set.
 //   It waits for every rank's hello (bounded; a Timeout names the first rank missing); a rank
 //   that disagrees on the world size makes every rank raise InvalidUsage listing each rank's.
+// - exchange: the data of collectives of groups that span hosts, in keys written again every
+//   other call (Note [store exchanges] in store_bootstrap.cpp).
+// - Hosts (Note [hosts]): from the hellos' host keys (host name + pid namespace), or the
+//   SYMMFLOW_HOST_ID a test set (then each id is a host of its own).
 // - allgather: per member set a sequence number, like the threads transport; member i sets
 //   <prefix>/ag/<hash of the member set>-<n>/<seq>/<rank> to (key, data) and waits for the others'
 //   keys. Keys compare as on the other transports (check_same_collective). Keys are never
@@ -63,6 +67,10 @@ class StoreBootstrap : public Bootstrap {
   std::shared_ptr<SharedRegion> allocate_shared(const std::vector<int>& members,
                                                 const std::string& key, size_t bytes,
                                                 std::string_view op) override;
+  std::vector<std::string> exchange(const std::vector<int>& members, std::string data,
+                                    std::string_view op) override;  // Note [store exchanges]
+  int host_of(int rank) const override { return hosts_.at(size_t(rank)); }
+  std::string host_name(int rank) const override { return peers_.at(size_t(rank)).host; }
   void poison(const std::string& why) override;
   std::optional<RankFailure> failure() const override;
   void depart() override;
@@ -88,6 +96,8 @@ class StoreBootstrap : public Bootstrap {
   // a rank that left] in store_bootstrap.cpp).
   bool finished_without(int r, const std::string& key_of_r);
   void publish_poison(int rank, const std::string& why) const;
+  // Waits until the counter `counter` of rank `rank` reaches `value` (Note [store exchanges]).
+  void await_count(const std::string& counter, int64_t value, int rank, std::string_view op);
   void wait_for_exits() noexcept;
 
   // Whether the calling process is the one that joined (Note [forked children]).
@@ -106,7 +116,9 @@ class StoreBootstrap : public Bootstrap {
   int local_cpus_ = 1;
   mutable std::vector<Peer> peers_;  // by world rank
   std::recursive_mutex mutex_;
-  std::map<std::vector<int>, uint64_t> seq_;  // per member set
+  std::map<std::vector<int>, uint64_t> seq_;   // per member set
+  std::map<std::vector<int>, uint64_t> xseq_;  // exchanges per member set (Note [store exchanges])
+  std::vector<int> hosts_;                     // world rank -> host number (Note [hosts])
 
   mutable std::mutex failure_mutex_;
   mutable std::optional<RankFailure> failure_;

@@ -53,11 +53,14 @@ struct Block {
 
 class ThreadWorld {
  public:
-  ThreadWorld(int size, double timeout_s)
+  ThreadWorld(int size, double timeout_s, std::vector<int> hosts)
       : finished(std::make_unique<std::atomic<bool>[]>(size_t(size))),
         size_(size),
-        timeout_s_(timeout_s) {}
+        timeout_s_(timeout_s),
+        hosts_(std::move(hosts)) {}
   int size() const { return size_; }
+  // Note [hosts]: the dense host number of each rank (all 0 without simulated hosts).
+  const std::vector<int>& hosts() const { return hosts_; }
   double timeout_s() const { return timeout_s_; }
 
   // Set once rank r's function returned (Note [peers that left] in group.hpp).
@@ -72,6 +75,7 @@ class ThreadWorld {
  private:
   int size_;
   double timeout_s_;
+  std::vector<int> hosts_;
 };
 
 class ThreadRegion : public SharedRegion {
@@ -94,7 +98,13 @@ class ThreadsBootstrap : public Bootstrap {
   int rank() const override { return rank_; }
   int world_size() const override { return world_->size(); }
   Transport transport() const override { return Transport::threads; }
-  int local_ranks() const override { return world_->size(); }
+  int local_ranks() const override {
+    return int(std::count(world_->hosts().begin(), world_->hosts().end(), host_of(rank_)));
+  }
+  int host_of(int rank) const override { return world_->hosts().at(size_t(rank)); }
+  std::string host_name(int rank) const override {
+    return fmt::format("host {} (ThreadsOptions::hosts)", host_of(rank));
+  }
   int local_cpus() const override { return usable_cpus(); }
   double timeout_s() const override { return world_->timeout_s(); }
 
@@ -172,6 +182,8 @@ std::vector<std::string> ThreadsBootstrap::allgather(const std::vector<int>& mem
 std::shared_ptr<SharedRegion> ThreadsBootstrap::allocate_shared(const std::vector<int>& members,
                                                                 const std::string& key,
                                                                 size_t bytes, std::string_view op) {
+  for (int m : members)
+    if (host_of(m) != host_of(members[0])) refuse_spanning_allocation(*this, members, op);
   auto block = std::make_shared<Block>(bytes);
   std::string slot = fmt::format("{}|{}", fmt::join(members, ","), key);
   size_t index = size_t(std::find(members.begin(), members.end(), rank_) - members.begin());
@@ -205,7 +217,16 @@ std::vector<std::exception_ptr> run_threads_collect(int world_size,
   SF_CHECK(world_size >= 1 && world_size <= 1024,
            "run_threads: world size {} out of range [1, 1024]", world_size);
   double timeout = options.timeout_s > 0 ? options.timeout_s : tunables().timeout_s;
-  auto world = std::make_shared<ThreadWorld>(world_size, timeout);
+  std::vector<int> hosts(size_t(world_size), 0);
+  if (!options.hosts.empty()) {
+    SF_CHECK(int(options.hosts.size()) == world_size,
+             "run_threads: ThreadsOptions::hosts names {} hosts for a world of {} ranks (one per "
+             "rank)", options.hosts.size(), world_size);
+    std::vector<std::string> keys;
+    for (int h : options.hosts) keys.push_back(std::to_string(h));
+    hosts = number_hosts(keys);
+  }
+  auto world = std::make_shared<ThreadWorld>(world_size, timeout, std::move(hosts));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world_size));
   std::vector<std::thread> threads;
   threads.reserve(size_t(world_size));

@@ -10,6 +10,7 @@
 //     slices) from every peer in rank order, writes it into every peer's slice r; barrier. Each
 //     element is reduced by exactly one rank. _out: the same, then input copied to `output`.
 //   multimem_*: refused (no NVLink multicast on cpu), naming what to use instead.
+// A group that spans hosts runs both through spanning.hpp (Note [spanning groups]).
 // Arguments are validated (group, reduce_op, dtype, symmetric + contiguous, shapes, no overlap)
 // before the first barrier, whose signature makes the ranks agree on the call (Note [collective
 // agreement] in src/runtime/agreement.cpp); with debug_collectives the call is also fingerprinted
@@ -23,6 +24,7 @@
 
 #include "kernels/cpu/collectives/args.hpp"
 #include "kernels/cpu/collectives/one_shot.hpp"
+#include "kernels/cpu/collectives/spanning.hpp"
 #include "symmflow/kernels/collectives.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/tunables.hpp"
@@ -59,6 +61,7 @@ void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int6
   const DType dtype = in.tensor().dtype();
   fingerprint(g, op, dtype, numel, reduce_op_name(red.op));
   const CollectiveCall call{op, reduce_op_name(red.op), dtype, numel, param_name, param};
+  if (g.spans_hosts()) return span_all_reduce(red, call, in, numel, dst);  // spanning.hpp
   const size_t bytes = size_t(numel) * dtype_size(dtype);
   const Bootstrap& b = g.bootstrap();
   const bool oversubscribed = b.local_ranks() > b.local_cpus();
@@ -125,6 +128,11 @@ void two_shot_impl(std::string_view op, const Tensor& input, const Reduction& re
   Group& g = *red.group;
   fingerprint(g, op, input.dtype(), input.numel(), reduce_op_name(red.op));
   const CollectiveCall call{op, reduce_op_name(red.op), input.dtype(), input.numel()};
+  if (g.spans_hosts()) {  // spanning.hpp: in place, then the copy
+    span_all_reduce(red, call, in, input.numel(), in.local());
+    if (output) copy_into(*output, in.local());
+    return;
+  }
   const int w = g.size(), me = g.rank();
   int64_t begin, len;
   slice_of(input.numel(), w, me, &begin, &len);

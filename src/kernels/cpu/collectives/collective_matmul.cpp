@@ -10,8 +10,10 @@
 // Shapes were checked by the ops' shape functions when the call was bound; the symm args are
 // checked here (symmetric, this group, contiguous) before the first barrier.
 #include <cstring>
+#include <optional>
 
 #include "kernels/cpu/collectives/args.hpp"
+#include "kernels/cpu/collectives/spanning.hpp"
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
@@ -52,16 +54,36 @@ void all_gather_matmul(KernelCall& c) {
   fingerprint(g, kAllGatherMatmul, shard.dtype(), shard.numel());
   const CollectiveCall call{kAllGatherMatmul, {}, shard.dtype(), shard.numel(), "matrices",
                             int64_t(bs.size())};
-  g.barrier(kCollectiveChannel, call);
+  std::optional<Exchanged> x;  // spanning.hpp: the shards through the bootstrap
+  if (g.spans_hosts())
+    x.emplace(g, call, in.local(), shard.nbytes());
+  else
+    g.barrier(kCollectiveChannel, call);
   for (int i = 0; i < w; ++i) {
     const int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
-    const char* src = static_cast<const char*>(in.peer(p));
+    const char* src = static_cast<const char*>(x ? x->of(p) : in.peer(p));
     for (int64_t l = 0; l < lead; ++l)  // rank p's slab of each leading index
       std::memcpy(gathered + (size_t(l) * size_t(w) + size_t(p)) * slab, src + size_t(l) * slab,
                   slab);
   }
-  g.barrier(kCollectiveChannel, call);
+  if (!x) g.barrier(kCollectiveChannel, call);
   for (size_t i = 0; i < bs.size(); ++i) product_into(c.out(i + 1), c.out(0), bs[i]);
+}
+
+// Chunk j of this rank's product into its slot of rank j's `slots`, between two barriers.
+void push_chunks(Group& g, const CollectiveCall& call, const SymmArg& slots, const Tensor& full,
+                 int64_t lead, size_t piece, size_t slot_bytes) {
+  const int w = g.size(), r = g.rank();
+  g.barrier(kCollectiveChannel, call);
+  const char* src = static_cast<const char*>(full.raw_data());
+  for (int k = 1; k <= w; ++k) {
+    const int j = (r + k) % w;  // the rank that keeps chunk j; this rank's own chunk last
+    char* slot = static_cast<char*>(slots.peer(j)) + size_t(r) * slot_bytes;
+    for (int64_t l = 0; l < lead; ++l)
+      std::memcpy(slot + size_t(l) * piece, src + (size_t(l) * size_t(w) + size_t(j)) * piece,
+                  piece);
+  }
+  g.barrier(kCollectiveChannel, call);
 }
 
 void matmul_reduce_scatter(KernelCall& c) {
@@ -86,17 +108,20 @@ void matmul_reduce_scatter(KernelCall& c) {
   const size_t slot_bytes = out.nbytes();
   fingerprint(g, kMatmulReduceScatter, a.dtype(), full.numel(), reduce_op_name(reduce));
   const CollectiveCall call{kMatmulReduceScatter, reduce_op_name(reduce), a.dtype(), full.numel()};
-  g.barrier(kCollectiveChannel, call);
-  const char* src = static_cast<const char*>(full.raw_data());
-  for (int k = 1; k <= w; ++k) {
-    const int j = (r + k) % w;  // the rank that keeps chunk j; this rank's own chunk last
-    char* slot = static_cast<char*>(slots.peer(j)) + size_t(r) * slot_bytes;
-    for (int64_t l = 0; l < lead; ++l)
-      std::memcpy(slot + size_t(l) * piece, src + (size_t(l) * size_t(w) + size_t(j)) * piece,
-                  piece);
+  if (g.spans_hosts()) {  // spanning.hpp: every member's product, this rank's chunk taken
+    const Exchanged x(g, call, full.raw_data(), full.nbytes());
+    for (int s = 0; s < w; ++s) {
+      char* slot = static_cast<char*>(slots.local()) + size_t(s) * slot_bytes;
+      for (int64_t l = 0; l < lead; ++l)
+        std::memcpy(slot + size_t(l) * piece,
+                    static_cast<const char*>(x.of(s)) + (size_t(l) * size_t(w) + size_t(r)) * piece,
+                    piece);
+    }
+  } else {
+    push_chunks(g, call, slots, full, lead, piece, slot_bytes);
   }
-  g.barrier(kCollectiveChannel, call);
   if (out.numel() == 0) return;
+
   RankPointers srcs(w, [&](int s) { return static_cast<char*>(slots.local()) + s * slot_bytes; });
   OutBuffer dst(out);
   fn(srcs.at(0), w, dst.data(), out.numel(), w);

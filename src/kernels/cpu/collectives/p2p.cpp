@@ -14,11 +14,15 @@
 //   broadcast_(input, root, group): barrier, non-roots copy root's input, barrier.
 //   barrier(group, channel): Group::barrier.
 //   stream_write_value32_ / memset32_: u32 contiguous tensors; offset, count and value checked.
+// On a group that spans hosts (Note [spanning groups]) permute and broadcast exchange through the
+// bootstrap instead (spanning.hpp); put_signal, wait_signal and get reach members of this host
+// only, and name both hosts otherwise.
 #include <atomic>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu/collectives/args.hpp"
+#include "kernels/cpu/collectives/spanning.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::cpu {
@@ -49,6 +53,12 @@ void permute_out_impl(std::string_view op, const Tensor& input, int64_t shift, G
   const int to = int(((g.rank() + shift) % w + w) % w);
   fingerprint(g, op, input.dtype(), input.numel(), fmt::format("shift={}", shift));
   const CollectiveCall call{op, {}, input.dtype(), input.numel(), "shift", shift};
+  if (g.spans_hosts()) {  // receive from rank - shift what it sent
+    const Exchanged x(g, call, input);
+    const int from = int(((g.rank() - shift) % w + w) % w);
+    if (input.nbytes() > 0) std::memcpy(o.local(), x.of(from), input.nbytes());
+    return;
+  }
   g.barrier(kCollectiveChannel, call);
   copy_from(o.peer(to), input);
   g.barrier(kCollectiveChannel, call);
@@ -73,6 +83,7 @@ void put_signal_impl(const Tensor& src, const Tensor& dst, int64_t peer, int64_t
            "for more)",
            op, channel, g.name(), g.channels() - 1);
   g.check_alive(op);
+  if (g.spans_hosts()) g.host_peer(p, op);  // raises for a member of another host
   copy_from(d.peer(p), src);
   g.put_signal(p, int(channel), op);
 }
@@ -94,6 +105,7 @@ void get_impl(const Tensor& src, int64_t peer, Group& g, const Tensor& out) {
   check_spec(op, "out", out, src.dtype(), src.shape(), "like 'src'");
   int p = checked_peer(op, "peer", peer, g);
   g.check_alive(op);
+  if (g.spans_hosts()) g.host_peer(p, op);  // raises for a member of another host
   copy_into(out, s.peer(p));
 }
 
@@ -103,6 +115,12 @@ void broadcast_impl(const Tensor& input, int64_t root, Group& g) {
   int r = checked_peer(op, "root", root, g);
   fingerprint(g, op, input.dtype(), input.numel(), fmt::format("root={}", root));
   const CollectiveCall call{op, {}, input.dtype(), input.numel(), "root", root};
+  if (g.spans_hosts()) {  // the root's bytes alone
+    const bool root_here = g.rank() == r;
+    const Exchanged x(g, call, in.local(), root_here ? input.nbytes() : 0);
+    if (!root_here && input.nbytes() > 0) std::memcpy(in.local(), x.of(r), input.nbytes());
+    return;
+  }
   g.barrier(kCollectiveChannel, call);
   if (g.rank() != r && input.nbytes() > 0) std::memcpy(in.local(), in.peer(r), input.nbytes());
   g.barrier(kCollectiveChannel, call);

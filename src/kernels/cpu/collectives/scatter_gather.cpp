@@ -16,13 +16,17 @@
 //     rank p's input (r this rank), pulled from peers. The ranks agree on dtype, element count and
 //     row elements at the first barrier, so no rank reads a peer's block of another shape.
 //   multimem_all_gather_out: refused (no NVLink multicast on cpu).
-// Each op: barrier, read peers, barrier; shapes checked before the first barrier.
+// Each op: barrier, read peers, barrier; shapes checked before the first barrier. On a group that
+// spans hosts the barriers are one exchange of every member's input (spanning.hpp), read instead
+// of the peers' memory: the same results bit for bit.
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/ranges.h>
 
 #include "kernels/cpu/collectives/args.hpp"
+#include "kernels/cpu/collectives/spanning.hpp"
 #include "symmflow/ops/library.hpp"
 
 namespace symmflow::cpu {
@@ -50,16 +54,20 @@ void reduce_scatter_impl(std::string_view op, const Tensor& input, std::string_v
   const CollectiveCall call{op, reduce_op_name(r), input.dtype(), input.numel(),
                             split_last_dim ? "split_last_dim" : "", split_last_dim ? 1 : 0};
   OutBuffer dst(output);
-  g.barrier(kCollectiveChannel, call);
+  std::optional<Exchanged> x;
+  if (g.spans_hosts())
+    x.emplace(g, call, in.local(), input.nbytes());
+  else
+    g.barrier(kCollectiveChannel, call);
   if (chunk > 0) {
-    RankPointers ptrs(in, w);
+    RankPointers ptrs(w, [&](int p) { return x ? x->of(p) : in.peer(p); });
     char* out = static_cast<char*>(dst.data());
     for (int64_t o = 0; o < geo.outer; ++o) {
       int64_t src = (o * geo.row_stride + g.rank() * chunk) * elem;
       fn(ptrs.at(src), w, out + o * chunk * elem, chunk, w);
     }
   }
-  g.barrier(kCollectiveChannel, call);
+  if (!x) g.barrier(kCollectiveChannel, call);
   dst.finish();
 }
 
@@ -72,15 +80,19 @@ void all_gather_impl(std::string_view op, const Tensor& input, std::string_view 
   const CollectiveCall call{op, {}, input.dtype(), input.numel()};
   const size_t bytes = input.nbytes();
   OutBuffer dst(out);
-  g.barrier(kCollectiveChannel, call);
+  std::optional<Exchanged> x;
+  if (g.spans_hosts())
+    x.emplace(g, call, in.local(), bytes);
+  else
+    g.barrier(kCollectiveChannel, call);
   if (bytes > 0) {
     char* o = static_cast<char*>(dst.data());
     for (int i = 0; i < w; ++i) {
       int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
-      std::memcpy(o + size_t(p) * bytes, in.peer(p), bytes);
+      std::memcpy(o + size_t(p) * bytes, x ? x->of(p) : in.peer(p), bytes);
     }
   }
-  g.barrier(kCollectiveChannel, call);
+  if (!x) g.barrier(kCollectiveChannel, call);
   dst.finish();
 }
 
@@ -94,17 +106,21 @@ void all_to_all_impl(std::string_view op, const Tensor& input, Group& g, const T
   const CollectiveCall call{op, {}, input.dtype(), input.numel(), "row_elements",
                             rows > 0 ? input.numel() / rows : 0};
   OutBuffer dst(out);
-  g.barrier(kCollectiveChannel, call);
+  std::optional<Exchanged> x;
+  if (g.spans_hosts())
+    x.emplace(g, call, in.local(), input.nbytes());
+  else
+    g.barrier(kCollectiveChannel, call);
   if (block > 0) {
     char* o = static_cast<char*>(dst.data());
     const int64_t mine = int64_t(g.rank()) * block;
     for (int i = 0; i < w; ++i) {
       int p = (g.rank() + i) % w;  // staggered: ranks read different peers at once
-      std::memcpy(o + int64_t(p) * block, static_cast<const char*>(in.peer(p)) + mine,
-                  size_t(block));
+      std::memcpy(o + int64_t(p) * block,
+                  static_cast<const char*>(x ? x->of(p) : in.peer(p)) + mine, size_t(block));
     }
   }
-  g.barrier(kCollectiveChannel, call);
+  if (!x) g.barrier(kCollectiveChannel, call);
   dst.finish();
 }
 
@@ -145,9 +161,24 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
   // the elements of one row.
   const CollectiveCall call{op,        {}, input.dtype(), 0, "row_elements",
                             row_bytes / int64_t(dtype_size(input.dtype()))};
-  g.barrier(kCollectiveChannel, call);
+  // Spanning hosts: every member's splits, then its input rows, in one exchange.
+  std::optional<Exchanged> x;
+  const size_t split_bytes = size_t(w) * sizeof(int64_t);
+  if (g.spans_hosts()) {
+    std::string mine(split_bytes + input.nbytes(), '\0');
+    std::memcpy(mine.data(), splits_arg.local(), split_bytes);
+    if (input.nbytes() > 0) std::memcpy(mine.data() + split_bytes, in.local(), input.nbytes());
+    x.emplace(g, call, mine.data(), mine.size());
+  } else {
+    g.barrier(kCollectiveChannel, call);
+  }
+  auto rows_of = [&](int p) -> const char* {
+    return x ? static_cast<const char*>(x->of(p)) + split_bytes
+             : static_cast<const char*>(in.peer(p));
+  };
   std::vector<const int64_t*> splits(static_cast<size_t>(w));
-  for (int p = 0; p < w; ++p) splits[size_t(p)] = static_cast<const int64_t*>(splits_arg.peer(p));
+  for (int p = 0; p < w; ++p)
+    splits[size_t(p)] = static_cast<const int64_t*>(x ? x->of(p) : splits_arg.peer(p));
   check_splits(op, g, splits, input.size(0), out.size(0));
   const int me = g.rank();
   auto* result = static_cast<int64_t*>(meta.local());
@@ -158,15 +189,14 @@ void all_to_all_vdev_impl(const Tensor& input, const Tensor& out, const Tensor& 
     for (int q = 0; q < me; ++q) src_row += splits[size_t(p)][q];
     int64_t rows = splits[size_t(p)][me];
     if (rows > 0) {
-      std::memcpy(dst + offset * row_bytes,
-                  static_cast<const char*>(in.peer(p)) + src_row * row_bytes,
+      std::memcpy(dst + offset * row_bytes, rows_of(p) + src_row * row_bytes,
                   size_t(rows * row_bytes));
     }
     result[p] = rows;
     result[w + p] = offset;
     offset += rows;
   }
-  g.barrier(kCollectiveChannel, call);
+  if (!x) g.barrier(kCollectiveChannel, call);
 }
 
 SYMMFLOW_LIBRARY_IMPL(symm_mem, cpu, m) {

@@ -1,0 +1,195 @@
+// Groups that span simulated hosts (Note [spanning groups] in src/runtime/group.hpp) on the
+// threads transport (ThreadsOptions::hosts): every case of the collectives' matrix (cases.hpp)
+// on a group whose members run on 2 and 3 hosts (blocks, interleaved, unequal), flat and
+// hierarchical, against the same naive references as on one host; the topology a group learns;
+// signals and loads refused across hosts; agreement and poisoning across hosts. The same over
+// processes (the store transport, SYMMFLOW_HOST_ID) is tests/python/test_multihost.py.
+#include <gtest/gtest.h>
+
+#include "collectives/cases.hpp"
+#include "symmflow/ops/registry.hpp"
+#include "symmflow/runtime/tunables.hpp"
+
+namespace symmflow::testing {
+namespace {
+
+struct Layout {
+  const char* name;
+  std::vector<int> hosts;  // host id of each global rank
+};
+
+const Layout kLayouts[] = {
+    {"2x2", {0, 0, 1, 1}},
+    {"3x2", {0, 0, 1, 1, 2, 2}},
+    {"interleaved", {0, 1, 0, 1}},  // hosts by rank parity: host members are not consecutive
+    {"unequal", {0, 0, 0, 1}},      // 3 + 1: never hierarchical
+};
+
+// Operations that reach other hosts through the exchange: all but the one-sided loads and
+// signals (SpanningGroups.SignalsAndLoadsReachOnlyThisHost).
+bool spans(Op op) { return op != Op::put_wait_signal && op != Op::get; }
+
+using Param = std::tuple<Op, int, bool>;  // op, layout, hierarchical from 0 bytes
+
+class SpanningMatrix : public ::testing::TestWithParam<Param> {};
+
+TEST_P(SpanningMatrix, EveryCaseEqualsTheReference) {
+  const auto op = std::get<0>(GetParam());
+  const Layout& layout = kLayouts[std::get<1>(GetParam())];
+  const bool hierarchical = std::get<2>(GetParam());
+  if (!spans(op)) GTEST_SKIP() << "one-sided: refused across hosts (tested below)";
+  Tunables t = oversubscribed_tunables();
+  t.hierarchical_min_bytes = hierarchical ? 0 : int64_t(1) << 40;
+  ScopedTunables quick(t);
+  Registry::global();
+  const int world = int(layout.hosts.size());
+  std::vector<Case> cases = case_matrix(op, world);
+  run_threads(world, [&](Runtime& rt) {
+    std::vector<int> reversed;
+    for (int r = world - 1; r >= 0; --r) reversed.push_back(r);
+    rt.new_group("g", reversed);
+    ASSERT_TRUE(rt.group("g")->spans_hosts());
+    Workspace ws(rt, "g");
+    for (const Case& c : cases) run_case(ws, c);
+  }, ThreadsOptions{60, layout.hosts});
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string name = op_name(std::get<0>(info.param));
+  if (name[0] == '_') name = name.substr(1);
+  if (name.back() == '_') name.pop_back();
+  return name + "_" + kLayouts[std::get<1>(info.param)].name +
+         (std::get<2>(info.param) ? "_hierarchical" : "_flat");
+}
+
+INSTANTIATE_TEST_SUITE_P(Multihost, SpanningMatrix,
+                         ::testing::Combine(::testing::ValuesIn(kAllOps),
+                                            ::testing::Range(0, int(std::size(kLayouts))),
+                                            ::testing::Bool()),
+                         param_name);
+
+std::vector<std::string> errors_of(int world, std::vector<int> hosts,
+                                   const std::function<void(Runtime&)>& fn) {
+  Registry::global();
+  std::vector<std::string> out;
+  for (const std::exception_ptr& e : run_threads_collect(world, fn, ThreadsOptions{5, hosts})) {
+    if (!e) {
+      out.emplace_back();
+      continue;
+    }
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      out.emplace_back(x.what());
+    }
+  }
+  return out;
+}
+
+TEST(SpanningGroups, KnowTheirHostsAndCrossRanks) {
+  for (const std::string& e : errors_of(6, {0, 0, 1, 1, 2, 2}, [](Runtime& rt) {
+         const Bootstrap& b = rt.bootstrap();
+         EXPECT_EQ(b.host_of(rt.rank()), rt.rank() / 2);
+         EXPECT_EQ(b.local_ranks(), 2);
+         EXPECT_EQ(b.host_name(5), "host 2 (ThreadsOptions::hosts)");
+         Group& w = *rt.group("world");
+         EXPECT_TRUE(w.spans_hosts());
+         EXPECT_EQ(w.hosts(), 3);
+         EXPECT_TRUE(w.uniform());
+         EXPECT_EQ(w.host_group().size(), 2);
+         EXPECT_EQ(w.host_group().name(), "world@host" + std::to_string(rt.rank() / 2));
+         const int l = rt.rank() % 2;
+         EXPECT_EQ(w.cross_ranks(), (std::vector<int>{l, 2 + l, 4 + l}));
+         // A group inside one host is an ordinary group.
+         const int h = rt.rank() / 2;
+         Group& tp = *rt.new_group("tp" + std::to_string(h), {2 * h, 2 * h + 1});
+         EXPECT_FALSE(tp.spans_hosts());
+         EXPECT_EQ(&tp.host_group(), &tp);
+       }))
+    EXPECT_EQ(e, "");
+}
+
+TEST(SpanningGroups, SharedMemoryIsPerHost) {
+  for (const std::string& e : errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
+         Tensor x = empty_symmetric({8}, DType::f32, "world");
+         const auto* s = dynamic_cast<const SymmetricStorage*>(x.storage().get());
+         ASSERT_NE(s, nullptr);
+         for (int p = 0; p < 4; ++p) {
+           const bool same_host = p / 2 == rt.rank() / 2;
+           EXPECT_EQ(s->heap()->peer(p) != nullptr, same_host) << "peer " << p;
+         }
+         // Asked of ranks of two hosts, shared memory is refused by the transport, naming both.
+         try {
+           rt.bootstrap().allocate_shared({0, 1, 2, 3}, "x", 64, "test_alloc");
+           ADD_FAILURE() << "allocated across hosts";
+         } catch (const Error& err) {
+           EXPECT_NE(std::string(err.what()).find(
+                         "test_alloc: the ranks of this allocation span several hosts (rank 0 on "
+                         "host 0 (ThreadsOptions::hosts), rank 1 on host 0 (ThreadsOptions::hosts), "
+                         "rank 2 on host 1"),
+                     std::string::npos)
+               << err.what();
+         }
+       }))
+    EXPECT_EQ(e, "");
+}
+
+TEST(SpanningGroups, SignalsAndLoadsReachOnlyThisHost) {
+  for (const std::string& e : errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
+         const std::string g = "world";
+         Tensor dst = empty_symmetric({4}, DType::f32, g);
+         Tensor src = Tensor::zeros({4}, DType::f32);
+         const int r = rt.rank(), mate = r ^ 1, far = (r + 2) % 4;
+         // Same host: works.
+         call("symm_mem::put_signal", {src, dst, int64_t(mate), int64_t(0), g});
+         call("symm_mem::wait_signal", {dst, int64_t(mate), int64_t(0), g});
+         try {
+           call("symm_mem::get", {dst, int64_t(far), g, Tensor::zeros({4}, DType::f32)});
+           ADD_FAILURE() << "get across hosts";
+         } catch (const Error& err) {
+           EXPECT_EQ(err.code(), ErrorCode::InvalidUsage);
+           EXPECT_NE(std::string(err.what()).find(fmt::format(
+                         "symm_mem::get: rank {} of group 'world' runs on host {} "
+                         "(ThreadsOptions::hosts) and rank {} on host {}",
+                         far, far / 2, r, r / 2)),
+                     std::string::npos)
+               << err.what();
+         }
+       }))
+    EXPECT_EQ(e, "");
+}
+
+TEST(SpanningGroups, RanksThatDisagreeAcrossHostsRaiseOnEveryRankThenThePoisonStays) {
+  const std::vector<std::string> errors = errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
+    Tensor x = empty_symmetric({16}, DType::f32, "world");
+    const std::string reduce = rt.rank() == 3 ? "max" : "sum";
+    try {
+      call("symm_mem::one_shot_all_reduce", {x, reduce, std::string("world")});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+      EXPECT_NE(std::string(e.what()).find(
+                    "the ranks of group 'world' disagree on reduce op (collective agreement; no "
+                    "data was exchanged):\n  reduce op: sum on ranks 0, 1, 2; max on rank 3"),
+                std::string::npos)
+          << e.what();
+    }
+    // Note [poisoned groups]: the next call raises before anything moves.
+    call("symm_mem::one_shot_all_reduce", {x, std::string("sum"), std::string("world")});
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("group 'world' is poisoned"), std::string::npos) << e;
+}
+
+TEST(SpanningGroups, ARankThatFailsOnAnotherHostIsNamed) {
+  const std::vector<std::string> errors = errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
+    Tensor x = empty_symmetric({16}, DType::f32, "world");
+    if (rt.rank() == 3) throw std::runtime_error("rank 3 gave up");
+    call("symm_mem::one_shot_all_reduce", {x, std::string("sum"), std::string("world")});
+  });
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(errors[size_t(r)].find("rank 3 failed (rank 3 gave up)"), std::string::npos)
+        << errors[size_t(r)];
+}
+
+}  // namespace
+}  // namespace symmflow::testing
