@@ -15,6 +15,7 @@
 #include "symmflow/ir/verify.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/passes/pipeline.hpp"
+#include "symmflow/runtime/runtime.hpp"
 
 namespace symmflow::api {
 
@@ -126,6 +127,22 @@ std::vector<std::string> pass_names() {
   return names;
 }
 
+namespace {
+// Note [hosts]: the options' hosts, else those of the calling rank's world of this size.
+std::vector<int> hosts_for(const CompileOptions& options, int world_size) {
+  if (!options.hosts.empty()) return options.hosts;
+  const Runtime* rt = Runtime::current_or_null();
+  if (!rt || rt->world_size() != world_size) return {};
+  std::vector<int> hosts;
+  bool several = false;
+  for (int r = 0; r < world_size; ++r) {
+    hosts.push_back(rt->bootstrap().host_of(r));
+    several = several || hosts.back() != hosts.front();
+  }
+  return several ? hosts : std::vector<int>{};
+}
+}  // namespace
+
 CompiledProgram compile(const Program& program, const CompileOptions& options) {
   if (options.device != "cpu") {  // the target's kernels registered before the passes choose
     SF_CHECK(options.device == "cuda" || options.device.rfind("cuda:", 0) == 0,
@@ -159,6 +176,7 @@ CompiledProgram compile(const Program& program, const CompileOptions& options) {
   try {
     // The source once more, with its file's lines, for the pipeline to own.
     std::unique_ptr<ir::Graph> g = ir::parse_graph(src.text(), {src.filename(), src.world_size()});
+    g->set_hosts(hosts_for(options, src.world_size()));
     out.plan_ = passes::compile(std::move(g), po);
   } catch (const ir::DiagnosticError& e) {
     throw program_error(e, src.filename());

@@ -82,12 +82,16 @@ std::vector<std::string> Rank::allgather(const std::string& bytes, const std::st
 }
 void Rank::abort(const std::string& why) { runtime_->abort(why); }
 
-void run_threads(int world_size, const std::function<void(Rank&)>& fn) {
+void run_threads(int world_size, const std::function<void(Rank&)>& fn,
+                 const std::vector<int>& hosts) {
   SF_CHECK(world_size >= 1, "--ranks must be at least 1 (got {})", world_size);
-  symmflow::run_threads(world_size, [&](Runtime& rt) {
-    Rank rank(rt);
-    fn(rank);
-  });
+  symmflow::run_threads(
+      world_size,
+      [&](Runtime& rt) {
+        Rank rank(rt);
+        fn(rank);
+      },
+      ThreadsOptions(-1, hosts));
 }
 
 Rank join_mpi() { return Rank(symmflow::init_mpi()); }

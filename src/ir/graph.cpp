@@ -186,6 +186,14 @@ const GroupDecl* Graph::find_group(std::string_view name) const {
   return it == group_index_.end() ? nullptr : &groups_[it->second];
 }
 
+void Graph::set_hosts(std::vector<int> host_of_rank) {
+  SF_CHECK(host_of_rank.empty() || int(host_of_rank.size()) == world_size_,
+           "hosts: {} host ids for a world of {} ranks (one per rank)", host_of_rank.size(),
+           world_size_);
+  for (int h : host_of_rank) SF_CHECK(h >= 0, "hosts: host id {} is negative", h);
+  hosts_ = std::move(host_of_rank);
+}
+
 int Graph::group_size(std::string_view name) const {
   const GroupDecl* g = find_group(name);
   SF_CHECK(g, "unknown group '{}' (declare it with `group {}` before the graph)", name, name);

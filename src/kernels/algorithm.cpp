@@ -102,4 +102,59 @@ AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int wor
   return {};
 }
 
+bool hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* why) {
+  const Tunables& t = tunables();
+  std::string reason;
+  bool yes = false;
+  if (t.deterministic)
+    reason = "flat: SYMMFLOW_DETERMINISTIC=1 keeps one order of the sum at every size";
+  else if (!span.uniform)
+    reason = "flat: the hosts hold different numbers of members";
+  else if (span.per_host <= 1)
+    reason = "flat: one member per host";
+  else if (bytes < t.hierarchical_min_bytes)
+    reason = fmt::format("flat: {} B < SYMMFLOW_HIERARCHICAL_MIN_BYTES = {} B", bytes,
+                         t.hierarchical_min_bytes);
+  else
+    yes = true, reason = fmt::format("hierarchical: {} B >= SYMMFLOW_HIERARCHICAL_MIN_BYTES = {} B",
+                                     bytes, t.hierarchical_min_bytes);
+  if (why) *why = std::move(reason);
+  return yes;
+}
+
+AlgorithmChoice spanning_algorithm(std::string_view op, int64_t bytes, const SpanShape& span) {
+  const std::string_view name = base_name(op);
+  const int world = span.hosts * span.per_host;  // exact when uniform; else an upper bound
+  const std::string where =
+      fmt::format("spans {} hosts ({} member{} per host{})", span.hosts, span.per_host,
+                  span.per_host == 1 ? "" : "s", span.uniform ? "" : " at most");
+  const std::string gpu = "refused (GPU groups across hosts need NCCL)";
+  const bool all_reduce = starts_with(name, "one_shot_all_reduce") ||
+                          starts_with(name, "two_shot_all_reduce") ||
+                          starts_with(name, "fused_all_reduce_add_rms_norm") ||
+                          starts_with(name, "reduce_out") || name == "all_reduce";
+  if (all_reduce) {
+    std::string why;
+    if (hierarchical_all_reduce(bytes, span, &why)) {
+      const int64_t slice = bytes / std::max(1, span.per_host);
+      return {"hierarchical", gpu,
+              fmt::format("{}; {}: in each host {} B read and {} B written per member through "
+                          "memory, across hosts {} B received per member through the exchange",
+                          where, why, (span.per_host - 1) * slice, (span.per_host - 1) * slice,
+                          (span.hosts - 1) * slice)};
+    }
+    return {"exchange", gpu,
+            fmt::format("{}; {}: every member's {} B to every member through the exchange ({} B "
+                        "received per member)",
+                        where, why, bytes, int64_t(world - 1) * bytes)};
+  }
+  if (starts_with(name, "put_signal") || starts_with(name, "wait_signal") || name == "get")
+    return {"this host only", gpu,
+            fmt::format("{}; signals and loads reach members of one's own host only", where)};
+  return {"exchange", gpu,
+          fmt::format("{}; one exchange of every member's {} B through the bootstrap (MPI, the "
+                      "store) instead of loads from peers' memory",
+                      where, bytes)};
+}
+
 }  // namespace symmflow::kernels

@@ -22,6 +22,8 @@
 // Refuses: a memory plan that does not cover the graph, an out_variant attribute naming an op
 //   that is not registered or whose out args do not match the node's results (InvalidUsage).
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -223,6 +225,29 @@ class Builder {
     step.group = n.group();
     step.group_size = graph_.group_size(step.group);
     step.algorithm = kernels::collective_algorithm(n.op()->name(), step.bytes, step.group_size);
+    if (std::optional<kernels::SpanShape> span = span_of(step.group))
+      step.algorithm = kernels::spanning_algorithm(n.op()->name(), step.bytes, *span);
+  }
+
+  // Note [hosts]: of the subgroups of `group` that span hosts (Graph::hosts), the one over most
+  // hosts: its hosts, members per host and whether equal; nullopt when none spans hosts.
+  std::optional<kernels::SpanShape> span_of(const std::string& group) const {
+    const std::vector<int>& hosts = graph_.hosts();
+    const ir::GroupDecl* decl = graph_.find_group(group);
+    if (hosts.empty() || !decl) return std::nullopt;
+    std::optional<kernels::SpanShape> widest;
+    for (int r = 0; r < graph_.world_size(); ++r) {
+      std::map<int, int> per_host;
+      for (int m : decl->members_of(r, graph_.world_size())) ++per_host[hosts[size_t(m)]];
+      if (per_host.size() < 2) continue;
+      kernels::SpanShape s{int(per_host.size()), 0, true};
+      for (const auto& [h, n] : per_host) {
+        s.uniform = s.uniform && (s.per_host == 0 || s.per_host == n);
+        s.per_host = std::max(s.per_host, n);
+      }
+      if (!widest || s.hosts > widest->hosts) widest = s;
+    }
+    return widest;
   }
 
   void list_copies() {

@@ -54,6 +54,7 @@ struct RunCmdOptions {
   std::vector<std::string> plugins;
   int ranks = 1;
   bool ranks_given = false;  // --ranks on the command line
+  std::vector<int> hosts;    // --hosts: simulated hosts of the thread ranks (Note [hosts])
   int iters = 1;
   uint64_t seed = 0;
   bool check = false;
@@ -64,6 +65,7 @@ api::CompileOptions compile_options(const RunCmdOptions& o) {
   api::CompileOptions c;
   c.race_check = o.race_check;
   c.device = o.device;
+  c.hosts = o.hosts;
   return c;
 }
 
@@ -254,9 +256,9 @@ int run_run(const RunCmdOptions& o) {
       api::compile(api::Program::parse_file(o.file, o.ranks), compile_options(o));
   std::vector<RankResult> results(size_t(o.ranks));
   const Clock::time_point t0 = Clock::now();
-  api::run_threads(o.ranks, [&](api::Rank& rank) {
-    results[size_t(rank.rank())] = run_rank(rank, o, compiled, t0);
-  });
+  api::run_threads(
+      o.ranks, [&](api::Rank& rank) { results[size_t(rank.rank())] = run_rank(rank, o, compiled, t0); },
+      o.hosts);
   return report(compiled.explain(), results, ro);
 }
 }  // namespace
@@ -266,6 +268,11 @@ Command add_run_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "Compile a graph file and run it on N ranks");
   sub->add_option("file", o->file, "Graph file (.sf)")->required();
   CLI::Option* ranks = sub->add_option("--ranks", o->ranks, "Number of ranks (default 1)");
+  sub->add_option("--hosts", o->hosts,
+                  "Simulated hosts of the thread ranks, a host id per rank (e.g. 0,0,1,1): ranks "
+                  "of two hosts share no memory and meet through the exchange (docs/multihost.md; "
+                  "under mpirun set SYMMFLOW_HOST_ID per process instead)")
+      ->delimiter(',');
   sub->add_option("--transport", o->transport,
                   "How ranks run: threads (default), or mpi (one process each, under mpirun)");
   sub->add_option("--device", o->device, "Where each rank computes: cpu (default) or cuda");

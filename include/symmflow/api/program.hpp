@@ -118,6 +118,10 @@ struct CompileOptions {
   // The device the plan is for: "cpu", or "cuda"/"cuda:i", whose backend module is loaded first
   // (the passes choose among the kernels registered when they run). No GPU is needed.
   std::string device = "cpu";
+  // The host of each rank (Note [hosts] in runtime/bootstrap.hpp), for explain: a collective of a
+  // group that spans hosts says how it runs there. Empty: the hosts of the world of the calling
+  // rank when it has the program's world size, else one host.
+  std::vector<int> hosts;
 };
 
 class CompiledProgram {

@@ -53,7 +53,10 @@ class Rank {
 
 // Runs fn on `world_size` ranks, one thread each; rethrows the first rank's error (in rank
 // order) prefixed "rank N: ". A rank that throws fails its waiting peers fast.
-void run_threads(int world_size, const std::function<void(Rank&)>& fn);
+// `hosts`: simulated hosts, the host id of each rank (Note [hosts] in runtime/bootstrap.hpp;
+// empty: one host).
+void run_threads(int world_size, const std::function<void(Rank&)>& fn,
+                 const std::vector<int>& hosts = {});
 // MPI: this process becomes one rank of MPI_COMM_WORLD (finalized at exit); the transport is
 // loaded on first use, InvalidUsage saying why when it cannot be (built without MPI, no libmpi).
 Rank join_mpi();

@@ -185,6 +185,12 @@ class Graph {
   const std::string& name() const { return name_; }
   int world_size() const { return world_size_; }
   void set_world_size(int w) { world_size_ = w; }
+  // Note [hosts] (runtime/bootstrap.hpp): the host of each rank, when the ranks run on several
+  // (empty: one host). Only explain reads it: a collective of a group that spans hosts says how
+  // it runs (kernels::spanning_algorithm); the plan is the same.
+  const std::vector<int>& hosts() const { return hosts_; }
+  // Throws InvalidUsage unless there is one id (>= 0) per rank of the world.
+  void set_hosts(std::vector<int> host_of_rank);
   // The file the graph was parsed from (ParseOptions::filename; "" when built), for diagnostics.
   const std::string& source_file() const { return source_file_; }
   void set_source_file(std::string f) { source_file_ = std::move(f); }
@@ -249,6 +255,7 @@ class Graph {
 
   std::string name_;
   int world_size_;
+  std::vector<int> hosts_;
   std::vector<GroupDecl> groups_;
   std::map<std::string, size_t, std::less<>> group_index_;  // name -> index in groups_
   std::vector<Value*> inputs_, outputs_;

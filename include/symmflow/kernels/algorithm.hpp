@@ -47,4 +47,19 @@ struct AlgorithmChoice {
 // communicate get empty names.
 AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int world);
 
+// Note [hierarchical all-reduce] (kernels/cpu/collectives/spanning.cpp): a group whose members
+// run on several hosts. `hosts`: how many; `per_host`: members on each (the largest);
+// `uniform`: every host holds the same number.
+struct SpanShape {
+  int hosts = 1;
+  int per_host = 0;
+  bool uniform = true;
+};
+// How a CPU all-reduce of `bytes` on such a group runs: hierarchical (true) or flat through the
+// exchange, and why (`why` may be null). The kernel and explain both ask this.
+bool hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* why);
+// collective_algorithm's answer for a group that spans hosts: the CPU algorithm, the GPU refusal,
+// and the bytes each level moves per member.
+AlgorithmChoice spanning_algorithm(std::string_view op, int64_t bytes, const SpanShape& span);
+
 }  // namespace symmflow::kernels

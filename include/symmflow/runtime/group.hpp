@@ -181,6 +181,7 @@ class Group {
   int hosts() const { return hosts_; }
   // The members on this rank's host, in group order (this group itself when it spans no hosts).
   Group& host_group() { return host_ ? *host_ : *this; }
+  const Group& host_group() const { return host_ ? *host_ : *this; }
   const std::shared_ptr<Group>& host_group_ptr() const { return host_; }
   // Memory of this host's members that a hierarchical collective stages its result in (Note
   // [hierarchical all-reduce] in kernels/cpu/collectives/spanning.cpp), grown by it.

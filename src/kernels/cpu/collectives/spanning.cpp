@@ -14,7 +14,8 @@
 // SYMMFLOW_HIERARCHICAL_MIN_BYTES, a latency) go flat. The sum's order differs from the flat
 // rank order (hosts' partial sums, then across hosts), identical on every member, so with
 // SYMMFLOW_DETERMINISTIC=1 (results that do not depend on sizes) it is always flat. Hosts of
-// unequal member counts, or one member per host, go flat too. The scratch of the next call is
+// unequal member counts, or one member per host, go flat too (kernels::hierarchical_all_reduce in
+// src/kernels/algorithm.cpp, the rule explain prints too). The scratch of the next call is
 // written only after that call's first host barrier, which every member passes after copying
 // this call's result out.
 #include "kernels/cpu/collectives/spanning.hpp"
@@ -24,8 +25,8 @@
 
 #include <fmt/format.h>
 
+#include "symmflow/kernels/algorithm.hpp"
 #include "symmflow/runtime/heap.hpp"
-#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cpu {
 
@@ -36,21 +37,6 @@ Exchanged::Exchanged(Group& g, const CollectiveCall& call, const Tensor& mine) {
   std::string bytes(mine.nbytes(), '\0');
   copy_from(bytes.data(), mine);
   data_ = g.exchange(call, std::move(bytes));
-}
-
-SpanChoice span_all_reduce_choice(const Group& g, int64_t bytes) {
-  const Tunables& t = tunables();
-  const int per_host = g.size() / std::max(1, g.hosts());
-  if (t.deterministic)
-    return {false, "flat: SYMMFLOW_DETERMINISTIC=1 keeps one order of the sum at every size"};
-  if (!g.uniform()) return {false, "flat: the hosts hold different numbers of members"};
-  if (per_host == 1) return {false, "flat: one member per host"};
-  if (bytes < t.hierarchical_min_bytes)
-    return {false, fmt::format("flat: {} bytes < SYMMFLOW_HIERARCHICAL_MIN_BYTES = {}", bytes,
-                               t.hierarchical_min_bytes)};
-  return {true, fmt::format("hierarchical: {} bytes >= SYMMFLOW_HIERARCHICAL_MIN_BYTES = {}; "
-                            "{} hosts of {} members",
-                            bytes, t.hierarchical_min_bytes, g.hosts(), per_host)};
 }
 
 namespace {
@@ -115,7 +101,9 @@ void hierarchical(const Reduction& red, const CollectiveCall& call, const SymmAr
 void span_all_reduce(const Reduction& red, const CollectiveCall& call, const SymmArg& in,
                      int64_t numel, void* dst) {
   const int64_t bytes = numel * int64_t(dtype_size(call.dtype));
-  if (span_all_reduce_choice(*red.group, bytes).hierarchical)
+  const Group& g = *red.group;
+  const kernels::SpanShape span{g.hosts(), g.host_group().size(), g.uniform()};
+  if (kernels::hierarchical_all_reduce(bytes, span, nullptr))  // the rule explain prints
     hierarchical(red, call, in, numel, dst);
   else
     flat(red, call, in, numel, dst);

@@ -33,16 +33,8 @@ class Exchanged {
 
 // All-reduce of `numel` elements at `in` (this rank's copy) over a spanning group into `dst`
 // (which may be `in`): flat (Exchanged, rank order) or hierarchical by size and shape (Note
-// [hierarchical all-reduce]).
+// [hierarchical all-reduce]; the rule is kernels::hierarchical_all_reduce).
 void span_all_reduce(const Reduction& red, const CollectiveCall& call, const SymmArg& in,
                      int64_t numel, void* dst);
-
-// How an all-reduce of `bytes` on spanning group `g` runs, for explain and tests:
-// "hierarchical" or "flat", with the reason.
-struct SpanChoice {
-  bool hierarchical = false;
-  std::string why;
-};
-SpanChoice span_all_reduce_choice(const Group& g, int64_t bytes);
 
 }  // namespace symmflow::cpu
