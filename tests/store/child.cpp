@@ -21,6 +21,8 @@
 //             the error of an all-reduce
 //   fork      rank 0 forks a child that exits normally and one that dies of an uncaught exception;
 //             the world's next all-reduce is still right (Note [forked children])
+//   multihost the ranks on simulated hosts (SYMMFLOW_HOST_ID): every spanning collective case and
+//             a TP x DP program against the interpreter (multihost_test.cpp)
 //   chaos_*   the chaos tests' scenarios (chaos_child.cpp)
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,7 +37,9 @@
 #include "child.hpp"
 #include "collectives/cases.hpp"
 #include "support/rank_helpers.hpp"
+#include "symmflow/exec/compare.hpp"
 #include "symmflow/exec/executable.hpp"
+#include "symmflow/exec/interpret.hpp"
 #include "symmflow/ir/text.hpp"
 #include "symmflow/ops/registry.hpp"
 #include "symmflow/passes/pipeline.hpp"
@@ -280,11 +284,83 @@ int forked(Runtime& r) {
 
 }  // namespace
 
+// Issue 38 (Note [spanning groups]): the ranks run on simulated hosts (SYMMFLOW_HOST_ID, two
+// ranks each). Every spanning collective case on a group of all ranks (hierarchical from 4 KiB),
+// then a TP x DP program (tp inside each host, dp across them) compiled and run against the
+// interpreter.
+int multihost(Runtime& r) {
+  Tunables t = oversubscribed_tunables();
+  t.hierarchical_min_bytes = 4096;
+  ScopedTunables quick(t);
+  Registry::global();
+  const int w = r.world_size();
+  say(fmt::format("rank {} on {} ({} hosts)", r.rank(), r.bootstrap().host_name(r.rank()),
+                  r.group("world")->hosts()));
+  std::vector<int> reversed = all_ranks();
+  std::reverse(reversed.begin(), reversed.end());
+  size_t cases = 0;
+  std::string tp = "group tp = ", dp = "group dp = ";
+  for (int h = 0; h < w / 2; ++h) tp += fmt::format("{}{{{}, {}}}", h ? ", " : "", 2 * h, 2 * h + 1);
+  for (int l = 0; l < 2; ++l) {
+    dp += l ? ", {" : "{";
+    for (int h = 0; h < w / 2; ++h) dp += fmt::format("{}{}", h ? ", " : "", 2 * h + l);
+    dp += "}";
+  }
+  const std::string program = tp + "\n" + dp + R"(
+graph tp_dp(x: f32[16, 64], w: f32[64, 64], grad: f32[64, 64]) {
+  h = aten::mm(x, w)
+  y = symm_mem::one_shot_all_reduce(h, "sum", "tp")
+  g = symm_mem::one_shot_all_reduce(grad, "avg", "dp")
+  z = aten::mm(y, g)
+  return y, z
+}
+)";
+  std::exception_ptr err = run_rank([&] {
+    for (Op op : kAllOps) {
+      if (op == Op::put_wait_signal || op == Op::get) continue;  // this host only
+      std::string name = fresh_group(std::string("span_") + op_name(op) + "_", reversed);
+      SF_CHECK(r.group(name)->spans_hosts(), "group {} does not span hosts", name);
+      Workspace ws(r, name);
+      for (const Case& c : reduced_matrix(op, w)) {
+        run_case(ws, c);
+        ++cases;
+      }
+    }
+    ir::ParseOptions o;
+    o.filename = "tp_dp.sf";
+    o.world_size = w;
+    std::shared_ptr<const ir::Graph> source = ir::parse_graph(program, o);
+    exec::Executable exe(passes::compile(ir::parse_graph(program, o)));
+    std::vector<Tensor> inputs;
+    uint64_t seed = 1000 + uint64_t(r.rank());
+    for (const ir::Value* v : source->inputs()) {
+      Tensor in = Tensor::uninitialized(v->type().shape, DType::f32);
+      for (int64_t i = 0; i < in.numel(); ++i)
+        in.data<float>()[i] = float(int64_t(++seed * 2654435761u % 17) - 8) / 8.0f;
+      inputs.push_back(in);
+    }
+    std::vector<Tensor> want = exec::interpret(*source, inputs);
+    std::vector<Tensor> got = exe.run(inputs);
+    for (size_t i = 0; i < want.size(); ++i) {
+      exec::Comparison c = exec::compare(got[i], want[i], exec::check_tolerance(DType::f32, 4),
+                                         fmt::format("tp_dp output {}", i));
+      SF_CHECK(!c.mismatch, "{}", *c.mismatch);
+    }
+  });
+  if (err) {
+    say("rank " + std::to_string(r.rank()) + ": " + message_of(err));
+    return 1;
+  }
+  say(fmt::format("multihost ok: {} cases, tp_dp equal", cases));
+  return 0;
+}
+
 int run_child(const std::string& scenario) {
   if (scenario == "throw") return throw_uncaught(init_store_from_env());  // nothing catches
   try {
     Runtime& r = init_store_from_env();
     if (scenario == "matrix") return matrix(r);
+    if (scenario == "multihost") return multihost(r);
     if (scenario == "kill") return kill_victim(r);
     if (scenario == "mismatch") return mismatch(r);
     if (scenario == "agreement") return agreement(r);

@@ -33,6 +33,7 @@ struct ChildSpec {
   double timeout_s = 20;
   int victim = -1;  // STORE_TEST_VICTIM for the kill scenario (-1: the last rank)
   std::vector<std::pair<std::string, std::string>> env = {};  // more variables for the children
+  std::vector<int> hosts = {};  // SYMMFLOW_HOST_ID of each rank (empty: unset)
 };
 
 class ChildWorld {
@@ -58,6 +59,8 @@ class ChildWorld {
         ::setenv("SYMMFLOW_TIMEOUT_S", std::to_string(spec.timeout_s).c_str(), 1);
         ::setenv("STORE_TEST_VICTIM", std::to_string(spec.victim).c_str(), 1);
         for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
+        if (!spec.hosts.empty())
+          ::setenv("SYMMFLOW_HOST_ID", std::to_string(spec.hosts.at(size_t(r))).c_str(), 1);
         const char* argv[] = {"test_store", "--child", spec.scenario.c_str(), nullptr};
         ::execv("/proc/self/exe", const_cast<char* const*>(argv));
         ::_exit(127);
