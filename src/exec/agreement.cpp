@@ -10,9 +10,11 @@
 //     program may name a peer by a literal or compute on its own shard differently per rank), so
 //     that different programs are named before an allocation fails with sizes only;
 //   - at each run, before anything communicates: each bound input's dtype, shape and strides.
-// Who: every rank of the world, in one all-gather through the bootstrap (not per group: a rank
-// in several groups would pay several; SPMD plans are run by every rank of the world; a plan
-// that does not communicate is never checked, since one rank may run it alone).
+// Who: the ranks this rank's plan communicates with, directly or through others (the closure of
+// its subgroups of the plan's groups: every rank for a plan on the world), in one all-gather through the bootstrap (not per
+// group: a rank in several groups would pay several); ranks outside them are never waited for
+// (Note [groups of members only] in src/runtime/runtime.cpp); a plan that does not communicate
+// is never checked, since one rank may run it alone.
 // When: a run compares this rank's binding with the last agreed one (a few integer compares per
 // input, no allocation) and exchanges only when it changed, so steady-state runs cost nothing.
 // The first run always exchanges. A rank whose binding changes while its peers' stays the same
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -170,10 +173,39 @@ bool plan_communicates(const passes::Plan& plan) {
   return false;
 }
 
-RankAgreement::RankAgreement(const passes::Plan& plan, Bootstrap& bootstrap)
-    : plan_(plan), bootstrap_(bootstrap), members_(size_t(bootstrap.world_size())) {
-  std::iota(members_.begin(), members_.end(), 0);
+// The ranks this rank's plan communicates with, directly or through others: the closure of
+// itself under the subgroups of every group the plan's steps and symmetric pools use (Note [groups of members only] in
+// src/runtime/runtime.cpp: a plan on a group of ranks 0 and 1 waits for no other rank).
+std::vector<int> communicating_ranks(const passes::Plan& plan, int rank, int world) {
+  std::set<std::string> groups;
+  for (const passes::PoolPlan& p : plan.pools)
+    if (p.layout.pool == ir::Pool::symm) groups.insert(p.layout.group);
+  for (const passes::PlanStep& s : plan.steps)
+    if (!s.group.empty()) groups.insert(s.group);
+  // Closed under "shares a subgroup with": every rank of the set computes the same set.
+  std::set<int> members{rank};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const std::string& name : groups) {
+      const ir::GroupDecl* decl = plan.graph->find_group(name);
+      for (int m : std::vector<int>(members.begin(), members.end())) {
+        std::vector<int> more;
+        if (decl) {
+          more = decl->members_of(m, world);
+        } else {  // not declared by the program: the world, to be safe
+          for (int r = 0; r < world; ++r) more.push_back(r);
+        }
+        for (int r : more) grew = members.insert(r).second || grew;
+      }
+    }
+  }
+  return {members.begin(), members.end()};
 }
+
+RankAgreement::RankAgreement(const passes::Plan& plan, Bootstrap& bootstrap)
+    : plan_(plan),
+      bootstrap_(bootstrap),
+      members_(communicating_ranks(plan, bootstrap.rank(), bootstrap.world_size())) {}
 
 std::vector<std::string> RankAgreement::allgather(std::string mine, std::string_view who) {
   ++exchanges_;

@@ -8,6 +8,9 @@ namespace symmflow::exec {
 void ensure_groups(const ir::Graph& graph, Runtime& rt) {
   const int world = rt.world_size();
   for (const ir::GroupDecl& g : graph.groups()) {
+    // The runtime's own, made on its first use (Note [groups of members only] in
+    // src/runtime/runtime.cpp): a plan that never uses it waits for no rank outside its groups.
+    if (g.name == "world") continue;
     int size = g.size(world);
     SF_CHECK(!g.subgroups.empty() || (size > 0 && world % size == 0),
              "group '{}' splits the world into blocks of {} ranks, which does not divide {} ranks",

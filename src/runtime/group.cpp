@@ -73,6 +73,15 @@ Group::Group(Bootstrap* bootstrap, std::string name, std::vector<int> ranks)
                 "SYMMFLOW_ONE_SHOT_MAX_BYTES (the all-reduces above it take two-shot): {}",
                 name_, 2 * staging_half_, tunables().one_shot_max_bytes, e.what());
   }
+  // Note [staging agreed]: whether a one-shot stages (Note [one-shot staging] in
+  // kernels/cpu/collectives/all_reduce.cpp) must be decided alike by every member, or one reads a
+  // staging half the other never wrote. A rank's view of its host (ranks, CPUs) can differ from
+  // its peers' where a transport meets peers lazily (the store: Note [groups of members only] in
+  // runtime.cpp), so the members agree once: oversubscribed when any of them is.
+  const bool mine = bootstrap_->local_ranks() > bootstrap_->local_cpus();
+  for (const std::string& v :
+       bootstrap_->allgather(sorted_, "oversubscribed:" + name_, mine ? "1" : "0", "new_group"))
+    oversubscribed_ = oversubscribed_ || v == "1";
 }
 
 Group::~Group() = default;

@@ -26,11 +26,13 @@ const char* transport_name(Transport t) {
   return "unknown";
 }
 
-Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
-  std::vector<int> all(size_t(bootstrap_->world_size()));
-  for (int r = 0; r < world_size(); ++r) all[size_t(r)] = r;
-  groups_.emplace("world", std::make_shared<Group>(bootstrap_.get(), "world", all));
-}
+// Note [groups of members only]: a rank meets only the members of the groups it uses, when it
+// first uses them. The world group too is made on its first use (Runtime::group("world")), a
+// collective of every rank; until then a subgroup's members go on without waiting for a rank
+// outside it (issue 38: ranks 0 and 1 of a 4-rank world compiled a group of their own first and
+// timed out in init_store waiting for ranks 2 and 3, which were doing other work). The store
+// transport reads a peer's hello only when it first meets it (store_bootstrap.cpp).
+Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {}
 
 Runtime::~Runtime() {
   // A runtime torn down while an exception unwinds belongs to a rank that failed: it poisons the
@@ -121,15 +123,22 @@ std::shared_ptr<Group> Runtime::new_group(const std::string& name, std::vector<i
 }
 
 bool Runtime::has_group(std::string_view name) const {
-  return groups_.find(name) != groups_.end();
+  return name == "world" || groups_.find(name) != groups_.end();
 }
 
 const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
   if (is_shut_down()) check_running(fmt::format("group '{}'", name));
   auto it = groups_.find(name);
+  if (it == groups_.end() && name == "world") {  // Note [groups of members only]
+    check_running("group 'world'");
+    std::vector<int> all(static_cast<size_t>(world_size()));
+    for (int r = 0; r < world_size(); ++r) all[size_t(r)] = r;
+    it = groups_.emplace("world", std::make_shared<Group>(bootstrap_.get(), "world", all)).first;
+  }
   if (it == groups_.end()) {
-    std::vector<std::string> known;
-    for (const auto& [n, g] : groups_) known.push_back(n);
+    std::vector<std::string> known{"world"};
+    for (const auto& [n, g] : groups_)
+      if (n != "world") known.push_back(n);
     invalid_usage("unknown group '{}' (known: {})", name, fmt::join(known, ", "));
   }
   return it->second;
@@ -150,6 +159,7 @@ RuntimeScope::RuntimeScope(Runtime& rt)
       groups_(std::make_unique<ScopedGroupSizeResolver>(
           [&rt](std::string_view name) -> std::optional<int64_t> {
             if (!rt.has_group(name)) return std::nullopt;
+            if (name == "world") return rt.world_size();  // without making it
             return rt.group(name)->size();
           })) {
   current_runtime = &rt;

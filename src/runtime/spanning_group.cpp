@@ -2,7 +2,6 @@
 // the cross ranks, and the exchanges through the bootstrap with their agreement on the call.
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,13 +12,23 @@
 namespace symmflow {
 
 void Group::make_spanning() {
+  // Hosts in the order of their first member in group order: every member orders them alike,
+  // whatever numbers its bootstrap gives them (the sum across hosts follows this order).
   const int my_host = bootstrap_->host_of(bootstrap_->rank());
-  std::map<int, std::vector<int>> by_host;  // host number -> group ranks, in group order
-  for (int r = 0; r < size(); ++r) by_host[bootstrap_->host_of(ranks_[size_t(r)])].push_back(r);
+  std::vector<int> host_ids;                     // by host order
+  std::vector<std::vector<int>> by_host;         // group ranks of each host, in group order
+  for (int r = 0; r < size(); ++r) {
+    const int h = bootstrap_->host_of(ranks_[size_t(r)]);
+    size_t i = size_t(std::find(host_ids.begin(), host_ids.end(), h) - host_ids.begin());
+    if (i == host_ids.size()) host_ids.push_back(h), by_host.emplace_back();
+    by_host[i].push_back(r);
+  }
   hosts_ = int(by_host.size());
   host_rank_.assign(ranks_.size(), -1);
   std::vector<int> mine;  // global ranks of this host's members, in group order
-  const std::vector<int>& here = by_host[my_host];
+  const size_t my_index =
+      size_t(std::find(host_ids.begin(), host_ids.end(), my_host) - host_ids.begin());
+  const std::vector<int>& here = by_host[my_index];
   for (size_t i = 0; i < here.size(); ++i) {
     host_rank_[size_t(here[i])] = int(i);
     mine.push_back(ranks_[size_t(here[i])]);
@@ -27,12 +36,12 @@ void Group::make_spanning() {
   host_sorted_ = mine;
   std::sort(host_sorted_.begin(), host_sorted_.end());
   uniform_ = true;
-  for (const auto& [h, rs] : by_host) uniform_ = uniform_ && rs.size() == here.size();
+  for (const std::vector<int>& rs : by_host) uniform_ = uniform_ && rs.size() == here.size();
   if (uniform_) {
     const size_t l = size_t(host_rank_[size_t(rank_)]);
-    for (const auto& [h, rs] : by_host) cross_.push_back(ranks_[size_t(rs[l])]);
+    for (const std::vector<int>& rs : by_host) cross_.push_back(ranks_[size_t(rs[l])]);
   }
-  host_ = std::make_shared<Group>(bootstrap_, fmt::format("{}@host{}", name_, my_host),
+  host_ = std::make_shared<Group>(bootstrap_, fmt::format("{}@host{}", name_, my_index),
                                   std::move(mine));
 }
 

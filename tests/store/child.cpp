@@ -21,6 +21,8 @@
 //             the error of an all-reduce
 //   fork      rank 0 forks a child that exits normally and one that dies of an uncaught exception;
 //             the world's next all-reduce is still right (Note [forked children])
+//   members   ranks 0 and 1 compile and run a program of their own before ranks 2 and 3 join the
+//             world at all; then a world all-reduce (Note [groups of members only])
 //   multihost the ranks on simulated hosts (SYMMFLOW_HOST_ID): every spanning collective case and
 //             a TP x DP program against the interpreter (multihost_test.cpp)
 //   chaos_*   the chaos tests' scenarios (chaos_child.cpp)
@@ -355,8 +357,63 @@ graph tp_dp(x: f32[16, 64], w: f32[64, 64], grad: f32[64, 64]) {
   return 0;
 }
 
+// Issue 38 item 5 (Note [groups of members only]): ranks 0 and 1 of a 4-rank world make a group
+// of their own, compile a program on it and run it against the interpreter, then write
+// STORE_TEST_DIR/pair_done; ranks 2 and 3 have not joined the world until that file exists (they
+// never called symmflow). Then every rank all-reduces over the world.
+int members() {
+  const std::string done = std::string(std::getenv("STORE_TEST_DIR")) + "/pair_done";
+  const int rank = std::atoi(std::getenv("RANK"));
+  if (rank >= 2) {
+    for (int i = 0; i < 600 && ::access(done.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (::access(done.c_str(), F_OK) != 0) {
+      say("the pair never finished");
+      return 1;
+    }
+  }
+  Runtime& r = init_store_from_env();
+  Registry::global();
+  std::exception_ptr err = run_rank([&] {
+    if (rank < 2) {
+      ir::ParseOptions o;
+      o.filename = "pair.sf";
+      o.world_size = r.world_size();
+      // SPMD: ranks 2 and 3 would run it in {2, 3}; here only ranks 0 and 1 do.
+      const std::string program = R"(group pair = {0, 1}, {2, 3}
+graph pair_sum(x: f32[8, 16]) {
+  y = symm_mem::one_shot_all_reduce(x, "sum", "pair")
+  return y
+}
+)";
+      std::shared_ptr<const ir::Graph> source = ir::parse_graph(program, o);
+      exec::Executable exe(passes::compile(ir::parse_graph(program, o)));
+      Tensor x = Tensor::full({8, 16}, DType::f32, double(rank + 1));
+      Tensor got = exe.run({x})[0];
+      for (int64_t i = 0; i < got.numel(); ++i)
+        SF_CHECK(got.data<float>()[i] == 3.0f, "pair: element {} is {}", i, got.data<float>()[i]);
+      say("pair ok");
+      if (rank == 0) {
+        FILE* f = std::fopen(done.c_str(), "w");
+        if (f) std::fclose(f);
+      }
+    }
+    Tensor w = empty_symmetric({4}, DType::f32, "world");
+    for (int i = 0; i < 4; ++i) w.data<float>()[i] = float(rank);
+    Tensor sum = call("symm_mem::one_shot_all_reduce", {w, "sum", "world"}).to_tensor();
+    SF_CHECK(sum.data<float>()[0] == 6.0f, "world: {}", sum.data<float>()[0]);
+    say("world ok");
+  });
+  if (err) {
+    say("rank " + std::to_string(rank) + ": " + message_of(err));
+    return 1;
+  }
+  return 0;
+}
+
 int run_child(const std::string& scenario) {
   if (scenario == "throw") return throw_uncaught(init_store_from_env());  // nothing catches
+  if (scenario == "members") return members();  // joins late on some ranks
   try {
     Runtime& r = init_store_from_env();
     if (scenario == "matrix") return matrix(r);

@@ -5,7 +5,9 @@
 //   DP program (tp inside each host, dp across) against the interpreter, on 2 x 2 and 3 x 2;
 // - a rank SIGKILLed on the other host is named by the ranks of this one within the timeout (its
 //   host's peer sees its process end and poisons the world on its behalf);
-// - a bad SYMMFLOW_HOST_ID is refused naming the variable.
+// - a bad SYMMFLOW_HOST_ID is refused naming the variable;
+// - groups of members only: ranks 0 and 1 compile and run a program on their group before ranks 2
+//   and 3 join the world at all (issue 38 item 5).
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -81,6 +83,24 @@ TEST(StoreMultihostFailure, ARankKilledOnTheOtherHostIsNamed) {
     const size_t at = out.find("elapsed: ");
     ASSERT_NE(at, std::string::npos) << out;
     EXPECT_LT(std::stod(out.substr(at + 9)), kTimeout) << out;
+  }
+}
+
+// Issue 38 item 5: a group of ranks 0 and 1 compiled and run while ranks 2 and 3 have not called
+// symmflow at all (they wait for the pair's file), then a world collective: both right.
+TEST(StoreMembers, APairRunsBeforeTheOtherRanksJoinThenTheWorld) {
+  for (const std::string kind : {"file", "tcp"}) {
+    TempDir dir;
+    ChildWorld world(dir.path(), 4);
+    ChildSpec spec{"members", store_spec(kind, dir), "p", 5};
+    spec.env = {{"STORE_TEST_DIR", dir.path()}};
+    world.start(spec);
+    ASSERT_TRUE(world.wait_all(std::chrono::seconds(60))) << world.all_output();
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(world.exit_code(r), 0) << kind << "\n" << world.all_output();
+      if (r < 2) EXPECT_NE(world.output(r).find("pair ok"), std::string::npos) << world.output(r);
+      EXPECT_NE(world.output(r).find("world ok"), std::string::npos) << world.output(r);
+    }
   }
 }
 

@@ -43,7 +43,8 @@
 // Note [spanning groups]: a group whose members run on several hosts (Note [hosts] in
 // bootstrap.hpp) cannot map its members' memory across the hosts. Its pads, staging and heaps
 // are therefore per host: the members on one host make a group of their own (host_group(), named
-// "<name>@host<h>", pads and staging as any group), a heap of the group maps only the blocks of
+// "<name>@host<i>", i the host's place among the group's hosts in the order of their first
+// member; pads and staging as any group), a heap of the group maps only the blocks of
 // this host's members (SymmetricHeap::peer of a member elsewhere is null), and its collectives
 // (kernels/cpu/collectives/spanning.cpp) move data between hosts only through the bootstrap's
 // exchange (MPI, the store), never through memory. Each exchange carries the call's description,
@@ -172,6 +173,9 @@ class Group {
   void* staging(int group_rank, int half) const;
   size_t staging_half_bytes() const { return staging_half_; }
   int next_staging_half() { return int(staging_calls_++ & 1); }
+  // Whether a member's host runs more ranks than CPUs, agreed by the members at creation (Note
+  // [staging agreed] in group.cpp): the one-shot stages whenever this is true.
+  bool oversubscribed() const { return oversubscribed_; }
 
   // All-gather of small strings among the members (for validation).
   std::vector<std::string> allgather(std::string data, std::string_view op);
@@ -193,7 +197,8 @@ class Group {
   int host_rank_of(int group_rank) const;
   // Whether every host holds the same number of members (a hierarchical collective needs it).
   bool uniform() const { return uniform_; }
-  // The members with this rank's index in host_group() on every host, by host (uniform only).
+  // The members with this rank's index in host_group() on every host, by host: hosts in the order
+  // of their first member in group order (uniform only).
   const std::vector<int>& cross_ranks() const { return cross_; }
   // Sorted global ranks whose memory one heap of this group maps together (all members, or this
   // host's), and a member's index among them (-1: another host).
@@ -273,6 +278,7 @@ class Group {
   std::vector<int> cross_;         // global ranks, by host
   size_t staging_half_ = 0;
   uint64_t staging_calls_ = 0;
+  bool oversubscribed_ = false;
   std::atomic<bool> destroyed_{false};
   std::atomic<bool> shut_down_{false};
   mutable std::mutex poison_mutex_;

@@ -65,7 +65,8 @@ class Runtime {
   Bootstrap& bootstrap() const { return *bootstrap_; }
 
   // Collective among `ranks` (global ranks; every member calls with the same name and list, and
-  // validation says what differed). Non-members need not call. "world" exists from the start.
+  // validation says what differed). Non-members need not call. "world" is made on its first use,
+  // a collective of every rank (Note [groups of members only] in runtime.cpp).
   std::shared_ptr<Group> new_group(const std::string& name, std::vector<int> ranks);
   // Throws InvalidUsage "unknown group 'x' (known: world, tp)".
   const std::shared_ptr<Group>& group(std::string_view name) const;
@@ -77,7 +78,8 @@ class Runtime {
   friend class RuntimeScope;
   void check_running(std::string_view op) const;  // Note [use after shutdown]
   std::unique_ptr<Bootstrap> bootstrap_;
-  std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
+  // "world" is made on its first use (Note [groups of members only] in runtime.cpp).
+  mutable std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
   bool left_ = false;
   std::atomic<bool> shut_down_{false};  // read by any thread that still calls in
   std::optional<std::string> aborted_;  // abort()'s words

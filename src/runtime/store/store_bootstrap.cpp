@@ -188,62 +188,93 @@ void StoreBootstrap::join() {
     name = fmt::format("host {} (SYMMFLOW_HOST_ID)", *id);
     hkey = fmt::format("sim{}|{}", *id, hkey);
   }
-  store_->set(key(fmt::format("hello/{}", rank_)),
-              fmt::format("{}\n{}\n{}\n{}\n{}", size_, ::getpid(), name, hkey, mask));
+  const std::string hello = fmt::format("{}\n{}\n{}\n{}\n{}", size_, ::getpid(), name, hkey, mask);
+  store_->set(key(fmt::format("hello/{}", rank_)), hello);
+  // Note [groups of members only] (runtime.cpp): the others' hellos are read when this rank
+  // first meets them (learn), not here.
+  std::lock_guard lock(failure_mutex_);
+  peers_.assign(size_t(size_), Peer{});
+  local_ranks_ = 0;
+  local_cpus_ = 0;
+  add_peer(rank_, hello);
+}
+
+// A hello: "<world size>\n<pid>\n<host>\n<host key>\n<cpu mask words>". Caller holds
+// failure_mutex_.
+void StoreBootstrap::add_peer(int r, const std::string& hello) {
+  std::vector<std::string> f = split_lines(hello);
+  SF_CHECK(f.size() == 5, "init_store: rank {} published a malformed hello in {}", r,
+           store_->describe());
+  Peer& p = peers_[size_t(r)];
+  p.known = true;
+  p.pid = std::atoi(f[1].c_str());
+  p.host = f[2];
+  p.host_key = f[3];
+  auto id = std::find(host_keys_.begin(), host_keys_.end(), p.host_key);
+  p.host_id = int(id - host_keys_.begin());
+  if (id == host_keys_.end()) host_keys_.push_back(p.host_key);
+  if (p.host_key != peers_[size_t(rank_)].host_key && r != rank_) return;
+  local_ranks_.store(local_ranks_.load() + 1);
+  std::istringstream words(f[4]);
+  size_t i = 0;
+  for (std::string w; std::getline(words, w, ',') && i < cpus_.size(); ++i)
+    cpus_[i] |= std::strtoull(w.c_str(), nullptr, 16);
+  local_cpus_.store(std::max(1, cpu_count(cpus_)));
+  if (r != rank_ && p.pid != ::getpid()) p.pidfd = open_pidfd(p.pid);
+}
+
+// Note [groups of members only]: waits (bounded, as any wait) for the hellos of `ranks` not met
+// yet and reads them; a rank whose world size differs makes this raise, listing each one's.
+void StoreBootstrap::learn(const std::vector<int>& ranks, std::string_view op) {
+  std::vector<int> missing;
   std::vector<std::string> keys;
-  std::vector<int> ranks;
-  for (int r = 0; r < size_; ++r) {
-    keys.push_back(key(fmt::format("hello/{}", r)));
-    ranks.push_back(r);
+  {
+    std::lock_guard lock(failure_mutex_);
+    for (int r : ranks) {
+      SF_CHECK(r >= 0 && r < size_, "{}: rank {} is outside the world of {} ranks", op, r, size_);
+      if (peers_[size_t(r)].known) continue;
+      missing.push_back(r);
+      keys.push_back(key(fmt::format("hello/{}", r)));
+    }
   }
-  await(keys, ranks, "init_store");
-  std::vector<Peer> peers(static_cast<size_t>(size_));
-  std::vector<std::string> sizes(static_cast<size_t>(size_));
-  std::vector<std::string> masks(static_cast<size_t>(size_));
+  if (missing.empty()) return;
+  await(keys, missing, op);
+  std::vector<std::string> hellos;
   bool same_size = true;
-  for (int r = 0; r < size_; ++r) {
-    std::vector<std::string> f =
-        split_lines(store_->get_value(keys[size_t(r)], Millis(0), "init_store"));
-    SF_CHECK(f.size() == 5, "init_store: rank {} published a malformed hello in {}", r,
-             store_->describe());
-    sizes[size_t(r)] = f[0];
-    same_size = same_size && f[0] == std::to_string(size_);
-    peers[size_t(r)].pid = std::atoi(f[1].c_str());
-    peers[size_t(r)].host = f[2];
-    peers[size_t(r)].host_key = f[3];
-    masks[size_t(r)] = f[4];
+  for (size_t i = 0; i < missing.size(); ++i) {
+    hellos.push_back(store_->get_value(keys[i], Millis(0), op));
+    same_size = same_size && hellos.back().substr(0, hellos.back().find('\n')) ==
+                                 std::to_string(size_);
   }
   if (!same_size) {
-    std::string all;
-    for (int r = 0; r < size_; ++r)
-      all += fmt::format("\n  rank {}: world size {}", r, sizes[size_t(r)]);
-    invalid_usage("init_store: the ranks of world '{}' disagree on the world size:{}", prefix_,
-                  all);
+    std::string all = fmt::format("\n  rank {}: world size {}", rank_, size_);
+    for (size_t i = 0; i < missing.size(); ++i)
+      all += fmt::format("\n  rank {}: world size {}", missing[i],
+                         hellos[i].substr(0, hellos[i].find('\n')));
+    invalid_usage("{}: the ranks of world '{}' disagree on the world size:{}", op, prefix_, all);
   }
-  std::vector<uint64_t> cpus(16, 0);
-  local_ranks_ = 0;
-  for (int r = 0; r < size_; ++r) {
-    Peer& p = peers[size_t(r)];
-    if (p.host_key != peers[size_t(rank_)].host_key) continue;
-    ++local_ranks_;
-    std::istringstream words(masks[size_t(r)]);
-    size_t i = 0;
-    for (std::string w; std::getline(words, w, ',') && i < cpus.size(); ++i)
-      cpus[i] |= std::strtoull(w.c_str(), nullptr, 16);
-    if (r != rank_ && p.pid != ::getpid()) p.pidfd = open_pidfd(p.pid);
-  }
-  local_cpus_ = std::max(1, cpu_count(cpus));
-  std::vector<std::string> host_keys;
-  for (const Peer& p : peers) host_keys.push_back(p.host_key);
-  hosts_ = number_hosts(host_keys);
   std::lock_guard lock(failure_mutex_);
-  peers_ = std::move(peers);
+  for (size_t i = 0; i < missing.size(); ++i)
+    if (!peers_[size_t(missing[i])].known) add_peer(missing[i], hellos[i]);
+}
+
+int StoreBootstrap::host_of(int rank) const {
+  const_cast<StoreBootstrap*>(this)->learn({rank}, "host_of");
+  std::lock_guard lock(failure_mutex_);
+  return peers_[size_t(rank)].host_id;
+}
+
+std::string StoreBootstrap::host_name(int rank) const {
+  const_cast<StoreBootstrap*>(this)->learn({rank}, "host_name");
+  std::lock_guard lock(failure_mutex_);
+  return peers_[size_t(rank)].host;
 }
 
 bool StoreBootstrap::peer_died(int r) const {
   if (size_t(r) >= peers_.size() || r == rank_) return false;
   Peer& p = peers_[size_t(r)];
-  if (p.exited || p.host_key != peers_[size_t(rank_)].host_key || p.pid == ::getpid()) return false;
+  if (!p.known || p.exited || p.host_key != peers_[size_t(rank_)].host_key || p.pid == ::getpid())
+    return false;
   bool ended = false;
   if (p.pidfd >= 0) {
     pollfd pfd{p.pidfd, POLLIN, 0};
@@ -384,6 +415,7 @@ std::vector<std::string> StoreBootstrap::allgather(const std::vector<int>& membe
   auto me = std::find(members.begin(), members.end(), rank_);
   SF_CHECK(me != members.end(), "{}: rank {} is not among the members {}", op, rank_,
            fmt::join(members, ", "));
+  learn(members, op);  // Note [groups of members only]
   uint64_t seq = seq_[members]++;
   std::string slot = fmt::format("ag/{:016x}-{}/{}", member_hash(members), members.size(), seq);
   std::string value;
@@ -412,6 +444,7 @@ std::shared_ptr<SharedRegion> StoreBootstrap::allocate_shared(const std::vector<
                                                               size_t bytes, std::string_view op) {
   std::lock_guard lock(mutex_);
   // Every member decides this from the same data, so all raise together (no hang).
+  learn(members, op);
   for (int m : members)
     if (host_of(m) != host_of(members[0])) refuse_spanning_allocation(*this, members, op);
   std::vector<std::string> sizes =
@@ -475,7 +508,11 @@ void StoreBootstrap::wait_for_exits() noexcept {
       if (done[size_t(r)]) continue;
       try {
         std::lock_guard lock(failure_mutex_);
-        done[size_t(r)] = store_->get(key(fmt::format("exit/{}", r)), Millis(0)) || peer_died(r);
+        // A rank that never joined (no hello: it never used symmflow, Note [groups of members
+        // only]) needs no server.
+        done[size_t(r)] = store_->get(key(fmt::format("exit/{}", r)), Millis(0)) ||
+                          peer_died(r) ||
+                          !store_->get(key(fmt::format("hello/{}", r)), Millis(0));
       } catch (...) {
         done[size_t(r)] = true;
       }
@@ -502,6 +539,7 @@ std::vector<std::string> StoreBootstrap::exchange(const std::vector<int>& member
   std::lock_guard lock(mutex_);
   SF_CHECK(std::find(members.begin(), members.end(), rank_) != members.end(),
            "{}: rank {} is not among the members {}", op, rank_, fmt::join(members, ", "));
+  learn(members, op);
   const uint64_t n = xseq_[members]++;
   const std::string set = fmt::format("x/{:016x}-{}", member_hash(members), members.size());
   const std::string mine = key(fmt::format("{}/{}/{}", set, rank_, n & 1));

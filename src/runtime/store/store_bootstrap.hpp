@@ -5,13 +5,16 @@
 // - Joining: every rank adds 1 to <prefix>/join/<rank> (a second process with the same rank, or a
 //   store left over from an earlier run with the same prefix, raises InvalidUsage saying so and
 //   poisons the world with that text, so the ranks already in it fail too), then publishes
-//   <prefix>/hello/<rank>: world size, pid, host (host name + pid namespace) and CPU set.
-//   It waits for every rank's hello (bounded; a Timeout names the first rank missing); a rank
-//   that disagrees on the world size makes every rank raise InvalidUsage listing each rank's.
+//   <prefix>/hello/<rank>: world size, pid, host (host name + pid namespace) and CPU set, and
+//   returns: it reads a peer's hello when it first meets the peer in an exchange or allocation
+//   (Note [groups of members only] in runtime.cpp; bounded, a Timeout names the first rank
+//   missing); a peer that disagrees on the world size makes that call raise InvalidUsage listing
+//   each rank's.
 // - exchange: the data of collectives of groups that span hosts, in keys written again every
 //   other call (Note [store exchanges] in store_bootstrap.cpp).
 // - Hosts (Note [hosts]): from the hellos' host keys (host name + pid namespace), or the
-//   SYMMFLOW_HOST_ID a test set (then each id is a host of its own).
+//   SYMMFLOW_HOST_ID a test set (then each id is a host of its own); numbered in the order this
+//   rank met them (only equality means anything across ranks).
 // - allgather: per member set a sequence number, like the threads transport; member i sets
 //   <prefix>/ag/<hash of the member set>-<n>/<seq>/<rank> to (key, data) and waits for the others'
 //   keys. Keys compare as on the other transports (check_same_collective). Keys are never
@@ -39,6 +42,7 @@
 // - Thread-safe: bootstrap operations are serialized by a mutex; failure() by its own.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -58,8 +62,9 @@ class StoreBootstrap : public Bootstrap {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   Transport transport() const override { return Transport::store; }
-  int local_ranks() const override { return local_ranks_; }
-  int local_cpus() const override { return local_cpus_; }
+  // Of the ranks met so far (Note [groups of members only]).
+  int local_ranks() const override { return local_ranks_.load(); }
+  int local_cpus() const override { return local_cpus_.load(); }
   double timeout_s() const override { return timeout_s_; }
 
   std::vector<std::string> allgather(const std::vector<int>& members, const std::string& key,
@@ -69,8 +74,8 @@ class StoreBootstrap : public Bootstrap {
                                                 std::string_view op) override;
   std::vector<std::string> exchange(const std::vector<int>& members, std::string data,
                                     std::string_view op) override;  // Note [store exchanges]
-  int host_of(int rank) const override { return hosts_.at(size_t(rank)); }
-  std::string host_name(int rank) const override { return peers_.at(size_t(rank)).host; }
+  int host_of(int rank) const override;             // reads its hello first if need be
+  std::string host_name(int rank) const override;  // the same
   void poison(const std::string& why) override;
   std::optional<RankFailure> failure() const override;
   void depart() override;
@@ -83,9 +88,14 @@ class StoreBootstrap : public Bootstrap {
     int pidfd = -1;        // same-host peers only
     bool exited = false;   // left cleanly (exit key seen)
     bool swept = false;    // its process ended and its shared-memory names were removed
+    bool known = false;    // its hello was read (Note [groups of members only])
+    int host_id = 0;       // index of host_key in host_keys_ (Note [hosts])
   };
   std::string key(const std::string& suffix) const { return prefix_ + "/" + suffix; }
   void join();
+  // Reads the hellos of `ranks` not met yet, waiting for them (bounded).
+  void learn(const std::vector<int>& ranks, std::string_view op);
+  void add_peer(int r, const std::string& hello);  // caller holds failure_mutex_
   // Waits until every key is set, naming ranks[i] while keys[i] is missing; raises Timeout or
   // PeerFailure as the waits of the other transports do.
   void await(const std::vector<std::string>& keys, const std::vector<int>& ranks,
@@ -112,13 +122,14 @@ class StoreBootstrap : public Bootstrap {
   int rank_ = 0;
   int size_ = 0;
   double timeout_s_ = 30;
-  int local_ranks_ = 1;
-  int local_cpus_ = 1;
+  std::atomic<int> local_ranks_{1};
+  std::atomic<int> local_cpus_{1};
+  std::vector<uint64_t> cpus_ = std::vector<uint64_t>(16, 0);  // of this host's ranks met
+  std::vector<std::string> host_keys_;                          // by host id
   mutable std::vector<Peer> peers_;  // by world rank
   std::recursive_mutex mutex_;
   std::map<std::vector<int>, uint64_t> seq_;   // per member set
   std::map<std::vector<int>, uint64_t> xseq_;  // exchanges per member set (Note [store exchanges])
-  std::vector<int> hosts_;                     // world rank -> host number (Note [hosts])
 
   mutable std::mutex failure_mutex_;
   mutable std::optional<RankFailure> failure_;

@@ -63,9 +63,9 @@ void one_shot(std::string_view op, const Reduction& red, const SymmArg& in, int6
   const CollectiveCall call{op, reduce_op_name(red.op), dtype, numel, param_name, param};
   if (g.spans_hosts()) return span_all_reduce(red, call, in, numel, dst);  // spanning.hpp
   const size_t bytes = size_t(numel) * dtype_size(dtype);
-  const Bootstrap& b = g.bootstrap();
-  const bool oversubscribed = b.local_ranks() > b.local_cpus();
-  if (numel > 0 && bytes <= g.staging_half_bytes() && (oversubscribed || bytes <= kStageAlways)) {
+  // Decided alike by every member (Note [staging agreed] in src/runtime/group.cpp).
+  if (numel > 0 && bytes <= g.staging_half_bytes() &&
+      (g.oversubscribed() || bytes <= kStageAlways)) {
     const int half = g.next_staging_half();
     std::memcpy(g.staging(g.rank(), half), in.local(), bytes);
     g.barrier(kCollectiveChannel, call);
