@@ -27,12 +27,16 @@ const char* transport_name(Transport t) {
 }
 
 // Note [groups of members only]: a rank meets only the members of the groups it uses, when it
-// first uses them. The world group too is made on its first use (Runtime::group("world")), a
-// collective of every rank; until then a subgroup's members go on without waiting for a rank
+// first uses them. On the store transport, whose processes are started by anything and may call
+// symmflow late or never, the world group too is made on its first use (Runtime::group("world"),
+// a collective of every rank), and a peer's hello is read when the peer is first met
+// (store_bootstrap.cpp); until then a subgroup's members go on without waiting for a rank
 // outside it (issue 38: ranks 0 and 1 of a 4-rank world compiled a group of their own first and
-// timed out in init_store waiting for ranks 2 and 3, which were doing other work). The store
-// transport reads a peer's hello only when it first meets it (store_bootstrap.cpp).
-Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {}
+// timed out in init_store waiting for ranks 2 and 3, which were doing other work). Threads and
+// MPI start every rank together (run_threads, mpirun's MPI_Init), so their world is made at once.
+Runtime::Runtime(std::unique_ptr<Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
+  if (bootstrap_->transport() != Transport::store) group("world");
+}
 
 Runtime::~Runtime() {
   // A runtime torn down while an exception unwinds belongs to a rank that failed: it poisons the
@@ -136,9 +140,8 @@ const std::shared_ptr<Group>& Runtime::group(std::string_view name) const {
     it = groups_.emplace("world", std::make_shared<Group>(bootstrap_.get(), "world", all)).first;
   }
   if (it == groups_.end()) {
-    std::vector<std::string> known{"world"};
-    for (const auto& [n, g] : groups_)
-      if (n != "world") known.push_back(n);
+    std::set<std::string> known{"world"};
+    for (const auto& [n, g] : groups_) known.insert(n);
     invalid_usage("unknown group '{}' (known: {})", name, fmt::join(known, ", "));
   }
   return it->second;

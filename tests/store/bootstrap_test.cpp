@@ -56,8 +56,9 @@ void check_symmetric_world(const OpenStore& open) {
     RuntimeScope scope(rt);
     EXPECT_EQ(rt.bootstrap().transport(), Transport::store);
     EXPECT_STREQ(rt.bootstrap().transport_name(), "store");
-    EXPECT_EQ(rt.bootstrap().local_ranks(), kWorld);
     Tensor t = empty_symmetric({7}, DType::f32, "world");
+    // Of the ranks met: all of them now (Note [groups of members only]).
+    EXPECT_EQ(rt.bootstrap().local_ranks(), kWorld);
     float* mine = t.data<float>();
     for (int i = 0; i < 7; ++i) EXPECT_EQ(mine[i], 0.0f);  // zeroed
     for (int i = 0; i < 7; ++i) mine[i] = float(r * 100 + i);
@@ -109,6 +110,8 @@ TEST(StoreBootstrap, SameRankTwiceIsRefused) {
   std::vector<std::string> errors = on_threads(2, [&](int t) {
     if (t == 1) std::this_thread::sleep_for(Millis(100));
     Runtime rt(make_store_bootstrap(options(store, 0, 2, 1)));
+    // Joining waits for no peer (Note [groups of members only]): meeting rank 1 does.
+    if (t == 0) rt.bootstrap().barrier({0, 1}, "k", "init_store");
   });
   EXPECT_EQ(errors[0], "init_store: timed out after 1 s on rank 0 waiting for rank 1");
   EXPECT_EQ(errors[1],
@@ -176,6 +179,7 @@ TEST(StoreBootstrap, AStagingTooLargeNamesItsTunable) {
   TempDir dir;
   std::vector<std::string> errors = on_threads(2, [&](int r) {
     Runtime rt(make_store_bootstrap(options(std::make_shared<FileStore>(dir.path()), r, 2, 10)));
+    rt.group("world");  // made on first use (Note [groups of members only])
   });
   for (const std::string& e : errors) {
     EXPECT_EQ(e.rfind("group 'world': its one-shot staging (2199023255552 bytes per rank: twice "
@@ -196,6 +200,10 @@ TEST(StoreBootstrap, WorldSizeDisagreementNamesEveryRank) {
   std::vector<std::string> errors = on_threads(3, [&](int r) {
     Runtime rt(make_store_bootstrap(
         options(std::make_shared<FileStore>(dir.path()), r, r == 0 ? 2 : 3, 5)));
+    // Each meets its world (Note [groups of members only]) and reads the others' sizes then.
+    std::vector<int> all{0, 1};
+    if (r > 0) all.push_back(2);
+    rt.bootstrap().barrier(all, "k", "init_store");
   });
   EXPECT_EQ(errors[0],
             "init_store: the ranks of world 'w' disagree on the world size:\n"

@@ -65,8 +65,9 @@ class Runtime {
   Bootstrap& bootstrap() const { return *bootstrap_; }
 
   // Collective among `ranks` (global ranks; every member calls with the same name and list, and
-  // validation says what differed). Non-members need not call. "world" is made on its first use,
-  // a collective of every rank (Note [groups of members only] in runtime.cpp).
+  // validation says what differed). Non-members need not call. "world" exists from the start on
+  // threads and MPI, and is made on its first use on the store transport, a collective of every
+  // rank (Note [groups of members only] in runtime.cpp).
   std::shared_ptr<Group> new_group(const std::string& name, std::vector<int> ranks);
   // Throws InvalidUsage "unknown group 'x' (known: world, tp)".
   const std::shared_ptr<Group>& group(std::string_view name) const;
@@ -78,7 +79,7 @@ class Runtime {
   friend class RuntimeScope;
   void check_running(std::string_view op) const;  // Note [use after shutdown]
   std::unique_ptr<Bootstrap> bootstrap_;
-  // "world" is made on its first use (Note [groups of members only] in runtime.cpp).
+  // "world" may be made on its first use (Note [groups of members only] in runtime.cpp).
   mutable std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
   bool left_ = false;
   std::atomic<bool> shut_down_{false};  // read by any thread that still calls in

@@ -247,10 +247,11 @@ void StoreBootstrap::learn(const std::vector<int>& ranks, std::string_view op) {
                                  std::to_string(size_);
   }
   if (!same_size) {
-    std::string all = fmt::format("\n  rank {}: world size {}", rank_, size_);
+    std::map<int, std::string> sizes{{rank_, std::to_string(size_)}};
     for (size_t i = 0; i < missing.size(); ++i)
-      all += fmt::format("\n  rank {}: world size {}", missing[i],
-                         hellos[i].substr(0, hellos[i].find('\n')));
+      sizes[missing[i]] = hellos[i].substr(0, hellos[i].find('\n'));
+    std::string all;
+    for (const auto& [r, n] : sizes) all += fmt::format("\n  rank {}: world size {}", r, n);
     invalid_usage("{}: the ranks of world '{}' disagree on the world size:{}", op, prefix_, all);
   }
   std::lock_guard lock(failure_mutex_);
