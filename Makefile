@@ -34,12 +34,12 @@ test-asan:
 	@scripts/install-deps.sh --clang
 	@$(MAKE) --no-print-directory test PRESET=asan
 
-# ThreadSanitizer on the concurrent parts (runtime and collectives; the matrix shrinks itself):
-# only the two test binaries that hold them are built.
+# ThreadSanitizer on the concurrent parts (runtime, collectives and groups across simulated
+# hosts; the matrix shrinks itself): only the three test binaries that hold them are built.
 test-tsan: deps
 	@cmake --preset tsan >/dev/null
-	@cmake --build --preset tsan -j $(JOBS) --target test_runtime test_collectives
-	@cd build/tsan && ctest $(CTEST_ARGS) -j $(JOBS) -R '^(Runtime|Collective|Reduce|Collectives)'
+	@cmake --build --preset tsan -j $(JOBS) --target test_runtime test_collectives test_multihost
+	@cd build/tsan && ctest $(CTEST_ARGS) -j $(JOBS) -R '^(Runtime|Collective|Reduce|Collectives|Multihost|SpanningGroups)'
 
 fuzz:
 	@scripts/install-deps.sh --clang

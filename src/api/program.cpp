@@ -132,7 +132,9 @@ namespace {
 std::vector<int> hosts_for(const CompileOptions& options, int world_size) {
   if (!options.hosts.empty()) return options.hosts;
   const Runtime* rt = Runtime::current_or_null();
-  if (!rt || rt->world_size() != world_size) return {};
+  // Compiling waits for no peer: hosts not all known yet (the store meets peers lazily) are left
+  // out of explain, not waited for.
+  if (!rt || rt->world_size() != world_size || !rt->bootstrap().met_everyone()) return {};
   std::vector<int> hosts;
   bool several = false;
   for (int r = 0; r < world_size; ++r) {

@@ -66,6 +66,9 @@ class Bootstrap {
     (void)rank;
     return 0;
   }
+  // Whether host_of answers for every rank without waiting: false on the store transport until
+  // this rank met every peer (Note [groups of members only] in runtime.cpp).
+  virtual bool met_everyone() const { return true; }
   // The host's name, for messages ("node7", "host 1 (SYMMFLOW_HOST_ID)").
   virtual std::string host_name(int rank) const {
     (void)rank;

@@ -265,6 +265,13 @@ int StoreBootstrap::host_of(int rank) const {
   return peers_[size_t(rank)].host_id;
 }
 
+bool StoreBootstrap::met_everyone() const {
+  std::lock_guard lock(failure_mutex_);
+  for (const Peer& p : peers_)
+    if (!p.known) return false;
+  return true;
+}
+
 std::string StoreBootstrap::host_name(int rank) const {
   const_cast<StoreBootstrap*>(this)->learn({rank}, "host_name");
   std::lock_guard lock(failure_mutex_);

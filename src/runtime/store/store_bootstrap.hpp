@@ -75,6 +75,7 @@ class StoreBootstrap : public Bootstrap {
   std::vector<std::string> exchange(const std::vector<int>& members, std::string data,
                                     std::string_view op) override;  // Note [store exchanges]
   int host_of(int rank) const override;             // reads its hello first if need be
+  bool met_everyone() const override;
   std::string host_name(int rank) const override;  // the same
   void poison(const std::string& why) override;
   std::optional<RankFailure> failure() const override;
