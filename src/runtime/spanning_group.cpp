@@ -69,6 +69,27 @@ int Group::host_peer(int group_rank, std::string_view op) const {
   return h;
 }
 
+namespace {
+// Leads the call text of a member that failed before the exchange (Group::fail_across).
+constexpr std::string_view kFailed = "\x02failed\x02";
+}  // namespace
+
+void Group::fail_across(const CollectiveCall& call, const Error& e) {
+  if (!host_ || !uniform_) return;
+  std::vector<int> sorted = cross_;
+  std::sort(sorted.begin(), sorted.end());
+  std::string text = std::string(kFailed) + e.what();
+  const uint32_t n = uint32_t(text.size());
+  std::string blob(4, '\0');
+  std::memcpy(blob.data(), &n, 4);
+  blob.append(text);
+  try {
+    bootstrap_->exchange(sorted, std::move(blob), call.op);
+  } catch (const Error&) {
+    // A partner gone too: its own error says so.
+  }
+}
+
 std::vector<std::string> Group::agreed_exchange(const std::vector<int>& members,
                                                 std::string_view op, const CollectiveCall* call,
                                                 std::string payload) {
@@ -91,6 +112,10 @@ std::vector<std::string> Group::agreed_exchange(const std::vector<int>& members,
                members[i]);
       texts[i] = all[i].substr(4, len);
       all[i].erase(0, 4 + size_t(len));
+      if (texts[i].rfind(kFailed, 0) == 0)
+        throw_error(ErrorCode::PeerFailure,
+                    "{}: rank {} failed ({}) while rank {} waited for it in group '{}'", op,
+                    members[i], texts[i].substr(kFailed.size()), bootstrap_->rank(), name_);
       same = same && texts[i] == text;
     }
     if (!same) disagree_among(op, members, texts);

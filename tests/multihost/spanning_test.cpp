@@ -6,6 +6,10 @@
 // processes (the store transport, SYMMFLOW_HOST_ID) is tests/python/test_multihost.py.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include <fmt/format.h>
+
 #include "collectives/cases.hpp"
 #include "symmflow/ops/registry.hpp"
 #include "symmflow/runtime/tunables.hpp"
@@ -163,25 +167,57 @@ TEST(SpanningGroups, SignalsAndLoadsReachOnlyThisHost) {
     EXPECT_EQ(e, "");
 }
 
-TEST(SpanningGroups, RanksThatDisagreeAcrossHostsRaiseOnEveryRankThenThePoisonStays) {
-  const std::vector<std::string> errors = errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
+// Rank 3 reduces with max, the others with sum. Flat: one exchange, every rank names every
+// rank's call. Hierarchical: host 1's barrier finds it (ranks 2 and 3 name their host group's
+// calls) and tells the partners on host 0 in the exchange across (fail_across), which name the
+// failed rank and its words; no rank waits for the timeout. Then the group stays poisoned.
+void check_disagreement(bool hierarchical) {
+  Tunables t = tunables();
+  t.hierarchical_min_bytes = hierarchical ? 0 : int64_t(1) << 40;
+  ScopedTunables mode(t);
+  std::vector<std::string> first(4);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> errors = errors_of(4, {0, 0, 1, 1}, [&](Runtime& rt) {
     Tensor x = empty_symmetric({16}, DType::f32, "world");
     const std::string reduce = rt.rank() == 3 ? "max" : "sum";
     try {
       call("symm_mem::one_shot_all_reduce", {x, reduce, std::string("world")});
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
-      EXPECT_NE(std::string(e.what()).find(
-                    "the ranks of group 'world' disagree on reduce op (collective agreement; no "
-                    "data was exchanged):\n  reduce op: sum on ranks 0, 1, 2; max on rank 3"),
-                std::string::npos)
-          << e.what();
+      first[size_t(rt.rank())] = e.what();
     }
     // Note [poisoned groups]: the next call raises before anything moves.
     call("symm_mem::one_shot_all_reduce", {x, std::string("sum"), std::string("world")});
   });
-  for (const std::string& e : errors)
-    EXPECT_NE(e.find("group 'world' is poisoned"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 3.0);
+  for (int r = 0; r < 4; ++r) {
+    const std::string& e = first[size_t(r)];
+    if (!hierarchical) {
+      EXPECT_NE(e.find("the ranks of group 'world' disagree on reduce op (collective agreement; "
+                       "no data was exchanged):\n  reduce op: sum on ranks 0, 1, 2; max on rank 3"),
+                std::string::npos)
+          << e;
+    } else if (r >= 2) {
+      EXPECT_NE(e.find("the ranks of group 'world@host1' disagree on reduce op (collective "
+                       "agreement; no data was exchanged):\n  reduce op: sum on rank 2; max on "
+                       "rank 3"),
+                std::string::npos)
+          << e;
+    } else {
+      // Its partner's words, or (by timing) the world's poison from a rank of host 1 that has
+      // ended: either names a rank of host 1 and the disagreement.
+      EXPECT_TRUE(e.find("rank 2 failed (") != std::string::npos ||
+                  e.find("rank 3 failed (") != std::string::npos)
+          << e;
+      EXPECT_NE(e.find("disagree on reduce op"), std::string::npos) << e;
+    }
+    EXPECT_NE(errors[size_t(r)].find("group 'world' is poisoned"), std::string::npos)
+        << errors[size_t(r)];
+  }
+}
+
+TEST(SpanningGroups, RanksThatDisagreeAcrossHostsRaiseOnEveryRankFlat) { check_disagreement(false); }
+TEST(SpanningGroups, RanksThatDisagreeAcrossHostsRaiseOnEveryRankHierarchical) {
+  check_disagreement(true);
 }
 
 TEST(SpanningGroups, ARankThatFailsOnAnotherHostIsNamed) {

@@ -209,6 +209,9 @@ class Group {
   // InvalidUsage naming what differs when any member's call does; any error poisons the group.
   std::vector<std::string> exchange(const CollectiveCall& call, std::string payload);
   std::vector<std::string> exchange_across(const CollectiveCall& call, std::string payload);
+  // Meets cross_ranks() in the exchange `call` would make, with `e` instead of data: the
+  // partners raise PeerFailure naming this rank and `e` (the group is poisoned everywhere).
+  void fail_across(const CollectiveCall& call, const Error& e);
   // A call's fields as text (a plain barrier's without `call`; Note [collective agreement]), and
   // the error for differing ones.
   std::string call_text(std::string_view op, const CollectiveCall* call) const;

@@ -17,7 +17,9 @@
 // unequal member counts, or one member per host, go flat too (kernels::hierarchical_all_reduce in
 // src/kernels/algorithm.cpp, the rule explain prints too). The scratch of the next call is
 // written only after that call's first host barrier, which every member passes after copying
-// this call's result out.
+// this call's result out. A member whose host barrier fails (its host's members disagree, a peer
+// of its host is gone) still meets its partners on the other hosts, with the error instead of
+// its slice (Group::fail_across), so they raise at once naming it rather than at the timeout.
 #include "kernels/cpu/collectives/spanning.hpp"
 
 #include <algorithm>
@@ -67,7 +69,13 @@ void hierarchical(const Reduction& red, const CollectiveCall& call, const SymmAr
   std::vector<int> member(static_cast<size_t>(L));  // host rank -> group rank
   for (int r = 0; r < g.size(); ++r)
     if (g.host_rank_of(r) >= 0) member[size_t(g.host_rank_of(r))] = r;
-  host.barrier(kCollectiveChannel, call);
+  try {
+    host.barrier(kCollectiveChannel, call);
+  } catch (const Error& e) {
+    // The partners on the other hosts wait for this rank in the exchange across: tell them.
+    g.fail_across(call, e);
+    throw;
+  }
   // The scratch: grown alike by every host member (they agreed on the count at the barrier).
   if (!g.span_scratch || g.span_scratch->bytes() < bytes) {
     const size_t want = std::max<size_t>(bytes, g.span_scratch ? 2 * g.span_scratch->bytes() : 0);
