@@ -295,7 +295,7 @@ uint32_t Group::consume(SignalKind kind, int peer, int channel, std::string_view
 void Group::barrier(int channel, std::string_view op) {
   if (host_) {  // Note [spanning groups]
     check_channel(channel, op);
-    agreed_exchange(sorted_, op, nullptr, {});
+    agreed_exchange(sorted_, name_, op, nullptr, {});
     return;
   }
   signed_barrier(channel, op, 0, nullptr);

@@ -84,15 +84,15 @@ void Group::fail_across(const CollectiveCall& call, const Error& e) {
   std::memcpy(blob.data(), &n, 4);
   blob.append(text);
   try {
-    bootstrap_->exchange(sorted, std::move(blob), call.op);
+    bootstrap_->exchange(sorted, name_ + "@across", std::move(blob), call.op);
   } catch (const Error&) {
     // A partner gone too: its own error says so.
   }
 }
 
 std::vector<std::string> Group::agreed_exchange(const std::vector<int>& members,
-                                                std::string_view op, const CollectiveCall* call,
-                                                std::string payload) {
+                                                const std::string& tag, std::string_view op,
+                                                const CollectiveCall* call, std::string payload) {
   check_alive(op);
   const std::string text = call_text(op, call);
   const uint32_t n = uint32_t(text.size());
@@ -101,7 +101,7 @@ std::vector<std::string> Group::agreed_exchange(const std::vector<int>& members,
   blob.append(text).append(payload);
   std::vector<std::string> all;
   try {
-    all = bootstrap_->exchange(members, std::move(blob), op);
+    all = bootstrap_->exchange(members, tag, std::move(blob), op);
     std::vector<std::string> texts(all.size());
     bool same = true;
     for (size_t i = 0; i < all.size(); ++i) {
@@ -128,7 +128,7 @@ std::vector<std::string> Group::agreed_exchange(const std::vector<int>& members,
 
 std::vector<std::string> Group::exchange(const CollectiveCall& call, std::string payload) {
   std::vector<std::string> by_sorted =
-      agreed_exchange(sorted_, call.op, &call, std::move(payload));
+      agreed_exchange(sorted_, name_, call.op, &call, std::move(payload));
   std::vector<std::string> out(ranks_.size());
   for (int r = 0; r < size(); ++r) out[size_t(r)] = std::move(by_sorted[size_t(member_index(r))]);
   return out;
@@ -138,7 +138,8 @@ std::vector<std::string> Group::exchange_across(const CollectiveCall& call, std:
   SF_ASSERT(host_ && uniform_);
   std::vector<int> sorted = cross_;
   std::sort(sorted.begin(), sorted.end());
-  std::vector<std::string> by_sorted = agreed_exchange(sorted, call.op, &call, std::move(payload));
+  std::vector<std::string> by_sorted =
+      agreed_exchange(sorted, name_ + "@across", call.op, &call, std::move(payload));
   std::vector<std::string> out(cross_.size());
   for (size_t h = 0; h < cross_.size(); ++h) {
     const size_t i = size_t(std::lower_bound(sorted.begin(), sorted.end(), cross_[h]) -

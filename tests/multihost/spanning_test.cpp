@@ -220,6 +220,29 @@ TEST(SpanningGroups, RanksThatDisagreeAcrossHostsRaiseOnEveryRankHierarchical) {
   check_disagreement(true);
 }
 
+// Two groups of the same members called in another order per rank (a then b on ranks 0 and 1,
+// b then a on ranks 2 and 3): the exchanges of one group never pair with the other's (their
+// tag, Bootstrap::exchange); every rank raises, no rank returns a sum of the wrong tensors.
+TEST(SpanningGroups, TwoGroupsOfTheSameMembersInAnotherOrderRaise) {
+  for (bool hierarchical : {false, true}) {
+    Tunables t = tunables();
+    t.hierarchical_min_bytes = hierarchical ? 0 : int64_t(1) << 40;
+    ScopedTunables mode(t);
+    const std::vector<std::string> errors = errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
+      rt.new_group("a", {0, 1, 2, 3});
+      rt.new_group("b", {0, 1, 2, 3});
+      Tensor xa = empty_symmetric({16}, DType::f32, "a");
+      Tensor xb = empty_symmetric({16}, DType::f32, "b");
+      const bool a_first = rt.rank() < 2;
+      for (const char* g : {a_first ? "a" : "b", a_first ? "b" : "a"}) {
+        Tensor x = std::string(g) == "a" ? xa : xb;
+        call("symm_mem::one_shot_all_reduce", {x, std::string("sum"), std::string(g)});
+      }
+    });
+    for (const std::string& e : errors) EXPECT_NE(e, "") << "hierarchical " << hierarchical;
+  }
+}
+
 TEST(SpanningGroups, ARankThatFailsOnAnotherHostIsNamed) {
   const std::vector<std::string> errors = errors_of(4, {0, 0, 1, 1}, [](Runtime& rt) {
     Tensor x = empty_symmetric({16}, DType::f32, "world");

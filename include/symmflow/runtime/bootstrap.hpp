@@ -77,11 +77,13 @@ class Bootstrap {
   // The network engine (Note [spanning groups] in group.hpp): an all-gather of byte strings among
   // `members` (sorted global ranks, this one included) for the data of collectives whose group
   // spans hosts, called once per collective and so kept in no store: MPI's MPI_Iallgatherv, the
-  // store's keys written again every other call, threads' memory. Every member calls the same
-  // sequence of exchanges on a member set; each gets every member's data in member order.
-  virtual std::vector<std::string> exchange(const std::vector<int>& members, std::string data,
-                                            std::string_view op) {
-    return allgather(members, "exchange", std::move(data), op);
+  // store's keys written again every other call, threads' memory. `tag` (the group's name) keeps
+  // the exchanges of two groups of the same members apart: members that call them in another
+  // order raise or time out, never pair one group's data with the other's. Every member calls the
+  // same sequence of exchanges of a tag; each gets every member's data in member order.
+  virtual std::vector<std::string> exchange(const std::vector<int>& members, const std::string& tag,
+                                            std::string data, std::string_view op) {
+    return allgather(members, "exchange:" + tag, std::move(data), op);
   }
 
   // Every rank of `members` (sorted global ranks, including this one) calls this with the same

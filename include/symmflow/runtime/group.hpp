@@ -253,7 +253,8 @@ class Group {
   void check_channel(int channel, std::string_view op) const;
   void make_spanning();  // Note [spanning groups]: host group, cross ranks
   // Exchange among `members` (sorted) of (call text, payload), checked alike on every member.
-  std::vector<std::string> agreed_exchange(const std::vector<int>& members, std::string_view op,
+  std::vector<std::string> agreed_exchange(const std::vector<int>& members,
+                                           const std::string& tag, std::string_view op,
                                            const CollectiveCall* call, std::string payload);
 
   void signed_barrier(int channel, std::string_view op, uint32_t signature,

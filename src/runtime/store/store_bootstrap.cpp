@@ -534,22 +534,23 @@ void StoreBootstrap::wait_for_exits() noexcept {
 // Note [store exchanges]: a collective of a group that spans hosts exchanges its data through
 // the store on every call, so its keys cannot be new per call (a store never forgets a key: a
 // training run would leave gigabytes in the server). Member m of a member set writes its data
-// for exchange number n to x/<set>/<m>/<n mod 2> (in pieces of at most kPiece bytes, the TCP
-// store's messages being at most 16 MiB), then adds 1 to its counter x/<set>/<m>/n, which then
-// reads n + 1; a reader waits for every member's counter to reach n + 1 and reads the data.
+// for exchange number n of a tag (a group's name) to x/<tag>/<set>/<m>/<n mod 2> (in pieces of at most kPiece bytes, the TCP
+// store's messages being at most 16 MiB), then adds 1 to its counter x/<tag>/<set>/<m>/n, which
+// then reads n + 1; a reader waits for every member's counter to reach n + 1 and reads the data.
 // Writing slot n mod 2 again at exchange n + 2 is safe: by then the writer passed exchange
 // n + 1, which needed every member's counter at n + 2, written after that member had read
 // exchange n.
 std::vector<std::string> StoreBootstrap::exchange(const std::vector<int>& members,
-                                                  std::string data, std::string_view op) {
+                                                  const std::string& tag, std::string data,
+                                                  std::string_view op) {
   constexpr size_t kPiece = size_t(8) << 20;
   auto pieces = [](size_t bytes) { return std::max<size_t>(1, (bytes + kPiece - 1) / kPiece); };
   std::lock_guard lock(mutex_);
   SF_CHECK(std::find(members.begin(), members.end(), rank_) != members.end(),
            "{}: rank {} is not among the members {}", op, rank_, fmt::join(members, ", "));
   learn(members, op);
-  const uint64_t n = xseq_[members]++;
-  const std::string set = fmt::format("x/{:016x}-{}", member_hash(members), members.size());
+  const uint64_t n = xseq_[{tag, members}]++;
+  const std::string set = fmt::format("x/{}/{:016x}-{}", tag, member_hash(members), members.size());
   const std::string mine = key(fmt::format("{}/{}/{}", set, rank_, n & 1));
   store_->set(mine, fmt::format("{}", data.size()));
   for (size_t i = 0; i < pieces(data.size()); ++i)

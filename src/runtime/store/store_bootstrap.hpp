@@ -72,7 +72,8 @@ class StoreBootstrap : public Bootstrap {
   std::shared_ptr<SharedRegion> allocate_shared(const std::vector<int>& members,
                                                 const std::string& key, size_t bytes,
                                                 std::string_view op) override;
-  std::vector<std::string> exchange(const std::vector<int>& members, std::string data,
+  std::vector<std::string> exchange(const std::vector<int>& members, const std::string& tag,
+                                    std::string data,
                                     std::string_view op) override;  // Note [store exchanges]
   int host_of(int rank) const override;             // reads its hello first if need be
   bool met_everyone() const override;
@@ -130,7 +131,8 @@ class StoreBootstrap : public Bootstrap {
   mutable std::vector<Peer> peers_;  // by world rank
   std::recursive_mutex mutex_;
   std::map<std::vector<int>, uint64_t> seq_;   // per member set
-  std::map<std::vector<int>, uint64_t> xseq_;  // exchanges per member set (Note [store exchanges])
+  // Exchanges per (tag, member set) (Note [store exchanges]).
+  std::map<std::pair<std::string, std::vector<int>>, uint64_t> xseq_;
 
   mutable std::mutex failure_mutex_;
   mutable std::optional<RankFailure> failure_;

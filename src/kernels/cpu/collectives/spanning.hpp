@@ -25,7 +25,6 @@ class Exchanged {
   Exchanged(Group& g, const CollectiveCall& call, const void* mine, size_t bytes);
   Exchanged(Group& g, const CollectiveCall& call, const Tensor& mine);  // any layout
   const void* of(int group_rank) const { return data_[size_t(group_rank)].data(); }
-  size_t bytes(int group_rank) const { return data_[size_t(group_rank)].size(); }
 
  private:
   std::vector<std::string> data_;
