@@ -71,15 +71,15 @@ void hierarchical(const Reduction& red, const CollectiveCall& call, const SymmAr
     if (g.host_rank_of(r) >= 0) member[size_t(g.host_rank_of(r))] = r;
   try {
     host.barrier(kCollectiveChannel, call);
+    // The scratch: grown alike by every host member (they agreed on the count at the barrier).
+    if (!g.span_scratch || g.span_scratch->bytes() < bytes) {
+      const size_t grown = g.span_scratch ? 2 * g.span_scratch->bytes() : 0;
+      g.span_scratch = SymmetricHeap::allocate(g.host_group_ptr(), std::max(bytes, grown), call.op);
+    }
   } catch (const Error& e) {
     // The partners on the other hosts wait for this rank in the exchange across: tell them.
     g.fail_across(call, e);
     throw;
-  }
-  // The scratch: grown alike by every host member (they agreed on the count at the barrier).
-  if (!g.span_scratch || g.span_scratch->bytes() < bytes) {
-    const size_t want = std::max<size_t>(bytes, g.span_scratch ? 2 * g.span_scratch->bytes() : 0);
-    g.span_scratch = SymmetricHeap::allocate(g.host_group_ptr(), want, call.op);
   }
   int64_t begin, len;
   slice(numel, L, l, &begin, &len);
