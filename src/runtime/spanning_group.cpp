@@ -71,7 +71,7 @@ int Group::host_peer(int group_rank, std::string_view op) const {
 
 namespace {
 // Leads the call text of a member that failed before the exchange (Group::fail_across).
-constexpr std::string_view kFailed = "\x02failed\x02";
+constexpr std::string_view kFailed = "\x02" "failed" "\x02";
 }  // namespace
 
 void Group::fail_across(const CollectiveCall& call, const Error& e) {
