@@ -20,11 +20,6 @@
 namespace symmflow::testing {
 namespace {
 
-std::string store_spec(const std::string& kind, const TempDir& dir) {
-  if (kind == "file") return "file:" + dir.path() + "/store";
-  return "tcp:127.0.0.1:" + std::to_string(free_port());
-}
-
 struct Param {
   std::string store;
   std::vector<int> hosts;

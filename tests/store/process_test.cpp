@@ -18,11 +18,6 @@
 namespace symmflow::testing {
 namespace {
 
-std::string store_spec(const std::string& kind, const TempDir& dir) {
-  if (kind == "file") return "file:" + dir.path() + "/store";
-  return "tcp:127.0.0.1:" + std::to_string(free_port());
-}
-
 struct MatrixParam {
   std::string store;
   int world;

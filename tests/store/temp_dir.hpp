@@ -43,4 +43,11 @@ inline int free_port() {
   return port;
 }
 
+// SYMMFLOW_STORE for a world of child processes: a file store in `dir`, or a TCP store on a free
+// port ("file" or "tcp").
+inline std::string store_spec(const std::string& kind, const TempDir& dir) {
+  if (kind == "file") return "file:" + dir.path() + "/store";
+  return "tcp:127.0.0.1:" + std::to_string(free_port());
+}
+
 }  // namespace symmflow::testing

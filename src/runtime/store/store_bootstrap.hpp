@@ -11,7 +11,7 @@
 //   missing); a peer that disagrees on the world size makes that call raise InvalidUsage listing
 //   each rank's.
 // - exchange: the data of collectives of groups that span hosts, in keys written again every
-//   other call (Note [store exchanges] in store_bootstrap.cpp).
+//   other call (Note [store exchanges] in store_exchange.cpp).
 // - Hosts (Note [hosts]): from the hellos' host keys (host name + pid namespace), or the
 //   SYMMFLOW_HOST_ID a test set (then each id is a host of its own); numbered in the order this
 //   rank met them (only equality means anything across ranks).
@@ -53,6 +53,9 @@
 #include "symmflow/runtime/store.hpp"
 
 namespace symmflow {
+
+// FNV-1a of a member set's ranks: the name of its keys in the store.
+uint64_t member_hash(const std::vector<int>& members);
 
 class StoreBootstrap : public Bootstrap {
  public:
