@@ -147,14 +147,18 @@ def _dtensor_plan(name: str, sequence_parallel: bool) -> dict:
     return plan
 
 
-def parallelize(model, name: str, style: str, group=None):
-    """Shards `model` in place over `group` (the world by default) and returns it."""
+def parallelize(model, name: str, style: str, group=None, mesh=None):
+    """Shards `model` in place over `group` (the world by default), or over the 1-D DeviceMesh
+    `mesh` (a dimension of a larger mesh: `mesh["tp"]`), and returns it."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    world = dist.get_world_size(group)
-    ranks = dist.get_process_group_ranks(group) if group is not None else list(range(world))
-    device = next(model.parameters()).device.type
-    mesh = DeviceMesh(device, ranks)
+    given = mesh
+    if mesh is None:
+        world = dist.get_world_size(group)
+        ranks = dist.get_process_group_ranks(group) if group is not None else list(range(world))
+        mesh = DeviceMesh(next(model.parameters()).device.type, ranks)
+    elif group is not None:
+        raise ValueError("parallelize: pass a group or a mesh, not both")
     if style == "tp_plan":
         from transformers.distributed.tensor_parallel import apply_tensor_parallelism
 
@@ -185,7 +189,7 @@ def parallelize(model, name: str, style: str, group=None):
     if name == "gpt2":
         if style != "dtensor":
             raise ValueError(f"gpt2 is made tensor-parallel by hand (style 'dtensor'), not {style}")
-        return _parallelize_gpt2(model, group)
+        return _parallelize_gpt2(model, group if given is None else given.get_group())
     sp = style == "sp"
     for layer in _layers(model):
         parallelize_module(layer, mesh, _dtensor_plan(name, sp))
@@ -202,8 +206,8 @@ def parallelize(model, name: str, style: str, group=None):
     return model
 
 
-def sharded_copy(model, name: str, style: str, group=None):
-    return parallelize(copy.deepcopy(model), name, style, group)
+def sharded_copy(model, name: str, style: str, group=None, mesh=None):
+    return parallelize(copy.deepcopy(model), name, style, group, mesh)
 
 
 def _parallelize_gpt2(model, group=None):

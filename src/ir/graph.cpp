@@ -28,28 +28,96 @@ std::string Layout::str() const {
   return "?";
 }
 
+namespace {
+
+bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  int64_t want = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;  // a dim of one element has any stride
+    if (strides[i] != want) return false;
+    want *= shape[i];
+  }
+  return true;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * std::max<int64_t>(shape[i], 1);
+  return strides;
+}
+
+}  // namespace
+
+// Note [strides through a view chain]: the strides of `v` are followed from its base (a buffer
+// of its own, contiguous) through every view op, so that views that only look strided are known
+// contiguous: AOT autograd's backward transposes a weight's gradient twice
+// (permute(permute(mm, [1, 0]), [1, 0])) before the data-parallel all-reduce, and taking that for
+// a strided view copied every gradient (issue 38). A dim moved by permute, t or transpose keeps
+// its stride; view, reshape, unsqueeze and squeeze keep a contiguous value contiguous (and are
+// taken as strided otherwise: a reshape of a strided value may be a copy, and it is not followed);
+// slices and splits along the first dim (step 1) keep it contiguous; any other view op counts as
+// strided.
 bool maybe_strided(const Value* v) {
+  std::vector<std::pair<const Node*, const Value*>> chain;  // from v back to its base
   for (const Node* p = v->producer(); p && p->kind() == NodeKind::op; p = v->producer()) {
     const int alias = p->op()->aliases().output_alias(size_t(v->index()));
-    if (alias < 0) return false;
+    if (alias < 0) break;
     const Arg& base = p->args()[size_t(alias)];
     if (base.kind != Arg::Kind::value) return true;
-    const std::string& op = p->op()->name();
-    if (op == "aten::slice.Tensor") {
-      int64_t dim = p->args()[1].literal.to_int(), step = p->args()[4].literal.to_int();
-      if (dim < 0) dim += int64_t(base.value->type().shape.size());
-      if (dim != 0 || step != 1) return true;
-    } else if (op == "aten::split_with_sizes" || op == "aten::split.Tensor") {
-      int64_t dim = p->args()[2].literal.to_int();  // pieces along the first dim are contiguous
-      if (dim < 0) dim += int64_t(base.value->type().shape.size());
-      if (dim != 0) return true;
-    } else if (op != "aten::view" && op != "aten::_unsafe_view" && op != "aten::reshape" &&
-               op != "aten::unsqueeze") {
-      return true;
-    }
+    chain.emplace_back(p, v);
     v = base.value;
   }
-  return false;
+  std::vector<int64_t> shape = v->type().shape, strides = contiguous_strides(shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const Node* p = it->first;
+    const std::vector<int64_t>& out = it->second->type().shape;
+    const std::string& op = p->op()->name();
+    for (size_t i = 0; i < p->args().size(); ++i) {  // shapes and dims are literals in the IR
+      if (int64_t(i) != p->op()->aliases().output_alias(size_t(it->second->index())) &&
+          p->args()[i].kind != Arg::Kind::literal)
+        return true;
+    }
+    const auto dim_of = [&](size_t i) {
+      int64_t d = p->args()[i].literal.to_int();
+      return d < 0 ? d + int64_t(shape.size()) : d;
+    };
+    if (op == "aten::permute") {
+      const std::vector<int64_t>& dims = p->args()[1].literal.to_int_list();
+      if (dims.size() != shape.size()) return true;
+      std::vector<int64_t> moved;
+      for (int64_t d : dims) {
+        d = d < 0 ? d + int64_t(shape.size()) : d;
+        if (d < 0 || d >= int64_t(shape.size())) return true;
+        moved.push_back(strides[size_t(d)]);
+      }
+      strides = std::move(moved);
+    } else if (op == "aten::t" || op == "aten::transpose.int") {
+      if (shape.size() < 2) {
+        // t of a vector or a scalar is itself
+      } else if (op == "aten::t") {
+        std::swap(strides[0], strides[1]);
+      } else {
+        int64_t a = dim_of(1), b = dim_of(2);
+        const int64_t n = int64_t(shape.size());
+        if (a < 0 || b < 0 || a >= n || b >= n) return true;
+        std::swap(strides[size_t(a)], strides[size_t(b)]);
+      }
+    } else if (op == "aten::view" || op == "aten::_unsafe_view" || op == "aten::reshape" ||
+               op == "aten::unsqueeze" || op == "aten::squeeze.dims") {
+      if (!is_contiguous(shape, strides)) return true;
+      strides = contiguous_strides(out);
+    } else if (op == "aten::slice.Tensor") {
+      if (dim_of(1) != 0 || p->args()[4].literal.to_int() != 1) return true;
+    } else if (op == "aten::split_with_sizes" || op == "aten::split.Tensor") {
+      if (dim_of(2) != 0) return true;  // pieces along the first dim keep the strides
+    } else {
+      return true;
+    }
+    shape = out;
+    if (strides.size() != shape.size()) return true;
+  }
+  return !is_contiguous(shape, strides);
 }
 
 std::vector<Value*> Node::inputs() const {

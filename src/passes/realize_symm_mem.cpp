@@ -19,8 +19,10 @@
 //           in group g, used by every symm use of that input in g (none when the input is
 //           declared in symm[g]: the caller binds it in the heap; views of it then share it);
 //       (4) anything else (already placed in another colour, e.g. needed by two groups, a view
-//           of a graph input, or a view that may be strided (ir::maybe_strided: t, transpose,
-//           slices off dim 0 or with a step), since peers address a symm arg contiguously): one
+//           of a graph input, or a view that may be strided (ir::maybe_strided: its strides,
+//           followed through the view chain, are not contiguous: a transpose that no other
+//           cancels, a slice off dim 0 or with a step), since peers address a symm arg
+//           contiguously): one
 //           `copy` {copy = "identity"} per (value, group), before the first such use.
 //     Every copy carries attrs["reason"] naming the value, the argument, the op and the group.
 //     A copy goes right before its first use, or before the last barrier of the group (an op of

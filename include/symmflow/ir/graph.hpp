@@ -283,11 +283,11 @@ symmflow::Value meta_value(const Arg& a);
 GroupSizeResolver group_sizes(const Graph& g);
 
 // Whether `v` may be laid out non-contiguously at run time (types are contiguous shapes, but a
-// view's memory is its base's): true for a view chain holding aten::t, aten::transpose.int, or an
-// aten::slice.Tensor off the first dim or with a step other than 1, or a split
-// (split_with_sizes, split.Tensor) off the first dim (conservative: any other op
-// whose return aliases an argument counts too, except aten::view, _unsafe_view, reshape and
-// unsqueeze of a contiguous value). False for values that own their buffer.
+// view's memory is its base's): its strides followed from its base through the view chain
+// (Note [strides through a view chain] in graph.cpp) are not contiguous. Transposes that cancel
+// (permute(permute(x, [1, 0]), [1, 0])) are contiguous; a reshape of a strided value, and any view
+// op not followed (expand, as_strided, ...), count as strided. False for values that own their
+// buffer.
 bool maybe_strided(const Value* v);
 
 }  // namespace symmflow::ir
