@@ -9,16 +9,29 @@
 //     b  = aten::mul.Tensor(r, sin)                   (either order)
 //     o  = aten::add.Tensor(a, b)                     (either order, alpha 1)
 // becomes  o = fused::rotary_embedding(x, cos, sin)  in place of the add, keeping its name.
+// And its backward as AOT autograd traces it (Note [rotary backward]):
+//     y  = aten::mul.Tensor(g, sin)                   (either order)
+//     y1 = aten::slice.Tensor(y, last, 0, h)
+//     y2 = aten::slice.Tensor(y, last, h, end >= D)
+//     n  = aten::neg(y1)
+//     s1 = aten::slice_scatter(z, n, last, h, end >= D)   z = aten::full(shape of g, 0)
+//     s2 = aten::slice_scatter(z, y2, last, 0, h)
+//     t  = aten::add.Tensor(s1, s2)                   (either order, alpha 1)
+//     c  = aten::mul.Tensor(g, cos)                   (either order)
+//     o  = aten::add.Tensor(t, c)                     (either order, alpha 1)
+// becomes  sin' = aten::neg(aten::cat([sin[..., h:], sin[..., :h]], -1))
+//          o = fused::rotary_embedding(g, cos, sin')
 //
 // Expects: a verified, functionalized graph (before fuse_pointwise, which would otherwise fuse the
 //   products and the sum into a region of their own around the slices and the cat).
 // Guarantees: each matched chain is replaced by one node whose output takes over every use of the
 //   add's value; the chain's nodes are erased (a slice with another use stays). The result is
 //   bitwise the chain's (the op's definition: Note [fused compute ops]).
-// Refuses: nothing; a chain is left alone when a value in it (other than the slices) has another
-//   use or is a graph output, x's last dim is odd, the slices are not x's halves along its last
-//   dim, x, cos, sin and the result do not share one floating dtype, or cos or sin does not
-//   broadcast to x's shape (the products would be larger than x).
+// Refuses: nothing; a chain is left alone when a value in it (other than the slices, and z) has
+//   another use or is a graph output, x's last dim is odd, the slices are not x's halves along its
+//   last dim, x, cos, sin and the result do not share one floating dtype, or cos or sin does not
+//   broadcast to x's shape (the products would be larger than x); a backward chain also when z
+//   is not a fill of zeros of g's shape and dtype, or sin's last dim is not g's.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -34,6 +47,21 @@ namespace symmflow::passes {
 // one, which reads x, cos and sin once: in the decoder layer of a Llama-style model, q and k each
 // take this chain. The op's result is the chain's bit for bit, so raising it is always allowed;
 // it is still a fusion (SYMMFLOW_SKIP_PASSES=raise_rotary turns it off: Note [skipping fusions]).
+
+// Note [rotary backward]
+// The gradient of o = x * cos + rotate_half(x) * sin is g * cos + rotate_half^T(g * sin), where
+// rotate_half^T(y) = cat(y[h:], -y[:h]); AOT autograd writes the transpose as two slice_scatters
+// into zeros and their sum. Per half, with s1, s2 = sin[:h], sin[h:]:
+//     dx[:h] = g[:h] * cos[:h] + g[h:] * s2,   dx[h:] = g[h:] * cos[h:] - g[:h] * s1,
+// which is fused::rotary_embedding(g, cos, sin') with sin' = -cat(s2, s1): the op computes
+// x[:h] * cos[:h] - x[h:] * sin'[:h] and x[h:] * cos[h:] + x[:h] * sin'[h:]. Each product is the
+// chain's own, up to signs (negation is exact), and each sum adds the same two numbers, so the
+// result is the chain's bit for bit (a zero's sign aside: the chain adds the scatters' +0).
+// sin' is computed from sin (a [S, D] or [B, 1, S, D] table, the heads' count smaller than g)
+// by one slice pair, cat and neg. The chain was eleven kernels, two of which copied the whole
+// zero tensor (the device-to-device copies of a GPU training step's backward: docs/benchmarks.md);
+// it is one. The fill of zeros is a node, not a constant, because the folding pass makes uniform
+// values fills (Note [uniform constants are fills] in python/symmflow/torch/_fold.py).
 
 namespace {
 
@@ -150,6 +178,134 @@ void rewrite(ir::Graph& g, const Chain& c) {
   g.rename(rotary->output(), name);
 }
 
+
+// A fill of zeros (aten::full(shape, 0) or aten::zeros(shape)) of `like`'s shape and dtype.
+bool is_zeros_like(const ir::Value* z, const ir::Value* like) {
+  const ir::Node* p = z->producer();
+  const bool zero = is_op(p, "aten::zeros") ||
+                    (is_op(p, "aten::full") && literal_is(arg(*p, "fill_value"), 0));
+  return zero && z->type().shape == like->type().shape && z->type().dtype == like->type().dtype;
+}
+
+// A slice_scatter of `src` into zeros like `like` along the last dim, [start, end >= D) when
+// end_open, else [start, end).
+bool scatter_into_zeros(const ir::Node* n, const ir::Value* src, const ir::Value* like,
+                        int64_t start, int64_t end) {
+  if (!is_op(n, "aten::slice_scatter") || value_arg(*n, "src") != src) return false;
+  const ir::Value* z = value_arg(*n, "self");
+  const size_t rank = like->type().shape.size();
+  const int64_t d = like->type().shape.back();
+  const ir::Arg* step = arg(*n, "step");
+  if (!z || !is_zeros_like(z, like) || !is_last_dim(int_arg(*n, "dim"), rank) ||
+      (step && !literal_is(step, 1)))
+    return false;
+  std::optional<int64_t> s = int_arg(*n, "start"), e = int_arg(*n, "end");
+  const ir::Arg* end_arg = arg(*n, "end");
+  const bool open = end_arg && end_arg->kind == ir::Arg::Kind::literal && end_arg->literal.is_none();
+  return s && *s == start && (open ? end >= d : e && std::min(*e, d) == std::min(end, d));
+}
+
+struct BackwardChain {
+  ir::Value* g = nullptr;
+  ir::Value* cos = nullptr;
+  ir::Value* sin = nullptr;
+  ir::Node* out = nullptr;
+  std::vector<ir::Node*> erased;  // in graph order, the final add last
+};
+
+// From the neg of the first half of y = g * sin: the whole backward chain.
+bool match_backward(const ir::Graph& g, ir::Node* neg, BackwardChain& c) {
+  ir::Value* y1 = value_arg(*neg, "self");
+  ir::Node* lo = y1 ? y1->producer() : nullptr;
+  ir::Value* y = lo && is_op(lo, "aten::slice.Tensor") ? value_arg(*lo, "self") : nullptr;
+  if (!y || y->type().shape.empty() || !sole_use(g, y1) || !sole_use(g, neg->output()))
+    return false;
+  const int64_t d = y->type().shape.back(), h = d / 2;
+  if (d == 0 || d % 2 != 0 || y->uses().size() != 2 || is_output(g, y)) return false;
+  ir::Node* hi = y->uses()[0] == lo ? y->uses()[1] : y->uses()[0];
+  const auto lo_range = last_dim_slice(lo, y), hi_range = last_dim_slice(hi, y);
+  if (!lo_range || !hi_range || *lo_range != std::pair<int64_t, int64_t>{0, h} ||
+      *hi_range != std::pair<int64_t, int64_t>{h, d})
+    return false;
+  ir::Value* y2 = hi->output();
+  ir::Node* s1 = sole_use(g, neg->output());
+  ir::Node* s2 = sole_use(g, y2);
+  if (!scatter_into_zeros(s1, neg->output(), y, h, d) || !scatter_into_zeros(s2, y2, y, 0, h))
+    return false;
+  ir::Node* t = sole_use(g, s1->output());
+  if (!is_op(t, "aten::add.Tensor") || sole_use(g, s2->output()) != t ||
+      !literal_is(arg(*t, "alpha"), 1))
+    return false;
+  ir::Node* mul_sin = y->producer();
+  if (!is_op(mul_sin, "aten::mul.Tensor")) return false;
+  ir::Node* out = sole_use(g, t->output());
+  if (!is_op(out, "aten::add.Tensor") || !literal_is(arg(*out, "alpha"), 1)) return false;
+  ir::Value* lhs = value_arg(*out, "self");
+  ir::Value* rhs = value_arg(*out, "other");
+  ir::Value* a = lhs == t->output() ? rhs : rhs == t->output() ? lhs : nullptr;
+  if (!a || a == t->output() || !sole_use(g, a)) return false;
+  ir::Node* mul_cos = a->producer();
+  // g is the factor both products share; sin and cos the others.
+  for (ir::Value* cand : {value_arg(*mul_sin, "self"), value_arg(*mul_sin, "other")}) {
+    ir::Value* cos = other_factor(mul_cos, cand);
+    if (cand && cos && cos != cand) {
+      c.g = cand;
+      c.cos = cos;
+      c.sin = other_factor(mul_sin, cand);
+      break;
+    }
+  }
+  if (!c.g || !c.sin || c.sin == c.g) return false;
+  const ir::TensorType& t_g = c.g->type();
+  for (const ir::Value* v : {c.cos, c.sin, y, out->output()}) {
+    if (v->type().dtype != t_g.dtype) return false;
+  }
+  if (!is_floating(t_g.dtype) || y->type().shape != t_g.shape ||
+      out->output()->type().shape != t_g.shape || c.sin->type().shape.empty() ||
+      c.sin->type().shape.back() != d || !broadcasts_to(c.cos->type().shape, t_g.shape) ||
+      !broadcasts_to(c.sin->type().shape, t_g.shape))
+    return false;
+  c.out = out;
+  c.erased = {mul_sin, lo, hi, neg, s1, s2, t, mul_cos, out};
+  return true;
+}
+
+void rewrite_backward(ir::Graph& g, const BackwardChain& c) {
+  ir::Value* result = c.out->output();
+  const std::string name = result->name();
+  const int64_t d = c.sin->type().shape.back(), h = d / 2;
+  auto slice = [&](int64_t start, int64_t end) {
+    return g.add_op("aten::slice.Tensor",
+                    {ir::Arg::of(c.sin), ir::Arg::of_literal(symmflow::Value(int64_t(-1))),
+                     ir::Arg::of_literal(symmflow::Value(start)),
+                     ir::Arg::of_literal(symmflow::Value(end))},
+                    {}, "", c.out)->output();
+  };
+  ir::Value* upper = slice(h, d);
+  ir::Value* lower = slice(0, h);
+  ir::Node* swapped = g.add_op("aten::cat",
+                               {ir::Arg::of_list({upper, lower}),
+                                ir::Arg::of_literal(symmflow::Value(int64_t(-1)))},
+                               {}, "", c.out);
+  ir::Node* sin = g.add_op("aten::neg", {ir::Arg::of(swapped->output())}, {}, "", c.out);
+  ir::Node* rotary = g.add_op("fused::rotary_embedding",
+                              {ir::Arg::of(c.g), ir::Arg::of(c.cos), ir::Arg::of(sin->output())},
+                              {}, "", c.out);
+  for (ir::Node* n : {upper->producer(), lower->producer(), swapped, sin, rotary})
+    n->set_loc(c.out->loc());
+  g.replace_uses(result, rotary->output());
+  std::vector<ir::Value*> zeros;
+  for (ir::Node* n : c.erased) {
+    ir::Value* z = is_op(n, "aten::slice_scatter") ? value_arg(*n, "self") : nullptr;
+    if (z && std::find(zeros.begin(), zeros.end(), z) == zeros.end()) zeros.push_back(z);
+  }
+  for (auto it = c.erased.rbegin(); it != c.erased.rend(); ++it) g.erase(*it);
+  for (ir::Value* z : zeros) {  // the fill, once nothing else reads it
+    if (z->producer() && z->uses().empty() && !is_output(g, z)) g.erase(z->producer());
+  }
+  g.rename(rotary->output(), name);
+}
+
 }  // namespace
 
 void raise_rotary(ir::Graph& graph) {
@@ -160,6 +316,14 @@ void raise_rotary(ir::Graph& graph) {
   for (ir::Node* cat : candidates) {
     Chain c;
     if (match(graph, cat, c)) rewrite(graph, c);
+  }
+  std::vector<ir::Node*> negs;
+  for (ir::Node* n : graph.nodes()) {
+    if (is_op(n, "aten::neg")) negs.push_back(n);
+  }
+  for (ir::Node* neg : negs) {
+    BackwardChain c;
+    if (match_backward(graph, neg, c)) rewrite_backward(graph, c);
   }
 }
 

@@ -9,6 +9,7 @@
 //   - raise_gqa: repeat_kv's copies before attention become enable_gqa (grouped heads in place);
 //   - raise_rotary: the rotary embedding's slices, neg, cat, products and sum become
 //     fused::rotary_embedding (f32, bf16, f16, f64; bit for bit), and its bad arguments are refused;
+//     its backward (two slice_scatters into zeros) becomes the op with a swapped, negated sin;
 //   - the example plugin's pattern (examples/custom_op/myops.cpp): with the plugin loaded,
 //     aten::add.Tensor + aten::gelu becomes myops::bias_gelu after the rewrite_patterns slot.
 #include <gtest/gtest.h>
@@ -226,6 +227,65 @@ TEST(Rotary, RaisesAndMatchesTheChainBitForBit) {
       EXPECT_EQ(c.after.find(gone), std::string::npos) << gone << " in\n" << c.after;
     expect_plan_equals_eager(c, text, 1);
   }
+}
+
+// raise_rotary's backward (Note [rotary backward]): AOT autograd's gradient of the rotary
+// embedding, g * cos plus rotate_half's transpose of g * sin as two slice_scatters into zeros,
+// with sin's halves unequal (random tables) and broadcast over the heads ([B, 1, S, D]) or not,
+// an awkward head dim (10); the fused op with the swapped, negated sin equals the chain bit for
+// bit, and the zeros' fill is gone.
+std::string rotary_backward_text(const char* dt) {
+  return fmt::format(R"sf(graph rope_backward(g: {0}[2, 3, 7, 10], cos: {0}[2, 1, 7, 10], sin: {0}[2, 1, 7, 10], h: {0}[2, 3, 7, 10], c2: {0}[7, 10], s2: {0}[7, 10]) {{
+  z = aten::full([2, 3, 7, 10], 0, dtype={0})
+  y = aten::mul.Tensor(g, sin)
+  y1 = aten::slice.Tensor(y, 3, 0, 5)
+  y2 = aten::slice.Tensor(y, 3, 5, 9223372036854775807)
+  n = aten::neg(y1)
+  s1 = aten::slice_scatter(z, n, 3, 5, 9223372036854775807)
+  s0 = aten::slice_scatter(z, y2, 3, 0, 5)
+  t = aten::add.Tensor(s1, s0)
+  c = aten::mul.Tensor(g, cos)
+  dg = aten::add.Tensor(t, c)
+  w = aten::mul.Tensor(s2, h)
+  w1 = aten::slice.Tensor(w, -1, 0, 5)
+  w2 = aten::slice.Tensor(w, -1, 5, 10)
+  m = aten::neg(w1)
+  u1 = aten::slice_scatter(z, m, -1, 5, 10)
+  u0 = aten::slice_scatter(z, w2, -1, 0, 5)
+  v = aten::add.Tensor(u0, u1)
+  e = aten::mul.Tensor(c2, h)
+  dh = aten::add.Tensor(e, v)
+  return dg, dh
+}}
+)sf", dt);
+}
+
+TEST(Rotary, BackwardRaisesAndMatchesTheChainBitForBit) {
+  for (const char* dt : {"f32", "bf16", "f16", "f64"}) {
+    const std::string text = rotary_backward_text(dt);
+    Compiled c = compile_with_print(text, 1, "raise_rotary");
+    EXPECT_NE(c.after.find("dg = fused::rotary_embedding(g, cos, "), std::string::npos) << c.after;
+    EXPECT_NE(c.after.find("dh = fused::rotary_embedding(h, c2, "), std::string::npos) << c.after;
+    for (const char* gone : {"aten::slice_scatter", "aten::full", "aten::mul", "aten::add"})
+      EXPECT_EQ(c.after.find(gone), std::string::npos) << gone << " in\n" << c.after;
+    expect_plan_equals_eager(c, text, 1);
+  }
+}
+
+// A scatter into a base that is not zeros, or a neg of the wrong half, is not the backward.
+TEST(Rotary, BackwardNotRaisedWithoutZerosOrWithTheWrongHalf) {
+  std::string ones = rotary_backward_text("f32");
+  ones.replace(ones.find("[2, 3, 7, 10], 0, "), 18, "[2, 3, 7, 10], 1, ");
+  Compiled c = compile_with_print(ones, 1, "raise_rotary");
+  EXPECT_EQ(c.after.find("fused::rotary_embedding"), std::string::npos) << c.after;
+  expect_plan_equals_eager(c, ones, 1);
+  std::string wrong = rotary_backward_text("f32");
+  wrong.replace(wrong.find("n = aten::neg(y1)"), 17, "n = aten::neg(y2)");
+  wrong.replace(wrong.find("s0 = aten::slice_scatter(z, y2"), 30, "s0 = aten::slice_scatter(z, y1");
+  Compiled w = compile_with_print(wrong, 1, "raise_rotary");
+  EXPECT_EQ(w.after.find("dg = fused::rotary_embedding"), std::string::npos) << w.after;
+  EXPECT_NE(w.after.find("dh = fused::rotary_embedding"), std::string::npos) << w.after;
+  expect_plan_equals_eager(w, wrong, 1);
 }
 
 // raise_gqa (Note [attention reads grouped heads in place]): repeat_kv's unsqueeze, expand, clone

@@ -180,12 +180,20 @@ def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
         readers = [u for u in node.users if u not in known]
         if not readers or any(u.op == "output" for u in node.users):
             continue
-        name = f"_symmflow_folded_{made}"
-        while hasattr(gm, name):
-            name += "_"
-        gm.register_buffer(name, _own_contiguous(value, attrs))
-        with gm.graph.inserting_before(node):
-            constant = gm.graph.get_attr(name)
+        fill = _uniform(value)
+        if fill is not None:  # Note [uniform constants are fills]
+            with gm.graph.inserting_before(node):
+                constant = gm.graph.call_function(
+                    torch.ops.aten.full.default, (list(value.shape), fill),
+                    {"dtype": value.dtype, "layout": torch.strided, "device": value.device,
+                     "pin_memory": False})
+        else:
+            name = f"_symmflow_folded_{made}"
+            while hasattr(gm, name):
+                name += "_"
+            gm.register_buffer(name, _own_contiguous(value, attrs))
+            with gm.graph.inserting_before(node):
+                constant = gm.graph.get_attr(name)
         constant.meta = dict(node.meta)
         node.replace_all_uses_with(constant, delete_user_cb=lambda u: u not in known)
         made += 1
@@ -200,6 +208,28 @@ def fold_input_independent(gm: torch.fx.GraphModule) -> tuple[int, int]:
         for device in devices:  # computed on each device's compile-time stream; read on any other
             torch.cuda.synchronize(device)
     return removed, made
+
+
+# Note [uniform constants are fills]: AOT autograd's backward of a slice (rotate_half's, in the
+# rotary embedding) scatters the gradient into `new_zeros` of the whole activation; folded, that
+# zero tensor was a constant as large as the activation (16 MiB a layer at 2048 tokens of 32
+# heads in bf16) and it hid, behind a graph input, that the scatters' base is zero. A folded value
+# whose elements are all equal becomes `aten.full(shape, value)` instead: no memory held, one
+# fill per call where it is still needed, and the compiler sees the zeros (raise_rotary turns
+# the rotary embedding's backward into one fused node with them: Note [rotary backward]).
+def _uniform(value: torch.Tensor):
+    """The one value of every element of a tensor of more than one (a Python number), or
+    None (one element, none, values that differ, NaN, a dtype `full` does not make)."""
+    integral = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    if value.numel() < 2 or not (value.dtype.is_floating_point or value.dtype in integral):
+        return None
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        first = value.reshape(-1)[0]
+        if not bool(torch.all(value == first)):
+            return None
+        return first.item()
 
 
 def attr_storage(value):

@@ -255,3 +255,27 @@ def test_folded_nodes_counts_only_what_folding_removed():
     graph.output(graph.call_function(torch.ops.aten.add.Tensor, (x, c)))
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     assert _fold.fold_input_independent(gm) == (1, 1), call_targets(gm)
+
+
+def test_a_uniform_value_becomes_a_fill_not_a_constant():
+    # Note [uniform constants are fills]: zeros a scatter writes into (AOT's backward of a slice)
+    # and a uniform chain's end become aten.full of their value, dtype and shape; a value whose
+    # elements differ, and one of one element, stay constants.
+    x = torch.randn(3, 8)
+
+    def scattered(x):
+        zeros = torch.zeros(3, 8).mul(2.0)  # a chain: evaluated, its last node kept
+        halves = torch.full((3, 4), 7, dtype=torch.int64).float()
+        ramp = torch.arange(8.0)
+        one = torch.ones(1)
+        return (zeros.slice_scatter(x[:, :4], 1, 4, 8) + halves.repeat(1, 2) + ramp + one)
+
+    gm, removed, made = fold(scattered, x)
+    fills = [n for n in gm.graph.nodes if n.target is torch.ops.aten.full.default]
+    got = sorted((tuple(n.args[0]), n.args[1], n.kwargs["dtype"]) for n in fills)
+    assert got == [((3, 8), 0.0, torch.float32), ((3, 8), 7.0, torch.float32)], got
+    constants = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    # The ramp, and the one-element value (a fill would be a launch for nothing), stay constants.
+    assert [c.tolist() for c in constants] == [[float(i) for i in range(8)], [1.0]], constants
+    assert made == 4, made
+    torch.testing.assert_close(gm(x), scattered(x), rtol=0, atol=0)
