@@ -7,9 +7,10 @@
 // 4 x 512 tokens on an H200. Now the output's slot is the destination itself for the run, and the
 // step that produces it writes there. An output is bound so only when nothing else can see the
 // difference:
-//  - it has a planned buffer of its own in the regular pool (not a view, not an in-place result,
-//    not symmetric memory: a collective's buffer lives in its group's heap), and no other planned
-//    buffer is a view or an in-place result of it (those would keep the pool's address);
+//  - it has a planned buffer of its own in the regular pool (not symmetric memory: a collective's
+//    buffer lives in its group's heap), and no other planned buffer is a view or an in-place
+//    result of it; or it is a contiguous view of the whole of such a buffer (Note [outputs that
+//    are views]), and no other output is a view of it or it itself;
 //  - it is not a graph input or a value written back into one, and appears once among the outputs;
 //  - the destination is contiguous with its shape, dtype and device, lies outside the plan's
 //    pools, and overlaps no input and no other bound destination.
@@ -20,7 +21,17 @@
 // would capture every run instead: after kOutputKeyMisses runs whose key no kept graph had, of
 // the last kOutputKeyWindow, the executable stops binding outputs (copies, keys of inputs only).
 // The tunable bind_outputs (SYMMFLOW_BIND_OUTPUTS=0) turns it off.
+//
+// Note [outputs that are views]: AOT autograd returns most of a backward's weight gradients as
+// permute(permute(mm, [1, 0]), [1, 0]) and the norms' as reshape(sum): views, which the rule
+// above left to be copied (20 of a Llama training step's 21 backward outputs, 0.6 ms of GPU time
+// a step at 4 x 512 tokens on an H200, docs/benchmarks.md). When the view covers its base's whole
+// buffer contiguously (ir::maybe_strided is false and the bytes are equal), the base's slot takes
+// the destination instead, reinterpreted to the base's shape: the step that produces the base
+// writes there and the views, made from the base's slot at run time, land on the destination
+// itself, so nothing is copied.
 #include <algorithm>
+#include <map>
 
 #include "exec/util.hpp"
 #include "symmflow/exec/executable.hpp"
@@ -44,25 +55,55 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-// Which outputs may be bound to a destination (Note [outputs bound in place]).
+// Which outputs may be bound to a destination, and through which slot (Note [outputs bound in
+// place], Note [outputs that are views]).
 void Executable::find_bindable_outputs() {
   const passes::Plan& p = *plan_;
-  output_bindable_.assign(p.outputs.size(), false);
+  output_bind_slot_.assign(p.outputs.size(), -1);
   std::vector<bool> aliased(p.buffers.size(), false);
   for (const passes::BufferPlan& b : p.buffers) {
     if (b.alias_of >= 0) aliased[size_t(b.alias_of)] = true;
+  }
+  std::map<int, int> owner;  // buffer with memory of its own -> the value it was planned for
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    const int b = p.values[v].buffer;
+    if (b >= 0 && p.buffers[size_t(b)].pool >= 0 && p.values[v].graph_input < 0)
+      owner.emplace(b, int(v));
+  }
+  auto root = [&](int b) {
+    while (p.buffers[size_t(b)].alias_of >= 0) b = p.buffers[size_t(b)].alias_of;
+    return b;
+  };
+  std::map<int, int> roots_taken;  // root buffer -> how many outputs reach it
+  for (int v : p.outputs) {
+    const int b = p.values[size_t(v)].buffer;
+    if (b >= 0) ++roots_taken[root(b)];
   }
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     const int v = p.outputs[o];
     const passes::PlanValue& value = p.values[size_t(v)];
     if (value.graph_input >= 0 || value.buffer < 0) continue;
-    const passes::BufferPlan& b = p.buffers[size_t(value.buffer)];
-    if (b.pool < 0 || b.alias_of >= 0 || aliased[size_t(value.buffer)]) continue;
-    if (p.pools[size_t(b.pool)].layout.pool == ir::Pool::symm) continue;
     if (std::count(p.outputs.begin(), p.outputs.end(), v) != 1) continue;
     const bool written_back = std::any_of(p.writebacks.begin(), p.writebacks.end(),
                                           [&](const passes::Writeback& w) { return w.value == v; });
-    output_bindable_[o] = !written_back;
+    if (written_back) continue;
+    const passes::BufferPlan& b = p.buffers[size_t(value.buffer)];
+    int slot = -1;
+    if (b.alias_of < 0) {
+      if (b.pool >= 0 && !aliased[size_t(value.buffer)]) slot = v;
+    } else {  // Note [outputs that are views]
+      const int r = root(value.buffer);
+      const passes::BufferPlan& base = p.buffers[size_t(r)];
+      const ir::Value* iv = p.graph->find_value(value.name);
+      auto it = owner.find(r);
+      if (base.pool >= 0 && it != owner.end() && roots_taken[r] == 1 && iv &&
+          !ir::maybe_strided(iv) && value.type.bytes() == base.type.bytes())
+        slot = it->second;
+    }
+    if (slot < 0 || p.pools[size_t(p.buffers[size_t(p.values[size_t(slot)].buffer)].pool)]
+                            .layout.pool == ir::Pool::symm)
+      continue;
+    output_bind_slot_[o] = slot;
   }
 }
 
@@ -73,12 +114,14 @@ void Executable::bind_outputs(const std::vector<Tensor>& inputs, const RunOption
   if (options.into.empty() || !bind_outputs_ || !tunables().bind_outputs) return;
   const size_t first_bound = rebound_slots_.size();
   for (size_t o = 0; o < plan_->outputs.size() && o < options.into.size(); ++o) {
-    if (!output_bindable_[o]) continue;
-    const int v = plan_->outputs[o];
+    const int v = output_bind_slot_[o];
+    if (v < 0) continue;
+    const passes::PlanValue& out = plan_->values[size_t(plan_->outputs[o])];
     const Tensor& dst = options.into[o];
     const Tensor& planned = slots_[size_t(v)];
-    if (!dst.defined() || !dst.is_contiguous() || dst.shape() != planned.shape() ||
-        dst.dtype() != planned.dtype() || dst.device() != planned.device() || dst.numel() == 0)
+    if (!dst.defined() || !dst.is_contiguous() || dst.shape() != out.type.shape ||
+        dst.dtype() != planned.dtype() || dst.device() != planned.device() || dst.numel() == 0 ||
+        dst.nbytes() != planned.nbytes())
       continue;
     const bool in_pools = std::any_of(
         pool_storages_.begin(), pool_storages_.end(), [&](const Storage* pool) {
@@ -92,7 +135,10 @@ void Executable::bind_outputs(const std::vector<Tensor>& inputs, const RunOption
     for (size_t k = first_bound; k < rebound_slots_.size() && !clash; ++k)
       clash = overlaps(slots_[size_t(rebound_slots_[k])], dst);
     if (clash) continue;
-    slots_[size_t(v)] = dst;
+    slots_[size_t(v)] = v == plan_->outputs[o]
+                            ? dst
+                            : Tensor::from_storage(dst.storage(), dst.offset_bytes(),
+                                                   planned.dtype(), planned.shape());
     rebound_slots_.push_back(v);
     ++stats_.outputs_bound;
     if (key) key->push_back(dst.raw_data());

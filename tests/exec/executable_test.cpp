@@ -364,6 +364,43 @@ TEST(Exec, OutputsBoundInPlace) {
     testing::expect_same(options.into[o], want[o], fmt::format("unbound output {}", o));
 }
 
+// Note [outputs that are views]: AOT's weight gradient permute(permute(mm)) and a norm's
+// reshape(sum) are bound through their bases (written in place, no copy); a strided view, and a
+// base that two outputs reach (the value and a view of it), are copied; every value is right, run
+// after run (the bases' slots return to the pool between runs).
+const char* kViewOutputs = R"sf(graph views(x: f32[4, 6], w: f32[6, 6], y: f32[3, 6]) {
+  m = aten::mm(x, w)
+  p1 = aten::permute(m, [1, 0])
+  p2 = aten::permute(p1, [1, 0])
+  s = aten::sum.dim_IntList(y, [0], True)
+  r = aten::reshape(s, [6])
+  n = aten::mm(x, w)
+  t = aten::t(n)
+  q = aten::exp(x)
+  qv = aten::reshape(q, [24])
+  return p2, r, t, q, qv
+})sf";
+
+TEST(Exec, OutputsThatAreContiguousViewsBoundThroughTheirBases) {
+  auto plan = testing::plan_text(kViewOutputs);
+  Executable exe(plan);
+  for (int run = 0; run < 3; ++run) {
+    std::vector<Tensor> in = {make_input({4, 6}, DType::f32, run, 9),
+                              make_input({6, 6}, DType::f32, run + 1, 9),
+                              make_input({3, 6}, DType::f32, run + 2, 9)};
+    std::vector<Tensor> want = exec::interpret(*plan->graph, in);
+    exec::RunOptions options;
+    for (const Tensor& w : want) options.into.push_back(Tensor::empty(w.shape(), DType::f32));
+    std::vector<Tensor> got = exe.run(in, options);
+    for (size_t o = 0; o < want.size(); ++o) {
+      EXPECT_EQ(got[o].raw_data(), options.into[o].raw_data()) << o;
+      testing::expect_same(got[o], want[o], fmt::format("run {} output {}", run, o));
+    }
+    EXPECT_EQ(exe.last_stats().outputs_bound, 2u) << run;  // p2 through m, r through s
+    EXPECT_EQ(exe.last_stats().output_copies, 3u) << run;  // t strided; q and qv share q
+  }
+}
+
 // RunOptions::into: outputs land in the caller's tensors (a strided one too) and run() returns
 // them, each written in place or counted as an output copy; destinations of another shape or
 // number are refused.

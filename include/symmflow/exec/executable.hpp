@@ -205,7 +205,9 @@ class Executable {
   std::vector<int> staging_step_;                      // per graph input: its copy-in step, or -1
   std::vector<bool> bind_in_place_;                    // per graph input: may replace its staging
   std::vector<int> rebound_slots_;  // staging slots bound to inputs, outputs bound, this run
-  std::vector<bool> output_bindable_;  // per output: Note [outputs bound in place]
+  // Per output: the plan value whose slot takes the destination (the output itself, or the base
+  // of a contiguous view of a whole buffer), or -1 (Note [outputs bound in place]).
+  std::vector<int> output_bind_slot_;
   bool bind_outputs_ = true;           // false once destinations moved too often (GPU)
   static constexpr size_t kOutputKeysKept = 4, kOutputKeyWindow = 16, kOutputKeyMisses = 8;
   std::deque<std::vector<const void*>> recent_keys_;
