@@ -206,6 +206,26 @@ def parallelize(model, name: str, style: str, group=None, mesh=None):
     return model
 
 
+def fresh_dtensor_caches() -> None:
+    """Empties DTensor's cache of sharding decisions, before each mode a benchmark times.
+
+    Note [DTensor's cache and the order of modes]: DTensor keeps every op's sharding decision in
+    a process-wide cache keyed by the op's arguments, scalars included: AdamW's `addcdiv_` takes
+    the step's bias-corrected step size, new at every step number. The first mode of a process
+    to train N steps pays a miss (about 1.4 ms of host time on a GPU machine, fake tensors and
+    propagation) for each weight at each new step number; a mode timed after it finds them all
+    cached. Timed in the order eager, symmflow, inductor, that order alone made symmflow's
+    training step 1.5 ms slower than inductor's on one H200 (docs/benchmarks.md): each mode now
+    starts from an empty cache and pays the same misses a real training run pays."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return
+    cache = getattr(DTensor._op_dispatcher.sharding_propagator, "propagate_op_sharding", None)
+    if hasattr(cache, "cache_clear"):
+        cache.cache_clear()
+
+
 def sharded_copy(model, name: str, style: str, group=None, mesh=None):
     return parallelize(copy.deepcopy(model), name, style, group, mesh)
 

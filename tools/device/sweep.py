@@ -172,6 +172,7 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
     `calls`-th call (reduce-overhead's first replay), or for calls=2 of a training step the first
     two losses, relative to `scale`."""
     try:
+        hf_models.fresh_dtensor_caches()  # Note [DTensor's cache and the order of modes]
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)

@@ -61,6 +61,7 @@ def _peak() -> int | None:
 
 
 def _train(model, ids, mask, steps, on_first_backward=None):
+    hf_models.fresh_dtensor_caches()  # Note [DTensor's cache and the order of modes]
     if DEVICE == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
