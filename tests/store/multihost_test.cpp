@@ -31,7 +31,10 @@ TEST_P(StoreMultihost, EveryCollectiveAndATpDpProgram) {
   TempDir dir;
   const int w = int(GetParam().hosts.size());
   ChildWorld world(dir.path(), w);
-  ChildSpec spec{"multihost", store_spec(GetParam().store, dir), "mh", 60};
+  // The file store runs the all-reduces and the all-gather (multihost_some: its polling is slow;
+  // the exchange above it is TCP's code), TCP every collective.
+  const char* scenario = GetParam().store == "file" ? "multihost_some" : "multihost";
+  ChildSpec spec{scenario, store_spec(GetParam().store, dir), "mh", 60};
   spec.hosts = GetParam().hosts;
   world.start(spec);
   ASSERT_TRUE(world.wait_all(std::chrono::seconds(200))) << "timed out\n" << world.all_output();

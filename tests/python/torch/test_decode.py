@@ -1,6 +1,7 @@
 """KV-cache decode under symmflow (issue 37 item 1): transformers' Llama, Qwen3 and Mistral with a
 StaticCache, made tensor-parallel with DTensor, a prompt then greedy one-token steps compiled with
-torch.compile(backend="symmflow") on 2 and 4 CPU processes, all three at both (decode_worker.py). The cache update
+torch.compile(backend="symmflow") on 2 CPU processes, and Llama and Mistral on 4 (the KV heads
+split over four ranks, and the sliding window; CI's time) (decode_worker.py). The cache update
 `cache[:, :, pos] = k` (index_put with None entries, Note [index lists with None] in
 _fx_state.py) stays in symmflow and writes the caller's cache in place (Note [the KV cache in
 place]): the prefill and the decode step each compile to one partition with no boundary and no
@@ -24,7 +25,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_worker
 
 @pytest.mark.parametrize("nproc,cases", [
     (2, ["llama:dtensor", "qwen3:dtensor", "mistral:dtensor"]),
-    (4, ["llama:dtensor", "qwen3:dtensor", "mistral:dtensor"])])
+    (4, ["llama:dtensor", "mistral:dtensor"])])
 def test_static_cache_decode_is_one_partition_and_equals_eager(nproc, cases):
     rc, results, out = launch(nproc, ",".join(cases), "f32", timeout=900, worker=WORKER)
     check_all_ok(nproc, results, out, expected_runs(cases, "f32"))
