@@ -67,9 +67,29 @@ def check_all_ok(nproc, results, output, expected_per_rank):
     assert not bad, json.dumps(bad, indent=1)[-6000:]
 
 
+# The model cases and the symm_mem cases of one process count share a launch (a launch of 4
+# processes costs about 10 s on two cores before its first case): each test checks its own.
+MODEL_CASES = ["mlp", "decoder", "decoder_sp"]
+SYMM_CASES = ["input_allreduce", "inplace_allreduce", "ring", "eager"]
+_shared: dict[int, tuple] = {}
+
+
+def shared_launch(nproc: int):
+    """(returncode, results, output) of one launch of every case of MODEL_CASES and SYMM_CASES
+    in f32 and bf16 on `nproc` ranks, made once per process count."""
+    if nproc not in _shared:
+        _shared[nproc] = launch(nproc, ",".join(MODEL_CASES + SYMM_CASES), "f32,bf16")
+    return _shared[nproc]
+
+
+def _of(results, cases):
+    return [r for r in results if r["case"] in cases]
+
+
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_mlp_and_decoder_match_eager(nproc):
-    rc, results, out = launch(nproc, "mlp,decoder,decoder_sp", "f32,bf16")
+    rc, all_results, out = shared_launch(nproc)
+    results = _of(all_results, MODEL_CASES)
     check_all_ok(nproc, results, out, 6)
     assert rc == 0, out[-4000:]
     for r in results:
@@ -96,8 +116,8 @@ def test_an_unsupported_op_in_the_block_gives_two_boundaries_and_the_same_result
 
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_symm_mem_cases_torch_compile_refuses_and_eager_ops(nproc):
-    rc, results, out = launch(nproc, "input_allreduce,inplace_allreduce,ring,eager", "f32,bf16")
-    check_all_ok(nproc, results, out, 8)
+    rc, all_results, out = shared_launch(nproc)
+    check_all_ok(nproc, _of(all_results, SYMM_CASES), out, 8)
     assert rc == 0, out[-4000:]
 
 
