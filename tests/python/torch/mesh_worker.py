@@ -15,6 +15,7 @@ algorithm (explain's text says when a group spans hosts). One `RESULT {json}` li
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -28,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
 
 import data_parallel as dpm  # noqa: E402
 import hf_models  # noqa: E402
-from train_worker import DTYPES, GRAD_TOL, TOLERANCE  # noqa: E402
+from train_worker import DTYPES, GRAD_TOL, TOLERANCE, loss_diff  # noqa: E402
 from worker import run_cases  # noqa: E402
 
 import symmflow.torch as sft  # noqa: E402
@@ -72,6 +73,8 @@ def _grad_err(want: dict, got: dict):
     err, worst = 0.0, None
     for n, g in want.items():
         e = (g - got[n]).abs().max().item() / max(g.abs().max().item(), 1e-3)
+        if not math.isfinite(e):  # a NaN compares false with everything
+            return math.inf, f"{n}: not finite"
         if e > err:
             err, worst = e, n
     return err, worst
@@ -114,7 +117,7 @@ def run_case(name: str, mode: str, dtype: torch.dtype) -> dict:
     reports = sft.reports()[before:]
     names = {_runtime.resolve_group(m.get_group().group_name).name: d
              for d, m in (("dp", dp_mesh), ("tp", tp_mesh))}
-    loss_err = max(abs(a - b) for a, b in zip(want, got))
+    loss_err = loss_diff(want, got)
     grad_err, worst = _grad_err(want_grads, got_grads)
     tol = TOLERANCE[dtype]
     ok = (loss_err <= tol * max(max(abs(x) for x in want), 1.0) and grad_err <= GRAD_TOL[dtype]

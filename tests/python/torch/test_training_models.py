@@ -60,3 +60,15 @@ def test_training_equals_eager_step_by_step(nproc, cases, dtypes):
     check_all_ok(nproc, results, out, expected_runs(cases, dtypes))
     assert rc == 0, out[-4000:]
     _one_partition_each(results)
+
+
+def test_a_loss_that_becomes_nan_is_never_within_tolerance():
+    # max() over differences skips a NaN that is not first: a GPU run whose bf16 loss became NaN
+    # at step 6 once passed train_worker's check.
+    from train_worker import loss_diff
+
+    assert loss_diff([4.8, 4.5, 4.2], [4.8, 4.5, 4.2]) == 0.0
+    assert loss_diff([4.8, 4.5, 4.2], [4.8, 4.5, float("nan")]) == float("inf")
+    assert loss_diff([4.8, float("inf")], [4.8, 4.5]) == float("inf")
+    assert loss_diff([4.8, 4.5], [4.8]) == float("inf")
+    assert abs(loss_diff([4.0, 3.0], [4.0, 3.5]) - 0.5) < 1e-12

@@ -19,6 +19,7 @@ A bf16 run not within tolerance of eager is measured against the same weights tr
 from __future__ import annotations
 
 import copy
+import math
 import os
 import sys
 import time
@@ -101,16 +102,27 @@ def _report_facts(reports) -> dict:
     return facts
 
 
+def loss_diff(want, got) -> float:
+    """The largest difference of two loss histories; inf when either holds a NaN or an inf, or
+    their lengths differ (max() over differences skips a NaN that is not first: a run whose loss
+    became NaN at step 6 once passed)."""
+    if len(want) != len(got) or not all(math.isfinite(x) for x in list(want) + list(got)):
+        return math.inf
+    return max((abs(a - b) for a, b in zip(want, got)), default=0.0)
+
+
 def _compare(want_losses, got_losses, want_grads, got_grads):
     """The largest loss difference, and the largest gradient difference relative to that
     gradient's largest element, with the parameter it is in."""
-    loss_err = max(abs(a - b) for a, b in zip(want_losses, got_losses))
+    loss_err = loss_diff(want_losses, got_losses)
     grad_err, worst = 0.0, None
     for n, g in want_grads.items():
         h = got_grads.get(n)
         if h is None:
             return loss_err, float("inf"), f"{n}: no gradient"
         err = (g - h).abs().max().item() / max(g.abs().max().item(), 1e-3)
+        if not math.isfinite(err):  # a NaN compares false with everything
+            return loss_err, math.inf, f"{n}: not finite"
         if err > grad_err:
             grad_err, worst = err, n
     return loss_err, grad_err, worst
@@ -143,7 +155,7 @@ def run_case(name: str, style: str, masked: bool, dtype: torch.dtype, batch: int
         theirs = torch.compile(hf_models.sharded_copy(full.to(device()), name, style))
         losses, s = _train(theirs, ids, mask, STEPS)
         peer = {"inductor_step_s": sorted(s[1:])[len(s[1:]) // 2], "inductor_peak": _peak(),
-                "inductor_loss_err": max(abs(a - b) for a, b in zip(want, losses))}
+                "inductor_loss_err": loss_diff(want, losses)}
     tol = TOLERANCE[dtype]
     loss_err, grad_err, worst = _compare(want, got, grads["eager"], grads["symmflow"])
     ok = loss_err <= tol * max(max(abs(x) for x in want), 1.0) and grad_err <= GRAD_TOL[dtype]
