@@ -31,6 +31,7 @@ namespace symmflow::passes {
 namespace {
 
 using node_match::arg;
+using node_match::calls_of;
 using node_match::is_op;
 using node_match::literal_is;
 
@@ -116,11 +117,7 @@ void rewrite(ir::Graph& g, const Match& m) {
 }  // namespace
 
 void fuse_allreduce_rmsnorm(ir::Graph& graph) {
-  std::vector<ir::Node*> candidates;
-  for (ir::Node* n : graph.nodes()) {
-    if (is_op(n, "symm_mem::one_shot_all_reduce")) candidates.push_back(n);
-  }
-  for (ir::Node* n : candidates) {
+  for (ir::Node* n : calls_of(graph, "symm_mem::one_shot_all_reduce")) {
     Match m;
     if (match(graph, n, m)) rewrite(graph, m);
   }

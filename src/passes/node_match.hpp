@@ -1,10 +1,12 @@
 // Small matchers over IR nodes shared by the pattern passes (fuse_allreduce_rmsnorm,
-// raise_rms_norm, raise_rotary): whether a node calls an op, an argument by its schema name, a
-// literal's value, a value's only use, the other factor of a product.
+// raise_rms_norm, raise_rotary, raise_gqa): whether a node calls an op and the nodes that do, an
+// argument by its schema name, a literal's value, a value's only use, the other factor of a
+// product.
 #pragma once
 
 #include <algorithm>
 #include <string_view>
+#include <vector>
 
 #include "symmflow/ir/graph.hpp"
 
@@ -13,6 +15,16 @@ namespace symmflow::passes::node_match {
 // Whether `n` is a call of op `name` ("aten::add.Tensor"); false for null, fused and copy nodes.
 inline bool is_op(const ir::Node* n, std::string_view name) {
   return n && n->kind() == ir::NodeKind::op && n->op()->name() == name;
+}
+
+// The nodes of `g` that call op `name`, in graph order: a pattern pass's candidates, taken before
+// it rewrites (a rewrite erases and inserts nodes).
+inline std::vector<ir::Node*> calls_of(const ir::Graph& g, std::string_view name) {
+  std::vector<ir::Node*> out;
+  for (ir::Node* n : g.nodes()) {
+    if (is_op(n, name)) out.push_back(n);
+  }
+  return out;
 }
 
 // The argument of an op node named `name` in its schema, or null.

@@ -130,11 +130,8 @@ bool raise_one(ir::Graph& g, ir::Node* attention) {
 }  // namespace
 
 void raise_gqa(ir::Graph& graph) {
-  std::vector<ir::Node*> candidates;
-  for (ir::Node* n : graph.nodes()) {
-    if (is_op(n, "aten::scaled_dot_product_attention")) candidates.push_back(n);
-  }
-  for (ir::Node* attention : candidates) raise_one(graph, attention);
+  for (ir::Node* attention : calls_of(graph, "aten::scaled_dot_product_attention"))
+    raise_one(graph, attention);
 }
 
 }  // namespace symmflow::passes

@@ -169,11 +169,7 @@ void rewrite(ir::Graph& g, const Chain& c) {
 }  // namespace
 
 void raise_rms_norm(ir::Graph& graph) {
-  std::vector<ir::Node*> candidates;
-  for (ir::Node* n : graph.nodes()) {
-    if (is_op(n, "aten::rsqrt")) candidates.push_back(n);
-  }
-  for (ir::Node* n : candidates) {
+  for (ir::Node* n : calls_of(graph, "aten::rsqrt")) {
     Chain c;
     if (!match(graph, n, c)) continue;
     const ir::Value* result = c.nodes.back()->output();

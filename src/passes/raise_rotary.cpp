@@ -309,19 +309,11 @@ void rewrite_backward(ir::Graph& g, const BackwardChain& c) {
 }  // namespace
 
 void raise_rotary(ir::Graph& graph) {
-  std::vector<ir::Node*> candidates;
-  for (ir::Node* n : graph.nodes()) {
-    if (is_op(n, "aten::cat")) candidates.push_back(n);
-  }
-  for (ir::Node* cat : candidates) {
+  for (ir::Node* cat : calls_of(graph, "aten::cat")) {
     Chain c;
     if (match(graph, cat, c)) rewrite(graph, c);
   }
-  std::vector<ir::Node*> negs;
-  for (ir::Node* n : graph.nodes()) {
-    if (is_op(n, "aten::neg")) negs.push_back(n);
-  }
-  for (ir::Node* neg : negs) {
+  for (ir::Node* neg : calls_of(graph, "aten::neg")) {
     BackwardChain c;
     if (match_backward(graph, neg, c)) rewrite_backward(graph, c);
   }
