@@ -102,3 +102,39 @@ def test_tp_inside_dp_across_two_hosts_equals_eager():
     for case in ("llama:replicate", "llama:fully_shard"):
         assert by_rank[(case, 0)] == by_rank[(case, 1)], by_rank
         assert by_rank[(case, 2)] == by_rank[(case, 3)], by_rank
+
+
+class _Mesh:
+    """A stand-in for a DeviceMesh: its dimensions, size and this rank's place in it."""
+
+    def __init__(self, ndim=1, size=2, local=0):
+        self.ndim, self._size, self._local = ndim, size, local
+
+    def size(self):
+        return self._size
+
+    def get_local_rank(self):
+        return self._local
+
+
+def test_data_parallel_refuses_a_bad_mode_a_2d_mesh_and_an_uneven_batch():
+    import sys
+
+    import torch
+
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
+    import data_parallel as dpm
+
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(ValueError, match=r"data_parallel: mode 'ddp' is not one of "
+                                         r"\('replicate', 'fully_shard'\)"):
+        dpm.data_parallel(model, _Mesh(), mode="ddp")
+    with pytest.raises(ValueError, match=r"data_parallel: dp_mesh must be 1-D \(a mesh dimension "
+                                         r"such as mesh\['dp'\]\), not 2-D"):
+        dpm.data_parallel(model, _Mesh(ndim=2))
+    with pytest.raises(ValueError, match="batch_slice: a batch of 5 does not split over 2 "
+                                         "data-parallel ranks"):
+        dpm.batch_slice(torch.zeros(5, 3), _Mesh())
+    # A batch that splits: rank 1 of 2 gets the second half, every element.
+    batch = torch.arange(12.0).reshape(4, 3)
+    assert torch.equal(dpm.batch_slice(batch, _Mesh(local=1)), batch[2:])
