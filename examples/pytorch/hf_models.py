@@ -152,13 +152,14 @@ def parallelize(model, name: str, style: str, group=None, mesh=None):
     `mesh` (a dimension of a larger mesh: `mesh["tp"]`), and returns it."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    given = mesh
     if mesh is None:
         world = dist.get_world_size(group)
         ranks = dist.get_process_group_ranks(group) if group is not None else list(range(world))
         mesh = DeviceMesh(next(model.parameters()).device.type, ranks)
     elif group is not None:
         raise ValueError("parallelize: pass a group or a mesh, not both")
+    else:
+        group = mesh.get_group()  # GPT-2's hand-made plan takes the group
     if style == "tp_plan":
         from transformers.distributed.tensor_parallel import apply_tensor_parallelism
 
@@ -189,7 +190,7 @@ def parallelize(model, name: str, style: str, group=None, mesh=None):
     if name == "gpt2":
         if style != "dtensor":
             raise ValueError(f"gpt2 is made tensor-parallel by hand (style 'dtensor'), not {style}")
-        return _parallelize_gpt2(model, group if given is None else given.get_group())
+        return _parallelize_gpt2(model, group)
     sp = style == "sp"
     for layer in _layers(model):
         parallelize_module(layer, mesh, _dtensor_plan(name, sp))
