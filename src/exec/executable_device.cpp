@@ -20,6 +20,17 @@
 // reads that nothing writes (StepStream::stable, Note [early launch]) are rebased onto each run's
 // bound addresses, so a GEMM behind a collective still loads a bound weight before its wait.
 //
+// Note [views after a replay]: a view step runs on the host (it sets its result's slot, it launches
+// nothing), so a replayed graph does not redo it, and a view's slot keeps the address of the run
+// that last ran the steps. The steps inside the graph never read slots, but the host does after
+// the run: collect_outputs and write_back read the slots of outputs and written-back values. When
+// such a value is a view of memory that changes with the binding (a caller's input, or an output
+// bound in place through its base: Note [outputs that are views] in executable_outputs.cpp), a
+// replay for another binding would copy the previous binding's memory into the destination:
+// found as a training run that drifted from eager after its graphs began to alternate. So the
+// view steps that outputs and written-back values read, through chains of views, are redone on
+// the host after every replay (replay_views_, a few microseconds), before the outputs are taken.
+//
 // Note [caller's stream]: with RunOptions::stream (PyTorch's current stream, say) a run forks off
 // that stream (an event it records, which the compute stream waits for), runs as usual, and joins
 // back (the caller's stream waits for an event of the compute stream): no host synchronisation,
@@ -146,11 +157,35 @@ void Executable::prepare_device() {
     bytes = std::max(bytes, size_t(ps.bytes));
   }
   device_streams_ = plan_streams(access, tunables().cuda_early_launch);
+  find_replay_views();
   device_->prepare(device_streams_, collective_bytes);
   // No rank launches a collective before every peer finished preparing: on a shared GPU a peer
   // still creating its handles could otherwise wait behind that kernel (Note [ranks sharing a
   // GPU] in runtime/cuda/heap.cpp).
   for (const auto& [group, bytes] : collective_bytes) group->barrier(0, "Executable");
+}
+
+// Note [views after a replay]: the view steps whose results outputs or written-back values read,
+// in step order.
+void Executable::find_replay_views() {
+  const passes::Plan& p = *plan_;
+  std::vector<bool> read_after(p.values.size(), false);
+  for (int v : p.outputs) read_after[size_t(v)] = true;
+  for (const passes::Writeback& w : p.writebacks) read_after[size_t(w.value)] = true;
+  replay_views_.clear();
+  for (size_t s = steps_.size(); s-- > 0;) {
+    const passes::PlanStep& ps = *steps_[s]->plan;
+    if (skip_always_[s] || ps.kind != passes::StepKind::call || !ps.op.called()->has(Tag::view))
+      continue;
+    if (std::none_of(ps.results.begin(), ps.results.end(),
+                     [&](int v) { return read_after[size_t(v)]; }))
+      continue;
+    replay_views_.push_back(s);
+    for (const passes::Operand& a : steps_[s]->args) {
+      if (a.kind == passes::Operand::Kind::value) read_after[size_t(a.value)] = true;
+    }
+  }
+  std::reverse(replay_views_.begin(), replay_views_.end());
 }
 
 // Input i's device buffer (Note [device inputs]): the staging buffer, or one made on first use.
@@ -258,6 +293,9 @@ std::vector<Tensor> Executable::run_on_device(const std::vector<Tensor>& inputs,
   };
   std::vector<Tensor> results;
   auto after = [&] {
+    if (!ran_steps) {  // Note [views after a replay]
+      for (size_t s : replay_views_) run_step(*steps_[s]);
+    }
     write_back(inputs);
     results = collect_outputs(options);
   };

@@ -29,11 +29,9 @@
 // buffer contiguously (ir::maybe_strided is false and the bytes are equal), the base's slot takes
 // the destination instead, reinterpreted to the base's shape: the step that produces the base
 // writes there and the views, made from the base's slot at run time, land on the destination
-// itself, so nothing is copied. On the CPU only for now: on one H200 a training run with it
-// diverged from eager after four or five steps (Qwen3 f32 losses 4.7e-4 apart at step 10, Llama
-// bf16 NaN from step 6; step 1's gradients equal) where the same run at the previous commit
-// agreed to 4.8e-7, and no device time was left to find out why. GPUs keep the rule above (a
-// view output is copied) until a GPU test pins it.
+// itself, so nothing is copied. On a GPU the view steps are redone after a replay (Note [views
+// after a replay] in executable_device.cpp): without that, a replay for one destination returned
+// the view of the destination of the run before it.
 #include <algorithm>
 #include <map>
 
@@ -95,7 +93,7 @@ void Executable::find_bindable_outputs() {
     int slot = -1;
     if (b.alias_of < 0) {
       if (b.pool >= 0 && !aliased[size_t(value.buffer)]) slot = v;
-    } else if (!device_) {  // Note [outputs that are views] (CPU only, for now)
+    } else {  // Note [outputs that are views]
       const int r = root(value.buffer);
       const passes::BufferPlan& base = p.buffers[size_t(r)];
       const ir::Value* iv = p.graph->find_value(value.name);

@@ -154,6 +154,44 @@ TEST_P(CudaStream, OutputsAreWrittenInPlaceUntilTheirDestinationsMoveEveryRun) {
   }, ThreadsOptions{120});
 }
 
+// Note [views after a replay]: outputs that are views, of a base bound to the destination (p2, r)
+// and of an input (xv), with inputs and destinations alternating between two sets: the runs from
+// the third on replay the graph of the binding before last, and each must return its own
+// binding's values, not the memory of the run before it.
+TEST_P(CudaStream, ViewOutputsFollowEachReplaysBinding) {
+  const int world = GetParam();
+  const std::string text = R"sf(graph views(x: f32[4, 6], w: f32[6, 6], y: f32[3, 6]) {
+  m = aten::mm(x, w)
+  p1 = aten::permute(m, [1, 0])
+  p2 = aten::permute(p1, [1, 0])
+  s = aten::sum.dim_IntList(y, [0], True)
+  r = aten::reshape(s, [6])
+  xv = aten::reshape(x, [24])
+  return p2, r, xv
+})sf";
+  Case c{passes::compile(ir::parse_graph(text, {"views", world})),
+         std::shared_ptr<ir::Graph>(ir::parse_graph(text, {"views", world}))};
+  run_threads(world, [&](Runtime& rt) {
+    int dev = bind_device();
+    exec::Executable exe(c.plan, exec::ExecOptions{Device::cuda(dev)});
+    std::vector<std::vector<Tensor>> host(2), dev_in(2), into(2);
+    for (int k = 0; k < 2; ++k) {
+      host[size_t(k)] = host_inputs(c, rt.rank(), k);
+      for (const Tensor& h : host[size_t(k)]) dev_in[size_t(k)].push_back(to_device(h));
+      for (const ir::Value* v : c.plan->graph->outputs())
+        into[size_t(k)].push_back(Tensor::empty(v->type().shape, v->type().dtype, Device::cuda(dev)));
+    }
+    for (int iter = 0; iter < 6; ++iter) {
+      const size_t k = size_t(iter % 2);
+      exec::RunOptions options;
+      options.into = into[k];
+      std::vector<Tensor> got = exe.run(dev_in[k], options);
+      expect_matches(c, host[k], got, fmt::format("world {} rank {} run {}", world, rt.rank(), iter));
+      EXPECT_EQ(exe.last_stats().outputs_bound, 2u) << "run " << iter;  // p2 through m, r through s
+    }
+  }, ThreadsOptions{60});
+}
+
 // Runs on a stream of the caller's: the caller enqueues the inputs' upload on it, the run follows
 // with no host wait, outputs land in the caller's tensors, and the caller's stream waits for them.
 TEST_P(CudaStream, RunsFollowAndPrecedeTheCallersStream) {

@@ -179,6 +179,7 @@ class Executable {
   void write_back(const std::vector<Tensor>& inputs);
   void copy(const Tensor& dst, const Tensor& src);
   void prepare_device();
+  void find_replay_views();  // Note [views after a replay] (executable_device.cpp)
   std::vector<Tensor> run_on_device(const std::vector<Tensor>& inputs, const RunOptions& options);
   RunBinding bind_device_inputs(const std::vector<Tensor>& inputs, std::vector<bool>& copy_in,
                                 std::optional<void*> stream);
@@ -225,6 +226,7 @@ class Executable {
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<bool> skip_copy_;         // per step, this run
   std::vector<bool> skip_always_;       // per step: a copy-in done before the steps (device)
+  std::vector<size_t> replay_views_;    // view steps an output reads, redone on a replay (device)
   // Note [barrier before each run] (executable.cpp): each group with its barrier op.
   std::vector<std::pair<Group*, const OpDef*>> entry_barriers_;
   RunStats stats_;
