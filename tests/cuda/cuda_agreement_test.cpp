@@ -4,7 +4,8 @@
 // 1 MiB), or a reduce-scatter with another reduce op, raise InvalidUsage on every rank naming the
 // field and both ranks' values, leave the output untouched, and the failure is raised by the next
 // call too (the host-mapped report), not only by synchronize(). Agreeing ranks after it work on a
-// new group's communicator. Skipped without two GPUs.
+// new group's communicator. Two rank threads, on two GPUs or sharing one (each on its own
+// stream: tests/cuda/rank_stream.hpp); skipped without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <functional>
@@ -19,13 +20,18 @@
 #include "symmflow/kernels/cuda.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "rank_stream.hpp"
 
 namespace symmflow::cuda {
 namespace {
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-void on_two_gpus(const std::function<void(Runtime&)>& fn) {
+using testing::copy_on_rank_stream;
+using testing::fill_on_rank_stream;
+using testing::rank_stream;
+
+void on_two_ranks(const std::function<void(Runtime&)>& fn) {
   run_threads(
       2,
       [&](Runtime& rt) {
@@ -46,24 +52,24 @@ struct Call {
 // GPUs; returns each rank's error text ("" when none) and checks the output kept its sentinel.
 std::vector<std::string> disagree(const Call (&calls)[2], Algo algo) {
   std::vector<std::string> errors(2);
-  on_two_gpus([&](Runtime& rt) {
+  on_two_ranks([&](Runtime& rt) {
     const Call c = calls[rt.rank()];
     const size_t bytes = size_t(c.n) * dtype_size(c.dtype);
     auto comm = Communicator::create(rt.group("world"), 8 << 20);
     auto heap = DeviceHeap::allocate(rt.group("world"), 8 << 20);
     void* out = nullptr;
     CUDA_OK(cudaMalloc(&out, bytes));
-    CUDA_OK(cudaMemset(heap->local(), 0x11, bytes));
-    CUDA_OK(cudaMemset(out, 0x7f, bytes));
+    CUDA_OK(fill_on_rank_stream(heap->local(), 0x11, bytes));
+    CUDA_OK(fill_on_rank_stream(out, 0x7f, bytes));
     try {
       if (algo == Algo::two_shot) {
-        comm->all_reduce_inplace(*heap, 0, c.n, c.dtype, c.reduce_op, nullptr, Algo::two_shot);
+        comm->all_reduce_inplace(*heap, 0, c.n, c.dtype, c.reduce_op, rank_stream(), Algo::two_shot);
       } else {
-        comm->all_reduce(heap->local(), out, c.n, c.dtype, c.reduce_op, nullptr, algo);
+        comm->all_reduce(heap->local(), out, c.n, c.dtype, c.reduce_op, rank_stream(), algo);
       }
-      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaStreamSynchronize(static_cast<cudaStream_t>(rank_stream())));
       // The next call raises what the kernel recorded (no synchronize()).
-      comm->all_reduce(heap->local(), out, c.n, c.dtype, c.reduce_op, nullptr, Algo::one_shot);
+      comm->all_reduce(heap->local(), out, c.n, c.dtype, c.reduce_op, rank_stream(), Algo::one_shot);
       ADD_FAILURE() << "rank " << rt.rank() << ": no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::InvalidUsage) << e.what();
@@ -71,7 +77,7 @@ std::vector<std::string> disagree(const Call (&calls)[2], Algo algo) {
     }
     std::vector<unsigned char> host(bytes);
     const void* result = algo == Algo::two_shot ? heap->local() : out;
-    CUDA_OK(cudaMemcpy(host.data(), result, bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(copy_on_rank_stream(host.data(), result, bytes, cudaMemcpyDeviceToHost));
     const unsigned char sentinel = algo == Algo::two_shot ? 0x11 : 0x7f;
     size_t changed = 0;
     for (unsigned char b : host) changed += b != sentinel;
@@ -79,10 +85,10 @@ std::vector<std::string> disagree(const Call (&calls)[2], Algo algo) {
     // The group is poisoned (Note [poisoned groups]); a new group's communicator works.
     auto again = Communicator::create(rt.new_group("again", {0, 1}), 1 << 20);
     std::vector<float> ones(256, 1.0f + float(rt.rank()));
-    CUDA_OK(cudaMemcpy(out, ones.data(), 1024, cudaMemcpyHostToDevice));
-    again->all_reduce(out, out, 256, DType::f32, "sum", nullptr);
-    again->synchronize(nullptr);
-    CUDA_OK(cudaMemcpy(ones.data(), out, 1024, cudaMemcpyDeviceToHost));
+    CUDA_OK(copy_on_rank_stream(out, ones.data(), 1024, cudaMemcpyHostToDevice));
+    again->all_reduce(out, out, 256, DType::f32, "sum", rank_stream());
+    again->synchronize(rank_stream());
+    CUDA_OK(copy_on_rank_stream(ones.data(), out, 1024, cudaMemcpyDeviceToHost));
     for (float f : ones) ASSERT_EQ(f, 3.0f);
     cudaFree(out);
   });
@@ -103,7 +109,7 @@ void expect_named(const std::vector<std::string>& errors, const std::string& ran
 }
 
 TEST(CudaAgreement, AnotherReduceOpRaisesOnEveryRankOnEveryPath) {
-  if (device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
   for (int64_t n : {int64_t(1024), int64_t(1) << 18}) {  // 4 KiB: ll; 1 MiB: flags
     for (Algo algo : {Algo::one_shot, Algo::two_shot}) {
       SCOPED_TRACE(fmt::format("{} elements, {}", n, algo_name(algo)));
@@ -115,7 +121,7 @@ TEST(CudaAgreement, AnotherReduceOpRaisesOnEveryRankOnEveryPath) {
 }
 
 TEST(CudaAgreement, AnotherDtypeOfTheSameBytesRaises) {
-  if (device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
   for (int64_t n : {int64_t(2048), int64_t(1) << 19}) {
     SCOPED_TRACE(fmt::format("{} elements", n));
     const Call calls[2] = {{DType::bf16, "sum", n}, {DType::f16, "sum", n}};
@@ -125,7 +131,7 @@ TEST(CudaAgreement, AnotherDtypeOfTheSameBytesRaises) {
 }
 
 TEST(CudaAgreement, AnotherElementCountRaises) {
-  if (device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
   // Both within the ll path, and both on the flags path (launch shapes differ too).
   for (auto [a, b] : {std::pair<int64_t, int64_t>{1024, 1026}, {1 << 18, (1 << 18) + 4096}}) {
     SCOPED_TRACE(fmt::format("{} against {} elements", a, b));
@@ -135,9 +141,9 @@ TEST(CudaAgreement, AnotherElementCountRaises) {
 }
 
 TEST(CudaAgreement, AReduceScatterWithAnotherReduceOpRaises) {
-  if (device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (device_count() == 0) GTEST_SKIP() << "no GPU";
   std::vector<std::string> errors(2);
-  on_two_gpus([&](Runtime& rt) {
+  on_two_ranks([&](Runtime& rt) {
     auto comm = Communicator::create(rt.group("world"), 1 << 20);
     auto heap = DeviceHeap::allocate(rt.group("world"), 1 << 20);
     void* out = nullptr;
@@ -146,8 +152,8 @@ TEST(CudaAgreement, AReduceScatterWithAnotherReduceOpRaises) {
                            static_cast<char*>(heap->peer(1)) + rt.rank() * 4096};
     try {
       comm->reduce_scatter(srcs, out, 1, 1024, 1024, DType::f32, rt.rank() == 0 ? "sum" : "min",
-                           "symm_mem::reduce_scatter_out", nullptr);
-      comm->synchronize(nullptr);
+                           "symm_mem::reduce_scatter_out", rank_stream());
+      comm->synchronize(rank_stream());
       ADD_FAILURE() << "rank " << rt.rank() << ": no error";
     } catch (const Error& e) {
       errors[size_t(rt.rank())] = e.what();
