@@ -13,19 +13,24 @@
 //     needs an f32, bf16 or f16 result (Note [fused casts and broadcasts]).
 //   - a fusible producer P joins a region when every use of its value is a fusible node of that
 //     one region with P's output's shape (its dtype may differ), and the value is neither a graph
-//     output nor a writeback value (Note [regions with shared values]). Regions therefore have a
-//     single output (their root, the last node) and are maximal under that rule; a value with a
-//     user outside its region is never fused across (it stays a buffer), while one used several
-//     times inside a region (torch's silu: x * sigmoid(x)) is a register like any other. Every
-//     value defined in a region has the root's shape; only external inputs broadcast.
-//   - every region of >= 2 ops becomes one `fused` node at its root's position, whose body holds
-//     the ops in their original order over body inputs named after the region's external inputs
-//     (as the text format names them); its output keeps the root's name and layout. Single ops
-//     are left alone. Only the region's output is a buffer.
+//     output nor a writeback value (Note [regions with shared values]). When its uses lie in
+//     several regions, those merge into one first if no path leads between them and the result
+//     fits (Note [sibling regions]); otherwise a producer of at most 2 tensors is copied into each
+//     (Note [recomputed producers]). A value with a user outside its region is never fused across
+//     (it stays a buffer), while one used several times inside a region (torch's silu: x *
+//     sigmoid(x)) is a register like any other. Every value defined in a region has its last
+//     node's shape; only external inputs broadcast.
+//   - every region of >= 2 ops becomes one `fused` node at its last node's position (nodes that
+//     read an earlier output of it move after it, otherwise the order is kept), whose body
+//     holds the ops in their original order over body inputs named after the region's external
+//     inputs (as the text format names them); its outputs, the region's values used outside it
+//     (one, its last node's, unless siblings merged; at most 2), keep their names and layouts.
+//     Single ops are left alone. Only the region's outputs are buffers.
 //   - a region input may be a strided view (a permute, an expand): the fused executors index it
 //     by its strides, as they index a broadcast input, so no copy is added.
-//   - a region has at most 12 ops and 8 external inputs (Note [fused region size]).
-//   - O(n log n): one walk back with union-find, one reorder, erasures from the back.
+//   - a region has at most 12 ops, 8 external inputs and 2 outputs (Note [fused region size]).
+//   - one walk back with union-find, one reorder, erasures from the back: O(n log n), plus a
+//     search of the graph per attempted merge of sibling regions.
 // Refuses: nothing (non-fusible nodes are left as they are).
 //
 // Note [regions with shared values]: a region was a tree (a producer joined only a consumer that
@@ -34,9 +39,27 @@
 // two steps. A producer now joins when all its uses are in one region, so the region is a DAG
 // with one output; its members are still contiguous in effect (no use leaves the region, so
 // moving them to the root's position breaks no order). Deciding from the back sees every user's
-// region before its producers; regions only grow by producers, never merge, so a region's root
-// stays its last node. The executors already run DAG bodies: the CPU one frees scratch after a
+// region before its producers; regions grow by producers, and merge only as Note [sibling
+// regions] says, keeping the later root, so a region's root stays its last node. The executors already run DAG bodies: the CPU one frees scratch after a
 // value's last use, the GPU one releases a register after its last reader.
+//
+// Note [sibling regions]: the backward of SiLU x (sigmoid s) times up u, given g, is two products
+// that read the same tensors: dx = g * u * s * (1 + x * (1 - s)) and du = g * x * s, each in a
+// region of its own, and s, read by both, a third kernel. Inductor makes one kernel of them. So
+// a producer whose uses lie in several regions merges those regions into one with an output per
+// region, and then joins it: one pass over x, u and g, two results. The merged node stands at its
+// last member's place, and a node between that read an earlier output (AOT puts du's weight
+// gradient GEMM between du and dx) moves after it: the pass orders its nodes topologically,
+// otherwise as they were. That is legal when no path leads from one of the regions to another
+// through other nodes, regions taken whole (path_between); RMSNorm's backward has one (g * w
+// feeds a product that a row sum reads, and the region after the sum reads the sum), which would
+// be a cycle. Merging happens only for a shared producer, not for regions that merely read the
+// same inputs, and at most kMaxFusedOutputs outputs: each output is a store, and the GPU's
+// program holds 10 tensors (Note [fused region size]). Where regions stay apart, a small
+// producer is copied into each instead (Note [recomputed producers] in
+// fuse_pointwise_regions.cpp). In a two-layer Llama's training backward (CPU, world 1) the two
+// rules with Note [one swapped sin] (raise_rotary.cpp) took the plan from 283 steps to 259:
+// pointwise and copy kernels 53 to 35.
 //
 // Note [fused casts and broadcasts]: the pointwise work of a decoder layer is mostly chains that
 // change dtype (torch's silu in f32 between bf16 GEMMs: _to_copy, silu, _to_copy, mul) or read a
@@ -64,12 +87,12 @@
 //     must be None so the op is a dtype change and nothing else, and an op taking a ScalarType
 //     fuses only with an f32, bf16 or f16 result. No op names here.
 #include <algorithm>
-#include <numeric>
 #include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
 
+#include "passes/fuse_pointwise_regions.hpp"
 #include "symmflow/passes/passes.hpp"
 
 namespace symmflow::passes {
@@ -126,98 +149,17 @@ bool fusible_node(const Node* n) {
 
 // Note [fused region size]: a region grows by producers only while it has at most kMaxFusedOps
 // ops and kMaxFusedInputs external tensors, so that every executor runs it as one program: the
-// GPU's (kernels/cuda/pointwise/pointwise.hpp) holds 10 tensors (the inputs and the one output), 48
+// GPU's (kernels/cuda/pointwise/pointwise.hpp) holds 10 tensors (the inputs and the outputs), 48
 // instructions (a load per input, at most 3 per op: the op and the constants of two scalar
 // arguments, a store) and 24 live registers (inputs and intermediates). Without the bound a long
 // decomposed chain (a backward graph's, say) would fuse into a region the GPU refuses at run
 // time. A region at the bound stays a buffer boundary; its producers form regions of their own.
-constexpr size_t kMaxFusedOps = 12;
-constexpr size_t kMaxFusedInputs = 8;
+// (The bounds: kMaxFusedOps, kMaxFusedInputs, kMaxFusedOutputs in fuse_pointwise_regions.cpp.)
 
-struct UnionFind {
-  std::vector<size_t> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  size_t find(size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-};
-
-// The regions of fusible nodes: a producer joins the one region of all its users; since users
-// come later, a region's root (its representative) is its last node.
-struct Regions {
-  std::vector<bool> fusible;  // per node
-  UnionFind uf;
-  std::vector<size_t> first, member;  // members of root r, in order: member[first[r], first[r + 1])
-
-  size_t root(size_t i) { return uf.find(i); }
-  std::span<const size_t> of(size_t root) const {
-    return {member.data() + first[root], first[root + 1] - first[root]};
-  }
-};
-
-Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes) {
-  std::unordered_map<const ir::Value*, int> pinned;  // graph outputs and writeback values
-  for (const ir::Value* v : graph.outputs()) pinned[v] = 1;
-  for (const Graph::Writeback& w : graph.writebacks()) pinned[w.value] = 1;
-  Regions r{std::vector<bool>(nodes.size()), UnionFind(nodes.size()), {}, {}};
-  UnionFind& uf = r.uf;
-  std::vector<bool>& fusible = r.fusible;
-  for (size_t i = 0; i < nodes.size(); ++i) fusible[i] = fusible_node(nodes[i]);
-  // Per region root: its ops and its external inputs (Note [fused region size]).
-  std::vector<size_t> ops(nodes.size(), 1);
-  std::vector<std::set<const ir::Value*>> external(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!fusible[i]) continue;
-    for (const ir::Value* in : nodes[i]->inputs()) external[i].insert(in);
-  }
-  // From the last node back (Note [regions with shared values]): a producer joins when every use
-  // of its value is a fusible node of one region with the value's shape. Its users were placed
-  // already, and a region's root, its last node, is the set's representative.
-  for (size_t i = nodes.size(); i-- > 0;) {
-    const ir::Value* v = fusible[i] ? nodes[i]->output() : nullptr;
-    if (!v || pinned.count(v) || v->uses().empty()) continue;
-    size_t region = nodes.size();  // none yet
-    bool joins = true;
-    for (const Node* u : v->uses()) {
-      const size_t at = &u->owner() == &graph ? graph.position(u) : nodes.size();
-      if (at == nodes.size() || !fusible[at] || u->output()->type().shape != v->type().shape) {
-        joins = false;  // a broadcast into a bigger value stays external, as any other use
-        break;
-      }
-      const size_t root = uf.find(at);
-      if (region != nodes.size() && root != region) {
-        joins = false;
-        break;
-      }
-      region = root;
-    }
-    if (!joins || ops[region] + 1 > kMaxFusedOps) continue;
-    std::set<const ir::Value*> grown = external[region];
-    grown.erase(v);
-    grown.insert(external[i].begin(), external[i].end());
-    if (grown.size() > kMaxFusedInputs) continue;
-    uf.parent[i] = region;  // i is still alone: only its users were placed
-    ++ops[region];
-    external[region] = std::move(grown);
-  }
-  r.first.assign(nodes.size() + 1, 0);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fusible[i]) ++r.first[uf.find(i) + 1];
-  }
-  std::partial_sum(r.first.begin(), r.first.end(), r.first.begin());
-  r.member.resize(r.first.back());
-  std::vector<size_t> fill(r.first.begin(), r.first.end() - 1);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fusible[i]) r.member[fill[uf.find(i)]++] = i;
-  }
-  return r;
-}
-
-// The fused node of one region (rooted at `root_node`). `final_name`: the names earlier fused
+// The fused node of one region, producing `outputs`. `final_name`: the names earlier fused
 // outputs take at the end.
 Node* fuse_region(Graph& graph, const std::vector<Node*>& nodes, std::span<const size_t> region,
-                  Node* root_node,
+                  const std::vector<ir::Value*>& outputs,
                   const std::unordered_map<const ir::Value*, std::string>& final_name) {
   // External inputs, in order of first use; everything else is defined inside.
   std::unordered_map<const ir::Value*, bool> inside;
@@ -253,29 +195,70 @@ Node* fuse_region(Graph& graph, const std::vector<Node*>& nodes, std::span<const
     copy->set_loc(src->loc());
     inner[src->output()] = copy->output();
   }
-  body->set_outputs({inner.at(root_node->output())});
+  std::vector<ir::Value*> body_outputs;
+  for (ir::Value* v : outputs) body_outputs.push_back(inner.at(v));
+  body->set_outputs(body_outputs);
   Node* fused = graph.add_fused(inputs, std::move(body));
-  fused->set_loc(root_node->loc());
-  fused->output()->set_layout(root_node->output()->layout());
+  fused->set_loc(nodes[region.back()]->loc());
+  for (size_t k = 0; k < outputs.size(); ++k) fused->output(k)->set_layout(outputs[k]->layout());
   return fused;
+}
+
+// `order` sorted so that every node follows the producers of its inputs, otherwise as given (a
+// merged region's node stands at its last member's place, and a use of its earlier output
+// before that place moves after it: Note [sibling regions]).
+std::vector<Node*> stable_topological(const std::vector<Node*>& order) {
+  std::unordered_map<const Node*, size_t> index;
+  for (size_t k = 0; k < order.size(); ++k) index[order[k]] = k;
+  std::vector<size_t> waiting(order.size(), 0);
+  std::vector<std::vector<size_t>> users(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    std::set<size_t> producers;
+    for (const ir::Value* in : order[k]->inputs()) {
+      auto it = in->producer() ? index.find(in->producer()) : index.end();
+      if (it != index.end()) producers.insert(it->second);
+    }
+    waiting[k] = producers.size();
+    for (size_t p : producers) users[p].push_back(k);
+  }
+  std::set<size_t> ready;
+  for (size_t k = 0; k < order.size(); ++k)
+    if (waiting[k] == 0) ready.insert(k);
+  std::vector<Node*> sorted;
+  sorted.reserve(order.size());
+  while (!ready.empty()) {
+    const size_t k = *ready.begin();
+    ready.erase(ready.begin());
+    sorted.push_back(order[k]);
+    for (size_t u : users[k])
+      if (--waiting[u] == 0) ready.insert(u);
+  }
+  SF_ASSERT(sorted.size() == order.size());  // merges never make a cycle (path_between)
+  return sorted;
 }
 
 }  // namespace
 
 void fuse_pointwise(ir::Graph& graph) {
   const std::vector<Node*> nodes = graph.nodes();
-  Regions regions = find_regions(graph, nodes);
+  std::vector<bool> fusible(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) fusible[i] = fusible_node(nodes[i]);
+  const fusion::Regions regions = fusion::find_regions(graph, nodes, fusible);
   std::vector<Node*> order, dead;
   order.reserve(nodes.size());
   std::vector<std::pair<ir::Value*, std::string>> renames;
   std::unordered_map<const ir::Value*, std::string> final_name;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node* n = nodes[i];
-    if (!regions.fusible[i]) {
+    if (!fusible[i]) {
       order.push_back(n);
       continue;
     }
-    size_t root = regions.root(i);
+    if (regions.recomputed[i]) {  // Note [recomputed producers]: its copies replace it
+      dead.push_back(n);
+      continue;
+    }
+    const size_t root = regions.root[i];
     const std::span<const size_t> region = regions.of(root);
     if (region.size() < 2) {
       order.push_back(n);
@@ -283,14 +266,18 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     dead.push_back(n);
     if (root != i) continue;  // the fused node takes the root's place
-    Node* fused = fuse_region(graph, nodes, region, n, final_name);
-    ir::Value* out = n->output();
-    graph.replace_uses(out, fused->output());
-    renames.emplace_back(fused->output(), out->name());
-    final_name[fused->output()] = out->name();
+    const std::vector<ir::Value*> outputs = fusion::region_outputs(graph, nodes, regions, root);
+    Node* fused = fuse_region(graph, nodes, region, outputs, final_name);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      ir::Value* made = fused->output(k);
+      graph.replace_uses(outputs[k], made);
+      renames.emplace_back(made, outputs[k]->name());
+      final_name[made] = outputs[k]->name();
+    }
     order.push_back(fused);
   }
   if (dead.empty()) return;
+  order = stable_topological(order);
   order.insert(order.end(), dead.begin(), dead.end());
   graph.reorder(std::move(order));
   for (auto it = dead.rbegin(); it != dead.rend(); ++it) graph.erase(*it);

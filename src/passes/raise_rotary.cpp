@@ -33,6 +33,7 @@
 //   broadcast to x's shape (the products would be larger than x); a backward chain also when z
 //   is not a fill of zeros of g's shape and dtype, or sin's last dim is not g's.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -270,10 +271,17 @@ bool match_backward(const ir::Graph& g, ir::Node* neg, BackwardChain& c) {
   return true;
 }
 
-void rewrite_backward(ir::Graph& g, const BackwardChain& c) {
+// Note [one swapped sin]: every layer's q and k read the same sin, so the chains of one backward
+// share one -cat(sin[h:], sin[:h]) (`made`: per sin, the one made first, which precedes the later
+// chains; the pass visits them in program order) instead of a cat and a neg per chain: Llama's
+// two-layer backward made four of each.
+void rewrite_backward(ir::Graph& g, const BackwardChain& c,
+                      std::map<const ir::Value*, ir::Value*>& made) {
   ir::Value* result = c.out->output();
   const std::string name = result->name();
   const int64_t d = c.sin->type().shape.back(), h = d / 2;
+  ir::Value*& swapped_sin = made[c.sin];
+  if (swapped_sin && g.position(swapped_sin->producer()) > g.position(c.out)) swapped_sin = nullptr;
   auto slice = [&](int64_t start, int64_t end) {
     return g.add_op("aten::slice.Tensor",
                     {ir::Arg::of(c.sin), ir::Arg::of_literal(symmflow::Value(int64_t(-1))),
@@ -281,18 +289,22 @@ void rewrite_backward(ir::Graph& g, const BackwardChain& c) {
                      ir::Arg::of_literal(symmflow::Value(end))},
                     {}, "", c.out)->output();
   };
-  ir::Value* upper = slice(h, d);
-  ir::Value* lower = slice(0, h);
-  ir::Node* swapped = g.add_op("aten::cat",
-                               {ir::Arg::of_list({upper, lower}),
-                                ir::Arg::of_literal(symmflow::Value(int64_t(-1)))},
-                               {}, "", c.out);
-  ir::Node* sin = g.add_op("aten::neg", {ir::Arg::of(swapped->output())}, {}, "", c.out);
+  if (!swapped_sin) {
+    ir::Value* upper = slice(h, d);
+    ir::Value* lower = slice(0, h);
+    ir::Node* swapped = g.add_op("aten::cat",
+                                 {ir::Arg::of_list({upper, lower}),
+                                  ir::Arg::of_literal(symmflow::Value(int64_t(-1)))},
+                                 {}, "", c.out);
+    ir::Node* sin = g.add_op("aten::neg", {ir::Arg::of(swapped->output())}, {}, "", c.out);
+    for (ir::Node* n : {upper->producer(), lower->producer(), swapped, sin})
+      n->set_loc(c.out->loc());
+    swapped_sin = sin->output();
+  }
   ir::Node* rotary = g.add_op("fused::rotary_embedding",
-                              {ir::Arg::of(c.g), ir::Arg::of(c.cos), ir::Arg::of(sin->output())},
+                              {ir::Arg::of(c.g), ir::Arg::of(c.cos), ir::Arg::of(swapped_sin)},
                               {}, "", c.out);
-  for (ir::Node* n : {upper->producer(), lower->producer(), swapped, sin, rotary})
-    n->set_loc(c.out->loc());
+  rotary->set_loc(c.out->loc());
   g.replace_uses(result, rotary->output());
   std::vector<ir::Value*> zeros;
   for (ir::Node* n : c.erased) {
@@ -313,9 +325,10 @@ void raise_rotary(ir::Graph& graph) {
     Chain c;
     if (match(graph, cat, c)) rewrite(graph, c);
   }
+  std::map<const ir::Value*, ir::Value*> swapped_sins;  // Note [one swapped sin]
   for (ir::Node* neg : calls_of(graph, "aten::neg")) {
     BackwardChain c;
-    if (match_backward(graph, neg, c)) rewrite_backward(graph, c);
+    if (match_backward(graph, neg, c)) rewrite_backward(graph, c, swapped_sins);
   }
 }
 

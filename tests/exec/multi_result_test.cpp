@@ -67,6 +67,42 @@ TEST(MultiResult, TextIsAFixedPointAndNamesAreCounted) {
             std::string::npos);
 }
 
+// Note [sibling regions] (passes/fuse_pointwise.cpp): SiLU's backward, whose two products read
+// one sigmoid, compiles to one fused step with two results, which the CPU's fused executor runs
+// bit for bit as the interpreter runs the ops, at a size that crosses its chunks (5 x 1031).
+TEST(MultiResult, SiblingRegionsRunAsOneStepWithTwoResults) {
+  for (const char* dt : {"f32", "bf16"}) {
+    const std::string text = fmt::format(R"(graph silu_backward(x: {0}[5, 1031], u: {0}[5, 1031], g: {0}[5, 1031]) {{
+  s = aten::sigmoid(x)
+  xs = aten::mul.Tensor(x, s)
+  du = aten::mul.Tensor(g, xs)
+  gu = aten::mul.Tensor(g, u)
+  gus = aten::mul.Tensor(gu, s)
+  one_s = aten::rsub.Scalar(s, 1)
+  xo = aten::mul.Tensor(x, one_s)
+  xo1 = aten::add.Scalar(xo, 1)
+  dx = aten::mul.Tensor(gus, xo1)
+  return du, dx
+}}
+)", dt);
+    auto plan = passes::compile(testing::parse(text));
+    ASSERT_EQ(plan->steps.size(), 1u) << dt;
+    EXPECT_EQ(plan->steps[0].kind, passes::StepKind::fused) << dt;
+    EXPECT_EQ(plan->steps[0].results.size(), 2u) << dt;
+    exec::Executable exe(plan);
+    const DType dtype = std::string(dt) == "f32" ? DType::f32 : DType::bf16;
+    for (int seed = 0; seed < 2; ++seed) {
+      std::vector<Tensor> in;
+      for (int k = 0; k < 3; ++k) in.push_back(testing::make_input({5, 1031}, dtype, 0, seed + k));
+      std::vector<Tensor> got = exe.run(in);
+      std::vector<Tensor> want = exec::interpret(*testing::parse(text), in);
+      ASSERT_EQ(got.size(), 2u);
+      for (size_t i = 0; i < 2; ++i)
+        testing::expect_same(got[i], want[i], fmt::format("{} output {} seed {}", dt, i, seed));
+    }
+  }
+}
+
 class MultiResultRun : public ::testing::TestWithParam<int> {};
 
 TEST_P(MultiResultRun, CompilesRunsAndEqualsTheInterpreter) {

@@ -272,6 +272,27 @@ TEST(Rotary, BackwardRaisesAndMatchesTheChainBitForBit) {
   }
 }
 
+// Note [one swapped sin]: two chains that read the same sin (a layer's q and k) share one cat and
+// one neg; chains of different sins (the test above) each have their own.
+TEST(Rotary, BackwardChainsOfOneSinShareOneSwappedSin) {
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const char* dt : {"f32", "bf16"}) {
+    std::string text = rotary_backward_text(dt);
+    text.replace(text.find("w = aten::mul.Tensor(s2, h)"), 27, "w = aten::mul.Tensor(sin, h)");
+    Compiled c = compile_with_print(text, 1, "raise_rotary");
+    EXPECT_EQ(count(c.after, "fused::rotary_embedding("), 2u) << c.after;
+    EXPECT_EQ(count(c.after, "aten::cat("), 1u) << c.after;
+    EXPECT_EQ(count(c.after, "aten::neg("), 1u) << c.after;
+    expect_plan_equals_eager(c, text, 1);
+  }
+  Compiled apart = compile_with_print(rotary_backward_text("f32"), 1, "raise_rotary");
+  EXPECT_EQ(count(apart.after, "aten::cat("), 2u) << apart.after;
+}
+
 // A scatter into a base that is not zeros, or a neg of the wrong half, is not the backward.
 TEST(Rotary, BackwardNotRaisedWithoutZerosOrWithTheWrongHalf) {
   std::string ones = rotary_backward_text("f32");
