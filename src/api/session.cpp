@@ -95,6 +95,8 @@ void run_threads(int world_size, const std::function<void(Rank&)>& fn,
 }
 
 Rank join_mpi() { return Rank(symmflow::init_mpi()); }
+
+Rank join_store_from_env() { return Rank(symmflow::init_store_from_env()); }
 bool mpi_available() { return symmflow::mpi_available(); }
 
 int cuda_device_count() { return cuda_built() ? cuda_module().device_count() : 0; }

@@ -1,9 +1,10 @@
-// `symmflow run file.sf --ranks N [--transport threads|mpi] [--iters K] [--seed S] [--check]
+// `symmflow run file.sf --ranks N [--transport threads|mpi|store] [--iters K] [--seed S] [--check]
 // [--trace out.json] [--plugin P] [--no-race-check]`: compiles the graph once (refusing races on
 // peer-accessed memory unless --no-race-check: docs/races.md) and runs it on N ranks: one thread
-// each (run_threads), or with --transport mpi one process each, started by `mpirun -np N` (every
-// process compiles, --ranks may be left out and must equal N if given; the ranks' results are
-// exchanged and rank 0 alone prints). Every rank binds an api::Session and draws random inputs
+// each (run_threads), or one process each, started by `mpirun -np N` (--transport mpi) or by any
+// launcher that sets RANK, WORLD_SIZE and SYMMFLOW_STORE (--transport store: torchrun, a shell
+// loop; api::join_store_from_env). With processes every one compiles, --ranks may be left out and
+// must equal N if given, and the ranks' results are exchanged and rank 0 alone prints. Every rank binds an api::Session and draws random inputs
 // from seed + rank (so ranks differ), runs K iterations and rank 0's median time per iteration is
 // printed.
 // --check draws new random inputs for every iteration, runs the K iterations back to back (so
@@ -210,18 +211,18 @@ void check_trace_path(const std::string& path) {
            std::strerror(errno));
 }
 
-// Under mpirun: this process is one rank. A rank that fails poisons the world first, so that its
-// peers on the host fail fast naming it; the results go to every rank and rank 0 prints the
-// report.
-int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
-  api::Rank rank = api::join_mpi();
+// One process per rank (under mpirun, or meeting through a store): `rank` is this process. A
+// rank that fails poisons the world first, so that its peers fail fast naming it; the results
+// go to every rank and rank 0 prints the report.
+int run_processes(api::Rank rank, const RunCmdOptions& o, const ReportOptions& ro) {
   std::optional<api::CompiledProgram> compiled;
   std::vector<RankResult> results;
   try {
     SF_CHECK(!o.ranks_given || o.ranks == rank.world_size(),
-             "--ranks {}: mpirun started {} process{} (leave --ranks out under mpirun, or make "
+             "--ranks {}: {} started {} process{} (leave --ranks out with --transport {}, or make "
              "them equal)",
-             o.ranks, rank.world_size(), rank.world_size() == 1 ? "" : "es");
+             o.ranks, o.transport == "mpi" ? "mpirun" : "the launcher (WORLD_SIZE)",
+             rank.world_size(), rank.world_size() == 1 ? "" : "es", o.transport);
     if (rank.rank() == 0) check_trace_path(o.trace);  // it writes the trace
     api::load_plugins(o.plugins);
     compiled =
@@ -242,15 +243,16 @@ int run_mpi(const RunCmdOptions& o, const ReportOptions& ro) {
 }
 
 int run_run(const RunCmdOptions& o) {
-  SF_CHECK(o.transport == "threads" || o.transport == "mpi",
-           "--transport: 'threads' or 'mpi' (got '{}')", o.transport);
+  SF_CHECK(o.transport == "threads" || o.transport == "mpi" || o.transport == "store",
+           "--transport: 'threads', 'mpi' or 'store' (got '{}')", o.transport);
   SF_CHECK(o.iters >= 1, "--iters must be at least 1 (got {})", o.iters);
   SF_CHECK(o.device == "cpu" || o.trace.empty(),
            "--trace times host steps; on --device cuda the steps are one CUDA graph");
   check_device(o.device);
   const ReportOptions ro{o.transport, o.trace, o.iters, o.device != "cpu", o.check};
-  if (o.transport != "mpi") check_trace_path(o.trace);
-  if (o.transport == "mpi") return run_mpi(o, ro);
+  if (o.transport == "mpi") return run_processes(api::join_mpi(), o, ro);
+  if (o.transport == "store") return run_processes(api::join_store_from_env(), o, ro);
+  check_trace_path(o.trace);
   api::load_plugins(o.plugins);
   api::CompiledProgram compiled =
       api::compile(api::Program::parse_file(o.file, o.ranks), compile_options(o));
@@ -271,10 +273,12 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--hosts", o->hosts,
                   "Simulated hosts of the thread ranks, a host id per rank (e.g. 0,0,1,1): ranks "
                   "of two hosts share no memory and meet through the exchange (docs/multihost.md; "
-                  "under mpirun set SYMMFLOW_HOST_ID per process instead)")
+                  "with processes set SYMMFLOW_HOST_ID per process instead)")
       ->delimiter(',');
   sub->add_option("--transport", o->transport,
-                  "How ranks run: threads (default), or mpi (one process each, under mpirun)");
+                  "How ranks run: threads (default); mpi (one process each, under mpirun); store "
+                  "(one process each, meeting through SYMMFLOW_STORE=file:<dir> | tcp:<host>:<port> "
+                  "with RANK and WORLD_SIZE, as torchrun sets them)");
   sub->add_option("--device", o->device, "Where each rank computes: cpu (default) or cuda");
   sub->add_option("--iters", o->iters, "Iterations; the median time is printed (default 1)");
   sub->add_option("--seed", o->seed, "Seed of the random inputs (rank r uses seed + r)");

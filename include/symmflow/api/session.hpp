@@ -61,6 +61,10 @@ void run_threads(int world_size, const std::function<void(Rank&)>& fn,
 // loaded on first use, InvalidUsage saying why when it cannot be (built without MPI, no libmpi).
 Rank join_mpi();
 bool mpi_available();
+// A store: this process becomes rank RANK of WORLD_SIZE meeting through SYMMFLOW_STORE
+// (file:<dir> | tcp:<host>:<port>), as a launcher such as torchrun sets them
+// (init_store_from_env in symmflow/runtime/runtime.hpp; InvalidUsage naming a missing variable).
+Rank join_store_from_env();
 
 // GPUs this process can use: 0 without the cuda backend, a driver or a GPU.
 int cuda_device_count();
