@@ -4,9 +4,9 @@
 // each (run_threads), or one process each, started by `mpirun -np N` (--transport mpi) or by any
 // launcher that sets RANK, WORLD_SIZE and SYMMFLOW_STORE (--transport store: torchrun, a shell
 // loop; api::join_store_from_env). With processes every one compiles, --ranks may be left out and
-// must equal N if given, and the ranks' results are exchanged and rank 0 alone prints. Every rank binds an api::Session and draws random inputs
-// from seed + rank (so ranks differ), runs K iterations and rank 0's median time per iteration is
-// printed.
+// must equal N if given, and the ranks' results are exchanged and rank 0 alone prints. Every
+// rank binds an api::Session and draws random inputs from seed + rank (so ranks differ), runs K
+// iterations and rank 0's median time per iteration is printed.
 // --check draws new random inputs for every iteration, runs the K iterations back to back (so
 // that a fast rank may run ahead, as in production), then compares every output element of every
 // iteration with the interpreter on the source program (api::Program::interpret) on that
@@ -218,11 +218,11 @@ int run_processes(api::Rank rank, const RunCmdOptions& o, const ReportOptions& r
   std::optional<api::CompiledProgram> compiled;
   std::vector<RankResult> results;
   try {
+    const bool mpi = o.transport == "mpi";
     SF_CHECK(!o.ranks_given || o.ranks == rank.world_size(),
-             "--ranks {}: {} started {} process{} (leave --ranks out with --transport {}, or make "
-             "them equal)",
-             o.ranks, o.transport == "mpi" ? "mpirun" : "the launcher (WORLD_SIZE)",
-             rank.world_size(), rank.world_size() == 1 ? "" : "es", o.transport);
+             "--ranks {}: {} started {} process{} (leave --ranks out {}, or make them equal)",
+             o.ranks, mpi ? "mpirun" : "the launcher (WORLD_SIZE)", rank.world_size(),
+             rank.world_size() == 1 ? "" : "es", mpi ? "under mpirun" : "with --transport store");
     if (rank.rank() == 0) check_trace_path(o.trace);  // it writes the trace
     api::load_plugins(o.plugins);
     compiled =
