@@ -3,10 +3,11 @@
 Expects: a Session of the partition's compiled program, the imported graph (how the FX graph's
 outputs come from the program's results) and the compile report the call counts its copies in.
 Guarantees: the call returns what the FX partition returns, computed by the Session on PyTorch's
-current stream (Note [streams]); a call whose tensors are contiguous and of the program's shapes,
-dtypes and device takes the pointer path (Note [pointer call]): each tensor is passed as its
-address, nothing is converted per tensor. Any other call (a non-contiguous input, a CPU scalar of
-a GPU graph, SYMMFLOW_TORCH_VERIFY) takes the checked path, which converts through DLPack.
+current stream (Note [streams]); from its second call, a call whose tensors are of the program's
+shapes, dtypes and device takes the pointer path (Note [pointer call]): each tensor is passed as
+its address, nothing is converted per tensor (a strided one is copied dense first: Note [strided
+inputs on the pointer path]). Any other call (the first, a tensor of another shape, dtype or
+device, SYMMFLOW_TORCH_VERIFY) takes the checked path, which converts through DLPack.
 Refuses: nothing itself; the Session's errors (symmflow.Error) pass through, any other exception
 poisons the world first (a rank failing would leave its peers waiting in a collective).
 """
@@ -47,6 +48,15 @@ from . import _library
 # (symmflow compiles static shapes only); the check keeps a call that bypasses them (a direct
 # call of the runner, a backward's inputs) from reading out of bounds. Any tensor that fails it
 # sends the whole call down the checked DLPack path, which copies or raises as before.
+#
+# Note [strided inputs on the pointer path]: a training step's backward reads the attention
+# outputs its forward saved, which come back in the layout PyTorch traced (Note [output strides]
+# in _backend.py: [B, S, H, D] memory behind a [B, H, S, D] shape), so two of a two-layer Llama
+# backward's 63 inputs were strided and every backward call took the checked path: 63 DLPack
+# conversions where the pointer path converts none. A strided input of the right shape, dtype and
+# device is now copied dense (the copy the checked path made too) and passed by address with
+# the rest. The copy is made on the current stream and released after the run is enqueued on
+# that stream, so the caching allocator reuses its memory only after the run read it.
 
 
 class PartitionRunner:
@@ -98,22 +108,25 @@ class PartitionRunner:
         self.device_copies[index] = (t, t._version, copy)
         return copy
 
-    def _pointers(self, args) -> list | None:
+    def _pointers(self, args) -> tuple[list, list] | None:
         """The inputs' addresses when every one may be passed as an address (Note [pointer
-        call]), else None."""
+        call]), else None; with them the dense copies made of strided inputs (Note [strided
+        inputs on the pointer path]), to be kept alive through the call."""
         if (not self.pointer_path or len(args) != len(self.inputs) or self.verify is not None
                 or not self.counted):
             return None
-        pointers = []
+        pointers, dense = [], []
         for i, (a, (shape, dtype)) in enumerate(zip(args, self.inputs)):
             if self.cuda and not a.is_cuda and i in self.device_copies:
                 a = self._on_device(i, a)  # Note [CPU scalars on a GPU]: uploaded once
-            if (a.dtype is not dtype or a.shape != shape or not a.is_contiguous()
-                    or a.is_cuda is not self.cuda
+            if (a.dtype is not dtype or a.shape != shape or a.is_cuda is not self.cuda
                     or (self.cuda and a.get_device() != self.cuda_index)):
                 return None
+            if not a.is_contiguous():
+                a = a.contiguous()
+                dense.append(a)
             pointers.append(a.data_ptr())
-        return pointers
+        return pointers, dense
 
     def _empty_outputs(self) -> list:
         return [torch.empty(shape, dtype=dtype, device=self.device)
@@ -148,11 +161,12 @@ class PartitionRunner:
 
     def __call__(self, *given):
         args = self._ints_as_tensors(given) if self.imported.int_inputs else given
-        pointers = self._pointers(args)
+        addressed = self._pointers(args)
         before = [a.clone() for a in args] if self.verify is not None else None
         results = self._empty_outputs()
         try:
-            if pointers is not None:
+            if addressed is not None:
+                pointers, _dense = addressed  # _dense: alive until the run is enqueued
                 self.session.run_pointers(pointers, [r.data_ptr() for r in results],
                                           cuda_device=self.cuda_index, stream=self._stream())
                 self.pointer_calls += 1

@@ -76,6 +76,31 @@ def test_forward_outputs_keep_their_traced_layout(world):
     torch.testing.assert_close(gw, ww)
 
 
+def test_a_backward_reading_a_strided_saved_output_passes_addresses(world):
+    """The backward of a forward whose saved output keeps a transposed layout (Note [output
+    strides]) takes the pointer path from its second call on (Note [strided inputs on the pointer
+    path]): before, every call of it converted all its inputs through DLPack. Its gradients equal
+    eager's at every step."""
+    from symmflow.torch import _backend
+
+    def f(x, w):
+        y = (x @ w).view(2, 3, 4, 2).transpose(1, 2)
+        return torch.sin(y) * y
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="symmflow")
+    w = torch.randn(8, 8, requires_grad=True)
+    for step in range(3):
+        x = torch.randn(2, 3, 8)
+        g = torch.randn(2, 4, 3, 2)
+        (got,) = torch.autograd.grad(compiled(x, w), w, g)
+        (want,) = torch.autograd.grad(f(x, w), w, g)
+        torch.testing.assert_close(got, want)
+        backward = _backend.last_runner()
+        assert backward.report.role == "backward"
+    assert (backward.checked_calls, backward.pointer_calls) == (1, 2)
+
+
 def test_forward_outputs_traced_as_expands_keep_their_overlapping_strides(world):
     """A forward output PyTorch traced as an expand (stride 0: elements that share memory) comes
     back with those strides: copying into such a layout raised "more than one element of the
