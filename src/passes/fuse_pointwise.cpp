@@ -266,7 +266,7 @@ void fuse_pointwise(ir::Graph& graph) {
     }
     dead.push_back(n);
     if (root != i) continue;  // the fused node takes the root's place
-    const std::vector<ir::Value*> outputs = fusion::region_outputs(graph, nodes, regions, root);
+    const std::vector<ir::Value*>& outputs = regions.outputs[root];
     Node* fused = fuse_region(graph, nodes, region, outputs, final_name);
     for (size_t k = 0; k < outputs.size(); ++k) {
       ir::Value* made = fused->output(k);

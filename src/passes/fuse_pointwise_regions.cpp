@@ -26,7 +26,7 @@ constexpr size_t kMaxFusedOutputs = 2;  // with 8 inputs, the GPU program's 10 t
 // most kMaxRecomputedInputs tensors whose users lie in at most kMaxRecomputedRegions regions
 // that stay apart joins each of them as a copy, where each has room, and its own node goes. A
 // region that reads a value only through its copy of such a producer reads it as an input, so
-// the value's region outputs it (region_outputs); the producers of a recomputed node join no
+// the value's region outputs it (Regions::outputs); the producers of a recomputed node join no
 // region through it, so copies never chain.
 constexpr size_t kMaxRecomputedInputs = 2, kMaxRecomputedRegions = 3;
 
@@ -232,6 +232,7 @@ Regions Builder::build() {
   }
   Regions out;
   out.members.resize(nodes_.size());
+  out.outputs.resize(nodes_.size());
   out.root.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     out.root[i] = fusible_[i] && !recomputed_[i] ? uf_.find(i) : i;
@@ -240,6 +241,11 @@ Regions Builder::build() {
     m = members_[i];
     std::sort(m.begin(), m.end());
     m.erase(std::unique(m.begin(), m.end()), m.end());
+    if (m.size() < 2) continue;
+    for (size_t k : m) {
+      ir::Value* v = nodes_[k]->output();
+      if (!recomputed_[k] && (k == i || leaves(v, {i}))) out.outputs[i].push_back(v);
+    }
   }
   out.recomputed = std::move(recomputed_);
   return out;
@@ -250,31 +256,6 @@ Regions Builder::build() {
 Regions find_regions(const Graph& graph, const std::vector<Node*>& nodes,
                      const std::vector<bool>& fusible) {
   return Builder(graph, nodes, fusible).build();
-}
-
-std::vector<ir::Value*> region_outputs(const Graph& graph, const std::vector<Node*>& nodes,
-                                       const Regions& regions, size_t r) {
-  std::unordered_set<const ir::Value*> pinned;
-  for (const ir::Value* v : graph.outputs()) pinned.insert(v);
-  for (const Graph::Writeback& w : graph.writebacks()) pinned.insert(w.value);
-  auto region_of = [&](const Node* u) {
-    return &u->owner() == &graph ? regions.root[graph.position(u)] : nodes.size();
-  };
-  std::vector<ir::Value*> out;
-  for (size_t m : regions.of(r)) {
-    if (regions.recomputed[m]) continue;
-    ir::Value* v = nodes[m]->output();
-    bool leaves = pinned.count(v) > 0 || m == r;
-    for (const Node* u : v->uses()) {
-      if (&u->owner() == &graph && regions.recomputed[graph.position(u)]) {
-        for (const Node* w : u->output()->uses()) leaves = leaves || region_of(w) != r;
-      } else {
-        leaves = leaves || region_of(u) != r;
-      }
-    }
-    if (leaves) out.push_back(v);
-  }
-  return out;
 }
 
 }  // namespace symmflow::passes::fusion

@@ -19,6 +19,10 @@ struct Regions {
   // Per root (a region's last member): its members in program order, a recomputed node in each
   // region that took a copy of it; empty for any other node.
   std::vector<std::vector<size_t>> members;
+  // Per root of a region of two or more: the values used outside it, or graph outputs or
+  // writeback values, in program order, the root's last: the fused node's outputs. A recomputed
+  // copy is never one.
+  std::vector<std::vector<ir::Value*>> outputs;
   std::vector<size_t> root;        // per node: its region's root (itself when in none)
   std::vector<bool> recomputed;    // per node: copied into its users' regions, itself removed
 
@@ -27,11 +31,5 @@ struct Regions {
 
 Regions find_regions(const ir::Graph& graph, const std::vector<ir::Node*>& nodes,
                      const std::vector<bool>& fusible);
-
-// The values of `region` (root `r`) used outside it, or graph outputs or writeback values, in
-// program order, the root's last: the fused node's outputs. A recomputed copy is never one.
-std::vector<ir::Value*> region_outputs(const ir::Graph& graph,
-                                       const std::vector<ir::Node*>& nodes,
-                                       const Regions& regions, size_t r);
 
 }  // namespace symmflow::passes::fusion
