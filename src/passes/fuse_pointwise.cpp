@@ -58,8 +58,8 @@
 // program holds 10 tensors (Note [fused region size]). Where regions stay apart, a small
 // producer is copied into each instead (Note [recomputed producers] in
 // fuse_pointwise_regions.cpp). In a two-layer Llama's training backward (CPU, world 1) the two
-// rules with Note [one swapped sin] (raise_rotary.cpp) took the plan from 283 steps to 259:
-// pointwise and copy kernels 53 to 35.
+// rules with Note [one swapped sin] (raise_rotary.cpp) took the plan from 283 steps to 257:
+// pointwise kernels (fused regions, lone pointwise ops, the rotary table's cat and neg) 53 to 33.
 //
 // Note [fused casts and broadcasts]: the pointwise work of a decoder layer is mostly chains that
 // change dtype (torch's silu in f32 between bf16 GEMMs: _to_copy, silu, _to_copy, mul) or read a

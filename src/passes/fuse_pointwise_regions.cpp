@@ -27,7 +27,10 @@ constexpr size_t kMaxFusedOutputs = 2;  // with 8 inputs, the GPU program's 10 t
 // that stay apart joins each of them as a copy, where each has room, and its own node goes. A
 // region that reads a value only through its copy of such a producer reads it as an input, so
 // the value's region outputs it (Regions::outputs); the producers of a recomputed node join no
-// region through it, so copies never chain.
+// region through it, so copies never chain. Only a producer of values no fusible node makes
+// (GEMM results, views, graph inputs) is copied: in the norm after a residual add, g = a + b
+// feeds g * w, and copying g * w kept the add out of the regions, where leaving it a buffer lets
+// the add merge the two regions that read g (Note [sibling regions]): one kernel fewer.
 constexpr size_t kMaxRecomputedInputs = 2, kMaxRecomputedRegions = 3;
 
 struct UnionFind {
@@ -171,6 +174,10 @@ void Builder::recompute(const std::set<size_t>& roots, size_t i) {
   const ir::Value* v = nodes_[i]->output();
   if (roots.size() > kMaxRecomputedRegions || nodes_[i]->inputs().size() > kMaxRecomputedInputs)
     return;
+  for (const ir::Value* in : nodes_[i]->inputs()) {  // its producer may merge with it instead
+    const Node* p = in->producer();
+    if (p && &p->owner() == &graph_ && fusible_[graph_.position(p)]) return;
+  }
   std::vector<std::set<const ir::Value*>> grown;
   for (size_t r : roots) {
     if (members_[r].size() + 1 > kMaxFusedOps) return;
