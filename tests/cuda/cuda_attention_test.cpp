@@ -8,11 +8,13 @@
 // unless SYMMFLOW_REQUIRE_CUDNN=1 (the device scripts set it), which makes that a failure.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +22,7 @@
 
 #include "attention_inputs.hpp"
 #include "kernels/cuda/attention/cudnn_attention.hpp"
+#include "kernels/cuda/choice/kernel_choice.hpp"
 #include "support/tensors.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -319,6 +322,38 @@ TEST_F(CudaAttention, FirstCallInsideACaptureMeasuresAndReplays) {
     expect_close(outputs[0].to_tensor(), want, tol(DType::bf16),
                  fmt::format("captured, masked={}", masked));
   }
+  ::unsetenv("SYMMFLOW_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+// Note [slow candidates stop early]: a candidate whose first timed run is far slower than the
+// best before it runs twice (warm-up and that run), not six times; one within reach is timed in
+// full. The candidates wait on the host between the timing events, which the events measure.
+TEST_F(CudaAttention, ACandidateFarSlowerThanTheBestIsTimedOnce) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("sf-choice-{}", ::getpid());
+  ::setenv("SYMMFLOW_CACHE_DIR", dir.c_str(), 1);
+  reset_kernel_choices();
+  int runs[3] = {0, 0, 0};
+  auto waiting = [&](int i, int ms) {
+    return [&runs, i, ms] {
+      ++runs[i];
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    };
+  };
+  const std::vector<KernelCandidate> candidates = {
+      {"fast", waiting(0, 2)}, {"near", waiting(1, 5)}, {"far", waiting(2, 60)}};
+  const std::string key = fmt::format("test {}", std::chrono::steady_clock::now().time_since_epoch().count());
+  EXPECT_EQ(choose_kernel("test::choice", key, candidates), 0u);
+  EXPECT_EQ(runs[0], 6);
+  EXPECT_EQ(runs[1], 6);
+  EXPECT_EQ(runs[2], 2);
+  const KernelChoice c = last_choice("test::choice");
+  EXPECT_EQ(c.stopped_early, std::vector<std::string>{"far"});
+  ASSERT_EQ(c.median_us.size(), 3u);
+  EXPECT_GT(c.median_us[2].second, 8 * c.median_us[0].second);
+  EXPECT_NE(format_kernel_choices().find("far"), std::string::npos);
+  EXPECT_NE(format_kernel_choices().find("(one run: far slower)"), std::string::npos)
+      << format_kernel_choices();
   ::unsetenv("SYMMFLOW_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }

@@ -195,6 +195,8 @@ def measure(mode, call_of, make, want, scale, args, device, row, calls=1):
 
             report = sft.last_report()
             row["partitions"][mode] = report.partition_count if report else None
+            if mode in args.profile.split(","):
+                row.setdefault("graphs", {})[mode] = live_graphs()
     except Exception:  # noqa: BLE001 - a failing mode is reported, the sweep goes on
         row["failed"][mode] = traceback.format_exc()[-1200:]
 
@@ -250,6 +252,18 @@ def kernel_table(fn, top: int = 12) -> tuple[list, list]:
             [(name, us, start - first) for start, name, us in sequence])
 
 
+def live_graphs() -> list:
+    """What each live compiled partition's GPU backend did (its CUDA graph's nodes and how many
+    input bindings it captured: a count that grows every call means a capture every call)."""
+    import gc
+
+    from symmflow.torch._runner import PartitionRunner
+
+    # type(), not isinstance(): a dead weakref.proxy among the objects raises on isinstance.
+    return [r.session.device_description for r in gc.get_objects()
+            if type(r) is PartitionRunner and r.cuda]
+
+
 def best(row, prefix):
     times = [t for m, t in row["ms"].items() if m.startswith(prefix)]
     return min(times) if times else float("nan")
@@ -274,6 +288,9 @@ def print_row(row, modes):
         print(f"    {mode}: host time per call by Python function (us own, us cumulative, calls)")
         for own, cum, n, name in table:
             print(f"      {own:9.1f} {cum:9.1f} {n:6.1f}  {name}", flush=True)
+    for mode, graphs in row.get("graphs", {}).items():
+        for text in graphs:
+            print(f"    {mode}: {text}", flush=True)
     for mode, table in row.get("profile", {}).items():
         print(f"    {mode}: GPU time per call by kernel (us, launches)")
         for name, us, count in table:

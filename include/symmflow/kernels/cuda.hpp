@@ -162,6 +162,9 @@ struct KernelChoice {
   std::string how;      // "measured" (or "measured during capture"), "cached on disk",
                         // "only candidate", "search off", "forced"
   std::vector<std::pair<std::string, double>> median_us;  // per timed candidate
+  // Candidates timed once only, far slower than the best before them (Note [slow candidates stop
+  // early] in kernels/cuda/choice/kernel_choice.cpp); their median_us is that one run.
+  std::vector<std::string> stopped_early;
   std::vector<RefusedKernel> refused;
 };
 // Every choice made in this process (one per op and key), in the order made.

@@ -16,6 +16,9 @@ $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl, as worker.py does):
   rank 1 as finished, at once rather than after SYMMFLOW_TIMEOUT_S.
 - "barrier": torch.ops.symmflow.barrier eagerly on every rank (it has no tensor argument).
 - "attacker": a third process reads and plants symmflow's keys in torchrun's store; ignored.
+- "compiled_recovery" / "compiled_timeout": a compiled graph on a group that failed (a
+  disagreement / rank 1 arriving past a short SYMMFLOW_TIMEOUT_S) raises at every later call; a
+  new group recovers.
 - "uncaught": rank 1 raises an uncaught RuntimeError between two all-reduces; rank 0's second
   names it ("rank 1 failed (uncaught RuntimeError: ...)"), not "rank 1 has finished".
 SYMMFLOW_TIMEOUT_S is set by the test (20 s); "seconds" is how long the awaited call took.
@@ -208,7 +211,42 @@ def run_compiled_recovery(rank: int, world: int) -> dict:
             "later": [m[:300] for m in later[:1]], "after": after}
 
 
-CASES = {"compiled_recovery": run_compiled_recovery, "disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
+def run_compiled_timeout(rank: int, world: int) -> dict:
+    """Issue 39 item 2 under torch.compile: rank 1 comes late (past SYMMFLOW_TIMEOUT_S, which the
+    test sets low); rank 0's compiled call raises Timeout, and so does every retry of it (the
+    group is poisoned), rank 1's late call included; a new group recovers on both ranks."""
+    import torch.distributed._functional_collectives as funcol
+
+    def model(x, pg):
+        return funcol.all_reduce(x * 2.0, "sum", pg) + 1.0
+
+    pg = dist.new_group(list(range(world)))
+    compiled = torch.compile(lambda x: model(x, pg), backend="symmflow")
+    x = torch.full((4096,), float(rank + 1))
+    want = torch.full((4096,), float(world * (world + 1) + 1))
+    dist.barrier()
+    before = torch.equal(compiled(x), want)
+    dist.barrier()
+    timeout = float(os.environ["SYMMFLOW_TIMEOUT_S"])
+    if rank == 1:
+        time.sleep(timeout + 3)
+    first = _error_of(lambda: compiled(x))
+    retries = [_error_of(lambda: compiled(x)) for _ in range(6)]
+    dist.barrier()  # gloo's: the late rank has called too
+    pg2 = dist.new_group(list(range(world)))
+    recovered = torch.compile(lambda x: model(x, pg2), backend="symmflow")
+    after = [torch.equal(recovered(x), want) for _ in range(3)]
+    raised = [first] + retries
+    ok = (before and all(after) and all(m for m in raised)
+          and all("Timeout" in m or "timed out" in m for m in raised))
+    if rank == 0:  # its own Timeout first, then the poison naming it
+        ok = ok and "timed out" in first and all("is poisoned" in m for m in retries)
+    return {"case": "compiled_timeout", "rank": rank, "ok": ok, "first": first[:300],
+            "retries": [m[:300] for m in retries[:1]], "raised": sum(bool(m) for m in raised),
+            "after": after}
+
+
+CASES = {"compiled_recovery": run_compiled_recovery, "compiled_timeout": run_compiled_timeout, "disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
          "barrier": run_barrier, "uncaught": run_uncaught, "attacker": run_attacker}
 
 

@@ -11,8 +11,10 @@
 //   model and the CUDA runtime's version, and the caller the library versions, so a cached choice
 //   is never reused on other hardware or libraries.
 // - Timing: each candidate runs once to warm up, then five times, each between two events on the
-//   current stream; the median counts. Candidates must be idempotent (write only their outputs and
-//   scratch). A candidate that throws is dropped, its message recorded.
+//   current stream; the median counts, except for a candidate far slower than the best before it,
+//   timed once (Note [slow candidates stop early] in kernel_choice.cpp). Candidates must be
+//   idempotent (write only their outputs and scratch). A candidate that throws is dropped, its
+//   message recorded.
 // - Cache: in memory per process, and on disk (one line per choice, appended) in
 //   $SYMMFLOW_CACHE_DIR, else $XDG_CACHE_HOME/symmflow, else ~/.cache/symmflow, file
 //   kernel-choices-v1.tsv; a cache that cannot be read or written is skipped, never an error.
