@@ -65,6 +65,15 @@ const MmCase kMmCases[] = {
     {6, 4, 5, Layout::transposed, Layout::transposed},
     {5, 6, 7, Layout::strided, Layout::strided},  // non-unit strides: copied
     {33, 17, 9, Layout::strided, Layout::transposed},
+    // Note [few rows by gemv]: up to 4 rows of A, or one column of B, by gemv, every layout.
+    {1, 37, 19, Layout::contiguous, Layout::transposed},  // a decode step's product
+    {1, 37, 19, Layout::transposed, Layout::contiguous},
+    {1, 37, 19, Layout::strided, Layout::strided},
+    {3, 8, 11, Layout::transposed, Layout::transposed},
+    {4, 8, 11, Layout::strided, Layout::contiguous},
+    {5, 8, 11, Layout::contiguous, Layout::transposed},  // past 4 rows: gemm
+    {9, 8, 1, Layout::contiguous, Layout::contiguous},
+    {9, 8, 1, Layout::transposed, Layout::strided},
 };
 
 TEST(AtenMm, EveryDtypeShapeAndLayout) {

@@ -2,7 +2,8 @@
 // product routine: C = beta * C + alpha * A @ B on 2-D strided operands.
 //  - f32/f64 go through OpenBLAS cblas_sgemm/cblas_dgemm. A 2-D operand with unit stride in either
 //    dim is passed as is with the matching transpose flag and leading dimension; other layouts are
-//    copied contiguous first. C must have unit column stride (a temporary otherwise).
+//    copied contiguous first. C must have unit column stride (a temporary otherwise). Up to 4
+//    rows of A, or one column of B, go through gemv (Note [few rows by gemv]).
 //  - bf16/f16 are converted to contiguous f32 buffers, multiplied in f32, converted back.
 //  - integers use a plain loop with a wrapping 64-bit accumulator.
 // k == 0 gives beta * C (zeros for mm/bmm); BLAS is never called with an empty dimension.
@@ -177,6 +178,61 @@ void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int6
   }
 }
 
+// Note [few rows by gemv]
+// OpenBLAS's gemm packs B into panels on every call, whatever the row count of A; Debian's 0.3.21
+// (the one CI installs) forwards no small case to gemv. A decode step multiplies one row per
+// sequence by every weight: on this project's 2-CPU machine, [1, 512] x [512, 1792]^T took 250 us
+// by cblas_sgemm (2 to 8 rows: 283-389 us) against 51 us by cblas_sgemv (2026-11-29, OpenBLAS
+// 0.3.21 SkylakeX, 2 threads), which reads the weight once, in place. So up to kGemvRows rows are
+// multiplied one row at a time by gemv (the weight re-read each row: 4 rows ~200 us, still below
+// gemm), and a one-column B likewise. Returns false (gemm runs) where an operand was copied, or
+// a row or column stride is 0 or too large for BLAS.
+constexpr int64_t kGemvRows = 4;
+
+template <typename T>
+void gemv(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, T alpha, const T* a, int64_t lda,
+          const T* x, int64_t incx, T beta, T* y, int64_t incy) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemv(CblasRowMajor, trans, int(rows), int(cols), alpha, a, int(lda), x, int(incx),
+                beta, y, int(incy));
+  } else {
+    cblas_dgemv(CblasRowMajor, trans, int(rows), int(cols), alpha, a, int(lda), x, int(incx),
+                beta, y, int(incy));
+  }
+}
+
+template <typename T>
+bool few_rows_by_gemv(int64_t m, int64_t n, int64_t k, T alpha, const GemmOperand<T>& ga,
+                      const GemmOperand<T>& gb, T beta, T* c, int64_t ldc) {
+  auto fits = [](int64_t v) { return v > 0 && v <= INT_MAX; };
+  if (m <= kGemvRows && gb.copy.empty()) {
+    // Row i of C = alpha * B^T a_i + beta * C_i; B is k x n (NoTrans) or stored n x k (Trans).
+    // Row i of A, element p: ga.data[i * ld + p] (NoTrans) or ga.data[p * ld + i] (Trans).
+    const int64_t step = ga.trans == CblasNoTrans ? 1 : ga.ld;
+    const int64_t row = ga.trans == CblasNoTrans ? ga.ld : 1;
+    if (!fits(step)) return false;
+    for (int64_t i = 0; i < m; ++i) {
+      const T* x = ga.data + i * row;
+      if (gb.trans == CblasNoTrans)
+        gemv<T>(CblasTrans, k, n, alpha, gb.data, gb.ld, x, step, beta, c + i * ldc, 1);
+      else
+        gemv<T>(CblasNoTrans, n, k, alpha, gb.data, gb.ld, x, step, beta, c + i * ldc, 1);
+    }
+    return true;
+  }
+  if (n == 1 && ga.copy.empty() && gb.copy.empty() && fits(ldc)) {
+    // C[:, 0] = alpha * A b + beta * C[:, 0]; b's element p: gb.data[p * ld] (NoTrans) or [p].
+    const int64_t step = gb.trans == CblasNoTrans ? gb.ld : 1;
+    if (!fits(step)) return false;
+    if (ga.trans == CblasNoTrans)
+      gemv<T>(CblasNoTrans, m, k, alpha, ga.data, ga.ld, gb.data, step, beta, c, ldc);
+    else
+      gemv<T>(CblasTrans, k, m, alpha, ga.data, ga.ld, gb.data, step, beta, c, ldc);
+    return true;
+  }
+  return false;
+}
+
 // C[m, n] (unit column stride, row stride ldc) = beta * C + alpha * A[m, k] @ B[k, n].
 template <typename T>
 void blas_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0, int64_t a1,
@@ -197,6 +253,7 @@ void blas_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a0,
   GemmOperand<T> ga(a, m, k, a0, a1);
   GemmOperand<T> gb(b, k, n, b0, b1);
   fit_blas_threads();
+  if (few_rows_by_gemv<T>(m, n, k, alpha, ga, gb, beta, c, ldc)) return;
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ga.trans, gb.trans, int(m), int(n), int(k), alpha, ga.data, ga.ld,
                 gb.data, gb.ld, beta, c, int(std::max<int64_t>(ldc, n)));
