@@ -34,7 +34,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 import symmflow
 
-from . import _cudagraphs, _fold, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
+from . import _causal, _cudagraphs, _fold, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
 from ._runner import PartitionRunner
 
 @dataclasses.dataclass
@@ -77,6 +77,9 @@ class CompileReport:
     # replace them (Note [folding input-independent values] in _fold.py).
     folded_nodes: int = 0
     folded_constants: int = 0
+    # Attention calls whose input-independent mask was the causal pattern, now is_causal with no
+    # mask (Note [causal masks recognised] in _causal.py).
+    causal_masks: int = 0
     # GPU kernels chosen by measurement in this process so far (Note [measured kernel choice] in
     # src/kernels/cuda/choice/kernel_choice.hpp): explain() fills it after its run; "" on CPUs.
     kernel_choices: str = ""
@@ -119,6 +122,9 @@ class CompileReport:
                  f"{self.input_copies} input copies, {self.output_copies} output copies, "
                  f"{self.constant_uploads} constants uploaded "
                  f"once, compiled in {self.compile_seconds:.2f} s"]
+        if self.causal_masks:
+            lines.append(f"  {self.causal_masks} attention call(s) given the causal mask run "
+                         f"is_causal, with no mask")
         if self.folded_constants:
             lines.append(f"  {self.folded_nodes} input-independent node(s) evaluated once into "
                          f"{self.folded_constants} constant(s)")
@@ -289,6 +295,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     mutated = _mutated_inputs(gm)
     report = CompileReport(role=role)
     _count_saved(gm, report)
+    report.causal_masks = _causal.causal_masks(gm)
     report.folded_nodes, report.folded_constants = _fold.fold_input_independent(gm)
     counter = iter(range(1 << 30))
     device = _runtime.device_of(example_inputs)

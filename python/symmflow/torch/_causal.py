@@ -1,0 +1,142 @@
+"""Causal masks recognised: an attention whose mask is the causal one runs with is_causal instead
+(Note [causal masks recognised]).
+
+What it does: `causal_masks(gm)` finds each call of symmflow's attention op (forward and backward,
+`_sdpa.py`) whose `attn_mask` depends on no graph input, evaluates that mask once with PyTorch,
+and where every [L, S] slice of it is the top-left causal pattern (key j visible to query i iff
+j <= i: True / False for a bool mask, 0 / -inf or a value at most half the dtype's lowest for an
+additive one), rewrites the call to `attn_mask=None, is_causal=True`; the mask's nodes are then
+removed when nothing else reads them. Returns how many calls it rewrote.
+Expects: an ATen graph from AOT autograd (static shapes) after `keep_attention_whole`, called
+outside any fake mode's tracing (the backend's compile functions are), before folding.
+Guarantees: the graph computes what it did (PyTorch's is_causal is this top-left pattern, and every
+symmflow attention kernel implements it); a mask read from an input (padding, a KV cache's
+positions), one of another pattern (sliding windows, bottom-right causal with L != S) or one whose
+chain holds an op folding would not evaluate is left as it was; the evaluation's values are freed
+on return.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from . import _fold
+
+__all__ = ["causal_masks"]
+
+# The largest value of a mask's chain evaluated to test it: a full mask of 32k x 32k bools is 1 GiB.
+MAX_EVAL_BYTES = 1 << 30
+
+
+# Note [causal masks recognised]: under torch.compile transformers' models do not let SDPA skip
+# the mask (they cannot tell, while tracing, that there is no padding), so a prefill's attention
+# gets the full causal mask built from `arange` and comparisons. Folded (Note [folding
+# input-independent values]) it still costs a bias of L x S elements written per layer and call
+# (cuDNN reads masks as an additive bias) and keeps cuDNN from skipping the masked half of the
+# scores; past folding's size cap (16 MiB: 4096 tokens) the mask itself was computed every call
+# (two H200s, Qwen3 at 8192 tokens: 0.61 ms of a 10.2 ms prefill). A mask that depends on no input
+# is evaluated here once; if it is the causal pattern the call becomes is_causal.
+def causal_masks(gm: torch.fx.GraphModule) -> int:
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    targets = _attention_targets()
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in targets]
+    if not calls:
+        return 0
+    written = _fold._written(gm)
+    rewritten = 0
+    with unset_fake_temporarily(), torch.no_grad(), _fold._no_autocast():
+        values: dict[torch.fx.Node, object] = {}
+        for node in calls:
+            args = _arguments(node)
+            mask = args.get("attn_mask")
+            if not isinstance(mask, torch.fx.Node) or args.get("is_causal") or \
+                    args.get("dropout_p"):
+                continue
+            value = _evaluate(gm, mask, written, values)
+            if not isinstance(value, torch.Tensor) or not _is_causal(value):
+                continue
+            args["attn_mask"], args["is_causal"] = None, True
+            names = [a.name for a in node.target._schema.arguments]
+            node.args = tuple(args[n] for n in names if not _keyword_only(node.target, n))
+            node.kwargs = {n: args[n] for n in names if _keyword_only(node.target, n)}
+            rewritten += 1
+    if rewritten:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return rewritten
+
+
+def _attention_targets() -> set:
+    from . import _sdpa  # noqa: F401  (registers the ops)
+
+    return {torch.ops.symmflow.scaled_dot_product_attention.default,
+            torch.ops.symmflow.scaled_dot_product_attention_backward.default}
+
+
+def _keyword_only(op, name: str) -> bool:
+    return next(a.kwarg_only for a in op._schema.arguments if a.name == name)
+
+
+def _arguments(node: torch.fx.Node) -> dict:
+    """Every schema argument of the call by name, defaults filled in."""
+    out = {}
+    schema = node.target._schema.arguments
+    for i, a in enumerate(schema):
+        if not a.kwarg_only and i < len(node.args):
+            out[a.name] = node.args[i]
+        elif a.name in node.kwargs:
+            out[a.name] = node.kwargs[a.name]
+        else:
+            out[a.name] = a.default_value if a.has_default_value() else None
+    return out
+
+
+def _evaluate(gm, node: torch.fx.Node, written: set, values: dict):
+    """The value of `node` computed from constants and literals alone, or None where it reads an
+    input, a written value, an op folding does not evaluate, or a value past MAX_EVAL_BYTES."""
+    if node in values:
+        return values[node]
+    order, stack, seen = [], [node], set()
+    while stack:  # the node's ancestors, each after its inputs
+        n = stack[-1]
+        pending = [i for i in n.all_input_nodes if i not in seen and i not in values]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if n not in seen:
+            seen.add(n)
+            order.append(n)
+    for n in order:
+        if n in values:
+            continue
+        value = None
+        if n in written:
+            pass
+        elif n.op == "get_attr":
+            value = _fold.attr(gm, n.target)
+        elif _fold._foldable(n) and _fold._traced_size(n) <= MAX_EVAL_BYTES and \
+                all(values.get(i) is not None for i in n.all_input_nodes):
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda i: values[i])
+            try:
+                value = n.target(*args, **kwargs)
+            except Exception:  # noqa: BLE001 (an op that cannot run here: not recognised)
+                value = None
+        values[n] = value
+    return values[node]
+
+
+def _is_causal(mask: torch.Tensor) -> bool:
+    if mask.dim() < 2:
+        return False
+    rows, cols = mask.shape[-2:]
+    keep = torch.ones(rows, cols, dtype=torch.bool, device=mask.device).tril()
+    if mask.dtype == torch.bool:
+        return bool(torch.all(mask == keep))
+    if not mask.dtype.is_floating_point:
+        return False
+    lowest = torch.finfo(mask.dtype).min / 2
+    blocked = (mask == float("-inf")) | (mask <= lowest)
+    return bool(torch.all((mask == 0) == keep)) and bool(torch.all(blocked == ~keep))

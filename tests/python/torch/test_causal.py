@@ -1,0 +1,138 @@
+"""Note [causal masks recognised] (python/symmflow/torch/_causal.py): an attention mask built from
+arange alone that is the top-left causal pattern (bool, or additive 0 / -inf) makes the call
+is_causal with no mask; other patterns (bottom-right with L < S, a sliding window) and masks read
+from inputs are kept; every result equals eager, forward and backward (one process)."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import symmflow.torch as sft
+
+MASK_OPS = ("aten::le.Tensor", "aten::ge.Tensor", "aten::lt.Tensor", "aten::gt.Tensor",
+            "aten::arange.start_step", "aten::arange", "aten::where.self", "aten::sub.Tensor")
+
+
+def step_counts(report):
+    return collections.Counter(s["name"] for p in report.partitions
+                               for s in p.explain.get("steps", []))
+
+
+def _mask(kind: str, rows: int, cols: int, dtype=torch.float32) -> torch.Tensor:
+    i = torch.arange(rows)[:, None]
+    j = torch.arange(cols)[None, :]
+    keep = {"causal": j <= i, "bottom_right": j <= i + (cols - rows),
+            "window": (j <= i) & (j > i - 3)}[kind]
+    return keep
+
+
+class Attention(torch.nn.Module):
+    """q from x, k and v from y; the mask made in forward from arange (a kind), or an input."""
+
+    def __init__(self, kind: str, additive: bool = False, dim: int = 16):
+        super().__init__()
+        self.kind, self.additive = kind, additive
+        self.q = torch.nn.Linear(dim, dim)
+        self.kv = torch.nn.Linear(dim, 2 * dim)
+
+    def forward(self, x, y, mask=None):
+        q = self.q(x)[:, None]
+        k, v = (t[:, None] for t in self.kv(y).chunk(2, dim=-1))
+        if mask is None:
+            keep = _mask(self.kind, x.shape[1], y.shape[1])
+            mask = keep
+            if self.additive:
+                mask = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+            mask = mask[None, None].expand(x.shape[0], 1, *keep.shape)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).squeeze(1)
+
+
+def _compiled(model, *args):
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = model(*args)
+        got = torch.compile(model, backend="symmflow")(*args)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    return sft.last_report()
+
+
+@pytest.mark.parametrize("kind,additive,rows,cols,rewritten", [
+    ("causal", False, 12, 12, True),
+    ("causal", True, 12, 12, True),
+    ("causal", False, 5, 13, True),         # top-left with L < S: PyTorch's is_causal
+    ("bottom_right", False, 5, 13, False),  # another diagonal
+    ("bottom_right", False, 9, 9, True),    # the same diagonal when L == S
+    ("window", False, 12, 12, False),
+    ("window", True, 12, 12, False),
+])
+def test_only_the_causal_pattern_becomes_is_causal(world, kind, additive, rows, cols, rewritten):
+    torch.manual_seed(0)
+    model = Attention(kind, additive)
+    report = _compiled(model, torch.randn(2, rows, 16), torch.randn(2, cols, 16))
+    assert report.causal_masks == int(rewritten), report.text()
+    mask_steps = sum(step_counts(report)[op] for op in MASK_OPS)
+    if rewritten:
+        assert "run is_causal, with no mask" in report.text()
+        assert mask_steps == 0, step_counts(report)
+        assert report.folded_constants == 0, report.text()  # nothing of the mask is kept
+    else:
+        assert "is_causal" not in report.text()
+
+
+def test_a_mask_read_from_an_input_is_kept(world):
+    torch.manual_seed(0)
+    x = torch.randn(2, 12, 16)
+    mask = _mask("causal", 12, 12)[None, None].expand(2, 1, 12, 12).contiguous()
+    report = _compiled(Attention("causal"), x, x, mask)
+    assert report.causal_masks == 0, report.text()
+
+
+def test_training_with_a_causal_mask_equals_eager(world):
+    """The forward's call becomes is_causal; the backward (its mask a saved input) keeps what it
+    is given; loss and every gradient equal eager's."""
+    torch.manual_seed(0)
+    model = Attention("causal")
+    x = torch.randn(2, 12, 16)
+    eager = Attention("causal")
+    eager.load_state_dict(model.state_dict())
+    eager(x, x).square().sum().backward()
+    torch._dynamo.reset()
+    before = len(sft.reports())
+    torch.compile(model, backend="symmflow")(x, x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
+    forward = [r for r in sft.reports()[before:] if r.role == "forward"]
+    assert forward and forward[0].causal_masks == 1, [r.text() for r in sft.reports()[before:]]
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3"])
+def test_a_transformers_prefill_built_with_its_mask_runs_causal(world, monkeypatch, name):
+    """transformers skips the causal mask under torch.compile only from torch 2.13 on (its
+    `_ignore_causal_mask_sdpa`); before, every prefill's attention got the full mask (seen on
+    the GPU machines' torch 2.11). Made to build it here, the compiled prefill's attention calls
+    run is_causal and the logits equal eager's."""
+    import os
+    import sys
+
+    import transformers.masking_utils as masking
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
+                                    "pytorch"))
+    import hf_models
+
+    monkeypatch.setattr(masking, "_ignore_causal_mask_sdpa", lambda *a, **k: False)
+    torch.manual_seed(0)
+    model = hf_models.make_model(name, torch.float32, max_positions=40).eval()
+    ids = hf_models.make_input_ids(batch=2, seq=33)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = model(input_ids=ids).logits
+        got = torch.compile(model, backend="symmflow")(input_ids=ids).logits
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    report = sft.last_report()
+    layers = model.config.num_hidden_layers
+    assert report.causal_masks == layers, report.text()
+    assert "run is_causal, with no mask" in report.text()
