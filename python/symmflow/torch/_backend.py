@@ -288,14 +288,14 @@ def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph: bool = False,
                      own_graphs: bool = True, input_names: list[str] | None = None,
-                     keep_layout: bool = False, role: str = "inference"):
+                     keep_layout: bool = False, role: str = "inference", causal_masks: int = 0):
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
     started = time.perf_counter()
     _rename_inputs(gm, input_names)
     mutated = _mutated_inputs(gm)
     report = CompileReport(role=role)
     _count_saved(gm, report)
-    report.causal_masks = _causal.causal_masks(gm)
+    report.causal_masks = causal_masks + _causal.causal_masks(gm)
     report.folded_nodes, report.folded_constants = _fold.fold_input_independent(gm)
     counter = iter(range(1 << 30))
     device = _runtime.device_of(example_inputs)
@@ -425,10 +425,11 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
         isinstance(t, torch.Tensor) and t.requires_grad
         for t in [*example_inputs, *gm.parameters()])
     _sdpa.keep_attention_whole(gm)  # with its backward in training (Note [attention backward])
+    causal = _causal.causal_masks_traced(gm)  # Note [causal masks recognised]
     _library.make_inplace_symm_mem_functionalizable(gm)
     forward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
                                 own_graphs=own_graphs, input_names=user_input_names(gm),
-                                keep_layout=training,
+                                keep_layout=training, causal_masks=causal,
                                 role="forward" if training else "inference")
     backward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
                                  own_graphs=own_graphs, role="backward")

@@ -1,14 +1,17 @@
 """Causal masks recognised: an attention whose mask is the causal one runs with is_causal instead
 (Note [causal masks recognised]).
 
-What it does: `causal_masks(gm)` finds each call of symmflow's attention op (forward and backward,
+What it does: `causal_masks_traced(gm)` on dynamo's graph (after `keep_attention_whole`, before
+AOT autograd, so that a training step saves no mask and its backward runs causal too) and
+`causal_masks(gm)` on an ATen graph (what the first could not evaluate: its evaluator knows a
+short list of torch functions and methods, the second every functional ATen op) each find each call of symmflow's attention op (forward and backward,
 `_sdpa.py`) whose `attn_mask` depends on no graph input, evaluates that mask once with PyTorch,
 and where every [L, S] slice of it is the top-left causal pattern (key j visible to query i iff
 j <= i: True / False for a bool mask, 0 / -inf or a value at most half the dtype's lowest for an
 additive one), rewrites the call to `attn_mask=None, is_causal=True`; the mask's nodes are then
 removed when nothing else reads them. Returns how many calls it rewrote.
-Expects: an ATen graph from AOT autograd (static shapes) after `keep_attention_whole`, called
-outside any fake mode's tracing (the backend's compile functions are), before folding.
+Expects: dynamo's graph (static shapes) after `keep_attention_whole`, or an ATen graph from AOT
+autograd before folding; the backend calls both outside any fake mode's tracing.
 Guarantees: the graph computes what it did (PyTorch's is_causal is this top-left pattern, and every
 symmflow attention kernel implements it); a mask read from an input (padding, a KV cache's
 positions), one of another pattern (sliding windows, bottom-right causal with L != S) or one whose
@@ -18,12 +21,14 @@ on return.
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx
 
 from . import _fold
 
-__all__ = ["causal_masks"]
+__all__ = ["causal_masks", "causal_masks_traced"]
 
 # The largest value of a mask's chain evaluated to test it: a full mask of 32k x 32k bools is 1 GiB.
 MAX_EVAL_BYTES = 1 << 30
@@ -36,15 +41,26 @@ MAX_EVAL_BYTES = 1 << 30
 # (cuDNN reads masks as an additive bias) and keeps cuDNN from skipping the masked half of the
 # scores; past folding's size cap (16 MiB: 4096 tokens) the mask itself was computed every call
 # (two H200s, Qwen3 at 8192 tokens: 0.61 ms of a 10.2 ms prefill). A mask that depends on no input
-# is evaluated here once; if it is the causal pattern the call becomes is_causal.
+# is evaluated here once; if it is the causal pattern the call becomes is_causal. On dynamo's
+# graph first: rewritten after AOT autograd, a training step's forward would still save the mask
+# for the backward, whose attention reads it as an input and could not be rewritten.
 def causal_masks(gm: torch.fx.GraphModule) -> int:
+    written = _fold._written(gm)
+    return _rewrite(gm, lambda mask, values: _evaluate(gm, mask, written, values))
+
+
+def causal_masks_traced(gm: torch.fx.GraphModule) -> int:
+    return _rewrite(gm, lambda mask, values: _evaluate_traced(mask, values))
+
+
+def _rewrite(gm: torch.fx.GraphModule, evaluate) -> int:
+    """Rewrites each attention call whose mask `evaluate(mask node, cache)` finds causal."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     targets = _attention_targets()
     calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in targets]
     if not calls:
         return 0
-    written = _fold._written(gm)
     rewritten = 0
     with unset_fake_temporarily(), torch.no_grad(), _fold._no_autocast():
         values: dict[torch.fx.Node, object] = {}
@@ -54,7 +70,7 @@ def causal_masks(gm: torch.fx.GraphModule) -> int:
             if not isinstance(mask, torch.fx.Node) or args.get("is_causal") or \
                     args.get("dropout_p"):
                 continue
-            value = _evaluate(gm, mask, written, values)
+            value = evaluate(mask, values)
             if not isinstance(value, torch.Tensor) or not _is_causal(value):
                 continue
             args["attn_mask"], args["is_causal"] = None, True
@@ -123,6 +139,59 @@ def _evaluate(gm, node: torch.fx.Node, written: set, values: dict):
             try:
                 value = n.target(*args, **kwargs)
             except Exception:  # noqa: BLE001 (an op that cannot run here: not recognised)
+                value = None
+        values[n] = value
+    return values[node]
+
+
+# What dynamo's graph may compute a mask with, for _evaluate_traced: functions and tensor methods
+# that only make a new value from their arguments (no in-place method, nothing random).
+_TRACED_FUNCTIONS = {
+    torch.arange, torch.ones, torch.zeros, torch.full, torch.tril, torch.triu, torch.where,
+    torch.logical_and, torch.logical_or, torch.logical_not, torch.ones_like, torch.zeros_like,
+    torch.full_like, torch.eq, torch.ne, torch.le, torch.lt, torch.ge, torch.gt,
+    operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
+    operator.le, operator.lt, operator.ge, operator.gt, operator.eq, operator.ne,
+    operator.and_, operator.or_, operator.invert, operator.getitem,
+}
+_TRACED_METHODS = {
+    "expand", "expand_as", "to", "view", "reshape", "unsqueeze", "squeeze", "bool", "float",
+    "masked_fill", "logical_and", "logical_or", "logical_not", "le", "lt", "ge", "gt", "eq", "ne",
+    "tril", "triu", "contiguous", "clone", "transpose", "permute", "__and__", "__or__",
+    "__invert__", "__getitem__",
+}
+
+
+def _evaluate_traced(node: torch.fx.Node, values: dict):
+    """The value of a dynamo graph's node computed from literals alone, or None where it reads an
+    input (a placeholder), an attribute, or a function or method outside the lists above, or
+    where a value would pass MAX_EVAL_BYTES."""
+    order, stack, seen = [], [node], set()
+    while stack:
+        n = stack[-1]
+        pending = [i for i in n.all_input_nodes if i not in seen and i not in values]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if n not in seen:
+            seen.add(n)
+            order.append(n)
+    for n in order:
+        if n in values:
+            continue
+        known = all(values.get(i) is not None for i in n.all_input_nodes)
+        example = n.meta.get("example_value")
+        small = not isinstance(example, torch.Tensor) or \
+            example.numel() * example.element_size() <= MAX_EVAL_BYTES
+        value = None
+        if known and small and ((n.op == "call_function" and n.target in _TRACED_FUNCTIONS) or
+                                (n.op == "call_method" and n.target in _TRACED_METHODS)):
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda i: values[i])
+            try:
+                value = n.target(*args, **kwargs) if n.op == "call_function" else \
+                    getattr(args[0], n.target)(*args[1:], **kwargs)
+            except Exception:  # noqa: BLE001 (not evaluable here: not recognised)
                 value = None
         values[n] = value
     return values[node]

@@ -91,8 +91,8 @@ def test_a_mask_read_from_an_input_is_kept(world):
 
 
 def test_training_with_a_causal_mask_equals_eager(world):
-    """The forward's call becomes is_causal; the backward (its mask a saved input) keeps what it
-    is given; loss and every gradient equal eager's."""
+    """The call becomes is_causal in dynamo's graph, so the backward's attention is causal too,
+    with no mask saved; every gradient equals eager's."""
     torch.manual_seed(0)
     model = Attention("causal")
     x = torch.randn(2, 12, 16)
@@ -104,8 +104,14 @@ def test_training_with_a_causal_mask_equals_eager(world):
     torch.compile(model, backend="symmflow")(x, x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), eager.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
-    forward = [r for r in sft.reports()[before:] if r.role == "forward"]
-    assert forward and forward[0].causal_masks == 1, [r.text() for r in sft.reports()[before:]]
+    made = sft.reports()[before:]
+    forward = [r for r in made if r.role == "forward"]
+    backward = [r for r in made if r.role == "backward"]
+    assert forward and forward[0].causal_masks == 1, [r.text() for r in made]
+    # Rewritten before AOT autograd: no mask saved, the backward's attention is causal too.
+    calls = [line for r in backward for p in r.partitions for line in p.ir_text.splitlines()
+             if "scaled_dot_product_attention_backward(" in line]
+    assert len(calls) == 1 and "None, 0.0, True" in calls[0], calls
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen3"])
@@ -136,3 +142,40 @@ def test_a_transformers_prefill_built_with_its_mask_runs_causal(world, monkeypat
     layers = model.config.num_hidden_layers
     assert report.causal_masks == layers, report.text()
     assert "run is_causal, with no mask" in report.text()
+
+
+def test_a_transformers_training_step_with_its_mask_runs_causal_forward_and_backward(
+        world, monkeypatch):
+    """As above, in training: dynamo's graph is rewritten, so the backward's attention calls are
+    causal with no saved mask; the loss and every gradient equal eager's."""
+    import copy
+    import os
+    import sys
+
+    import transformers.masking_utils as masking
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
+                                    "pytorch"))
+    import hf_models
+
+    monkeypatch.setattr(masking, "_ignore_causal_mask_sdpa", lambda *a, **k: False)
+    torch.manual_seed(0)
+    model = hf_models.make_model("llama", torch.float32, max_positions=40).train()
+    eager = copy.deepcopy(model)
+    ids = hf_models.make_input_ids(batch=2, seq=17)
+    want = eager(input_ids=ids, labels=ids).loss
+    want.backward()
+    torch._dynamo.reset()
+    before = len(sft.reports())
+    got = torch.compile(model, backend="symmflow")(input_ids=ids, labels=ids).loss
+    got.backward()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    made = sft.reports()[before:]
+    layers = model.config.num_hidden_layers
+    assert sum(r.causal_masks for r in made if r.role == "forward") == layers, \
+        [r.text() for r in made]
+    calls = [line for r in made if r.role == "backward" for p in r.partitions
+             for line in p.ir_text.splitlines() if "scaled_dot_product_attention_backward(" in line]
+    assert len(calls) == layers and all("None, 0.0, True" in c for c in calls), calls
