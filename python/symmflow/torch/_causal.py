@@ -109,13 +109,10 @@ def _arguments(node: torch.fx.Node) -> dict:
     return out
 
 
-def _evaluate(gm, node: torch.fx.Node, written: set, values: dict):
-    """The value of `node` computed from constants and literals alone, or None where it reads an
-    input, a written value, an op folding does not evaluate, or a value past MAX_EVAL_BYTES."""
-    if node in values:
-        return values[node]
-    order, stack, seen = [], [node], set()
-    while stack:  # the node's ancestors, each after its inputs
+def _unknown_ancestors(node: torch.fx.Node, values: dict) -> list:
+    """`node` and its ancestors not in `values`, each after its inputs."""
+    order, stack, seen = [], [] if node in values else [node], set()
+    while stack:
         n = stack[-1]
         pending = [i for i in n.all_input_nodes if i not in seen and i not in values]
         if pending:
@@ -125,9 +122,13 @@ def _evaluate(gm, node: torch.fx.Node, written: set, values: dict):
         if n not in seen:
             seen.add(n)
             order.append(n)
-    for n in order:
-        if n in values:
-            continue
+    return order
+
+
+def _evaluate(gm, node: torch.fx.Node, written: set, values: dict):
+    """The value of `node` computed from constants and literals alone, or None where it reads an
+    input, a written value, an op folding does not evaluate, or a value past MAX_EVAL_BYTES."""
+    for n in _unknown_ancestors(node, values):
         value = None
         if n in written:
             pass
@@ -166,20 +167,7 @@ def _evaluate_traced(node: torch.fx.Node, values: dict):
     """The value of a dynamo graph's node computed from literals alone, or None where it reads an
     input (a placeholder), an attribute, or a function or method outside the lists above, or
     where a value would pass MAX_EVAL_BYTES."""
-    order, stack, seen = [], [node], set()
-    while stack:
-        n = stack[-1]
-        pending = [i for i in n.all_input_nodes if i not in seen and i not in values]
-        if pending:
-            stack.extend(pending)
-            continue
-        stack.pop()
-        if n not in seen:
-            seen.add(n)
-            order.append(n)
-    for n in order:
-        if n in values:
-            continue
+    for n in _unknown_ancestors(node, values):
         known = all(values.get(i) is not None for i in n.all_input_nodes)
         example = n.meta.get("example_value")
         small = not isinstance(example, torch.Tensor) or \
