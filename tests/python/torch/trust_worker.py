@@ -184,17 +184,20 @@ def run_attacker(rank: int, world: int) -> dict:
     return {"case": "attacker", "rank": rank, "ok": ok, "seen": seen, "right": right}
 
 
+def _compiled_all_reduce(world: int):
+    """A compiled 2x, all-reduce, +1 on a new group of every rank: (function, its group)."""
+    import torch.distributed._functional_collectives as funcol
+
+    pg = dist.new_group(list(range(world)))
+    return torch.compile(lambda x: funcol.all_reduce(x * 2.0, "sum", pg) + 1.0,
+                         backend="symmflow"), pg
+
+
 def run_compiled_recovery(rank: int, world: int) -> dict:
     """Issue 39 under torch.compile: after a collective of a group failed (an eager disagreement
     on it), every later compiled call on that group raises; the documented recovery, a new c10d
     group of the same ranks, compiles to fresh symmflow groups and gives right results."""
-    import torch.distributed._functional_collectives as funcol
-
-    def model(x, pg):
-        return funcol.all_reduce(x * 2.0, "sum", pg) + 1.0
-
-    pg = dist.new_group(list(range(world)))
-    compiled = torch.compile(lambda x: model(x, pg), backend="symmflow")
+    compiled, pg = _compiled_all_reduce(world)
     x = torch.full((8,), float(rank + 1))
     want = torch.full((8,), float(world * (world + 1) + 1))
     before = torch.equal(compiled(x), want)
@@ -202,8 +205,7 @@ def run_compiled_recovery(rank: int, world: int) -> dict:
     failed = _error_of(lambda: torch.ops.symmflow.one_shot_all_reduce(
         s, "sum" if rank == 0 else "max", pg.group_name))
     later = [_error_of(lambda: compiled(x)) for _ in range(5)]
-    pg2 = dist.new_group(list(range(world)))
-    recovered = torch.compile(lambda x: model(x, pg2), backend="symmflow")
+    recovered, _ = _compiled_all_reduce(world)
     after = [torch.equal(recovered(x), want) for _ in range(3)]
     ok = (before and "disagree on reduce op" in failed and all(after)
           and all("is poisoned" in m and "disagree on reduce op" in m for m in later))
@@ -215,13 +217,7 @@ def run_compiled_timeout(rank: int, world: int) -> dict:
     """Issue 39 item 2 under torch.compile: rank 1 comes late (past SYMMFLOW_TIMEOUT_S, which the
     test sets low); rank 0's compiled call raises Timeout, and so does every retry of it (the
     group is poisoned), rank 1's late call included; a new group recovers on both ranks."""
-    import torch.distributed._functional_collectives as funcol
-
-    def model(x, pg):
-        return funcol.all_reduce(x * 2.0, "sum", pg) + 1.0
-
-    pg = dist.new_group(list(range(world)))
-    compiled = torch.compile(lambda x: model(x, pg), backend="symmflow")
+    compiled, _ = _compiled_all_reduce(world)
     x = torch.full((4096,), float(rank + 1))
     want = torch.full((4096,), float(world * (world + 1) + 1))
     dist.barrier()
@@ -233,8 +229,7 @@ def run_compiled_timeout(rank: int, world: int) -> dict:
     first = _error_of(lambda: compiled(x))
     retries = [_error_of(lambda: compiled(x)) for _ in range(6)]
     dist.barrier()  # gloo's: the late rank has called too
-    pg2 = dist.new_group(list(range(world)))
-    recovered = torch.compile(lambda x: model(x, pg2), backend="symmflow")
+    recovered, _ = _compiled_all_reduce(world)
     after = [torch.equal(recovered(x), want) for _ in range(3)]
     raised = [first] + retries
     ok = (before and all(after) and all(m for m in raised)
