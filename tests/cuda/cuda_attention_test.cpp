@@ -342,7 +342,8 @@ TEST_F(CudaAttention, ACandidateFarSlowerThanTheBestIsTimedOnce) {
   };
   const std::vector<KernelCandidate> candidates = {
       {"fast", waiting(0, 2)}, {"near", waiting(1, 5)}, {"far", waiting(2, 60)}};
-  const std::string key = fmt::format("test {}", std::chrono::steady_clock::now().time_since_epoch().count());
+  const std::string key =
+      fmt::format("test {}", std::chrono::steady_clock::now().time_since_epoch().count());
   EXPECT_EQ(choose_kernel("test::choice", key, candidates), 0u);
   EXPECT_EQ(runs[0], 6);
   EXPECT_EQ(runs[1], 6);

@@ -4,12 +4,12 @@
 What it does: `causal_masks_traced(gm)` on dynamo's graph (after `keep_attention_whole`, before
 AOT autograd, so that a training step saves no mask and its backward runs causal too) and
 `causal_masks(gm)` on an ATen graph (what the first could not evaluate: its evaluator knows a
-short list of torch functions and methods, the second every functional ATen op) each find each call of symmflow's attention op (forward and backward,
-`_sdpa.py`) whose `attn_mask` depends on no graph input, evaluates that mask once with PyTorch,
-and where every [L, S] slice of it is the top-left causal pattern (key j visible to query i iff
-j <= i: True / False for a bool mask, 0 / -inf or a value at most half the dtype's lowest for an
-additive one), rewrites the call to `attn_mask=None, is_causal=True`; the mask's nodes are then
-removed when nothing else reads them. Returns how many calls it rewrote.
+short list of torch functions and methods, the second every functional ATen op) each find every
+call of symmflow's attention op (forward and backward, `_sdpa.py`) whose `attn_mask` depends on
+no graph input, evaluate that mask once with PyTorch, and where every [L, S] slice of it is the
+top-left causal pattern (key j visible to query i iff j <= i: True / False for a bool mask, 0 /
+-inf or a value at most half the dtype's lowest for an additive one), rewrite the call to
+`attn_mask=None, is_causal=True`; the mask's nodes are then removed when nothing else reads them. Returns how many calls it rewrote.
 Expects: dynamo's graph (static shapes) after `keep_attention_whole`, or an ATen graph from AOT
 autograd before folding; the backend calls both outside any fake mode's tracing.
 Guarantees: the graph computes what it did (PyTorch's is_causal is this top-left pattern, and every
@@ -195,5 +195,5 @@ def _is_causal(mask: torch.Tensor) -> bool:
     if not mask.dtype.is_floating_point:
         return False
     lowest = torch.finfo(mask.dtype).min / 2
-    blocked = (mask == float("-inf")) | (mask <= lowest)
+    blocked = mask <= lowest  # -inf included
     return bool(torch.all((mask == 0) == keep)) and bool(torch.all(blocked == ~keep))

@@ -241,7 +241,8 @@ def run_compiled_timeout(rank: int, world: int) -> dict:
             "after": after}
 
 
-CASES = {"compiled_recovery": run_compiled_recovery, "compiled_timeout": run_compiled_timeout, "disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
+CASES = {"compiled_recovery": run_compiled_recovery, "compiled_timeout": run_compiled_timeout,
+         "disagree": run_disagree, "subgroup": run_subgroup, "finished": run_finished,
          "barrier": run_barrier, "uncaught": run_uncaught, "attacker": run_attacker}
 
 
