@@ -185,15 +185,22 @@ def _evaluate_traced(node: torch.fx.Node, values: dict):
     return values[node]
 
 
-def _is_causal(mask: torch.Tensor) -> bool:
-    if mask.dim() < 2:
+def _is_causal(mask: torch.Tensor, rows_at_once: int = 1024) -> bool:
+    """Whether every [L, S] slice of `mask` is the top-left causal pattern; compared a block of
+    rows at a time, so that no second mask-sized tensor is made (a 32k-token mask is 1 GiB)."""
+    if mask.dim() < 2 or not (mask.dtype == torch.bool or mask.dtype.is_floating_point):
         return False
     rows, cols = mask.shape[-2:]
-    keep = torch.ones(rows, cols, dtype=torch.bool, device=mask.device).tril()
-    if mask.dtype == torch.bool:
-        return bool(torch.all(mask == keep))
-    if not mask.dtype.is_floating_point:
-        return False
-    lowest = torch.finfo(mask.dtype).min / 2
-    blocked = mask <= lowest  # -inf included
-    return bool(torch.all((mask == 0) == keep)) and bool(torch.all(blocked == ~keep))
+    keys = torch.arange(cols, device=mask.device)
+    for first in range(0, rows, rows_at_once):
+        part = mask[..., first:first + rows_at_once, :]
+        queries = torch.arange(first, first + part.shape[-2], device=mask.device)[:, None]
+        keep = keys[None, :] <= queries
+        if mask.dtype == torch.bool:
+            same = torch.all(part == keep)
+        else:  # additive: 0 where kept, -inf (or at most half the dtype's lowest) elsewhere
+            blocked = part <= torch.finfo(mask.dtype).min / 2
+            same = torch.all((part == 0) == keep) & torch.all(blocked == ~keep)
+        if not bool(same):
+            return False
+    return True

@@ -179,3 +179,26 @@ def test_a_transformers_training_step_with_its_mask_runs_causal_forward_and_back
     calls = [line for r in made if r.role == "backward" for p in r.partitions
              for line in p.ir_text.splitlines() if "scaled_dot_product_attention_backward(" in line]
     assert len(calls) == layers and all("None, 0.0, True" in c for c in calls), calls
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.bfloat16])
+def test_the_pattern_is_compared_block_by_block_to_the_last_row(dtype):
+    from symmflow.torch import _causal
+
+    rows, cols = 37, 41
+    keep = torch.ones(rows, cols, dtype=torch.bool).tril()
+    mask = keep if dtype == torch.bool else \
+        torch.zeros(rows, cols, dtype=dtype).masked_fill(~keep, float("-inf"))
+    mask = mask[None, None].expand(2, 3, rows, cols)
+    assert _causal._is_causal(mask, rows_at_once=8)
+    assert not _causal._is_causal(mask[..., :, 1:], rows_at_once=8)  # another diagonal
+    wrong = mask.clone()
+    wrong[1, 2, rows - 1, cols - 1] = True if dtype == torch.bool else 0.0  # the last block
+    assert not _causal._is_causal(wrong, rows_at_once=8)
+    if dtype != torch.bool:
+        finite = torch.zeros(rows, cols, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
+        assert _causal._is_causal(finite, rows_at_once=8)
+        small = torch.zeros(rows, cols, dtype=dtype).masked_fill(~keep, -1e4)
+        assert not _causal._is_causal(small, rows_at_once=8)  # a bias, not a mask
+    assert not _causal._is_causal(torch.ones(5, dtype=torch.bool))
+    assert not _causal._is_causal(keep.to(torch.int32))
