@@ -45,8 +45,14 @@ MAX_EVAL_BYTES = 1 << 30
 # graph first: rewritten after AOT autograd, a training step's forward would still save the mask
 # for the backward, whose attention reads it as an input and could not be rewritten.
 def causal_masks(gm: torch.fx.GraphModule) -> int:
-    written = _fold._written(gm)
-    return _rewrite(gm, lambda mask, values: _evaluate(gm, mask, written, values))
+    written: set | None = None  # found once, and only for a graph with a masked attention
+
+    def evaluate(mask, values):
+        nonlocal written
+        if written is None:
+            written = _fold._written(gm)
+        return _evaluate(gm, mask, written, values)
+    return _rewrite(gm, evaluate)
 
 
 def causal_masks_traced(gm: torch.fx.GraphModule) -> int:
