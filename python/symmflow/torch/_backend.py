@@ -34,7 +34,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 import symmflow
 
-from . import _causal, _cudagraphs, _fold, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
+from . import _causal, _cudagraphs, _direct, _fold, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
 from ._runner import PartitionRunner
 
 @dataclasses.dataclass
@@ -83,6 +83,10 @@ class CompileReport:
     # GPU kernels chosen by measurement in this process so far (Note [measured kernel choice] in
     # src/kernels/cuda/choice/kernel_choice.hpp): explain() fills it after its run; "" on CPUs.
     kernel_choices: str = ""
+    # An inference graph's calls after the first: "taken" (without AOT autograd's runtime
+    # wrappers), "AOT's wrappers kept: why", or "" (not called yet, or a training graph). Note
+    # [inference without AOT's wrappers] in _direct.py.
+    direct_call: str = ""
 
     @property
     def partition_count(self) -> int:
@@ -128,6 +132,10 @@ class CompileReport:
         if self.folded_constants:
             lines.append(f"  {self.folded_nodes} input-independent node(s) evaluated once into "
                          f"{self.folded_constants} constant(s)")
+        if self.direct_call:
+            lines.append("  calls after the first: " + ("straight to the compiled graph, without "
+                         "AOT autograd's runtime wrappers" if self.direct_call == "taken"
+                         else self.direct_call))
         if self.role != "inference":
             saved = (f": {self.saved_tensors} tensors ({self.saved_bytes} B) saved for the "
                      f"backward, outputs of its plans" if self.role == "forward" else "")
@@ -184,7 +192,7 @@ def _catalogue(device_kind: str = "cpu"):
 
 
 def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: CompileReport,
-                       index: int, own_graphs: bool = True, keep_layout: bool = False):
+                       index: int, settings: Settings, keep_layout: bool = False):
     rank = _runtime.current_rank()
     device = _runtime.device_of(example_inputs)
     imported = _fx_import.import_graph(
@@ -197,8 +205,7 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     # For its device: a GPU compile loads the cuda backend's kernels first (without them the
     # first GPU compile of a process failed "aten::mm has no cuda kernel yet" on the H100).
     compiled = symmflow.compile(imported.program, device=device)
-    own_graphs = own_graphs and os.environ.get("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0"
-    session = symmflow.Session(compiled, rank, device=device, cuda_graph=own_graphs)
+    session = symmflow.Session(compiled, rank, device=device, cuda_graph=settings.own_graphs)
     global _last_session
     _last_session = session
     report.partitions.append(PartitionReport(
@@ -210,7 +217,7 @@ def _compile_partition(sub_gm: torch.fx.GraphModule, example_inputs, report: Com
     runner = PartitionRunner(imported, session, rank, report, single, device)
     if keep_layout:
         runner.strides = _traced_strides(output)
-    if os.environ.get("SYMMFLOW_TORCH_VERIFY", "0") != "0":
+    if settings.verify:
         runner.verify = sub_gm
     global _last_runner
     _last_runner = runner
@@ -286,9 +293,10 @@ def _rename_inputs(gm: torch.fx.GraphModule, names: list[str] | None) -> None:
     gm.recompile()
 
 
-def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph: bool = False,
-                     own_graphs: bool = True, input_names: list[str] | None = None,
-                     keep_layout: bool = False, role: str = "inference", causal_masks: int = 0):
+def _compile_forward(gm: torch.fx.GraphModule, example_inputs, settings: Settings,
+                     input_names: list[str] | None = None, keep_layout: bool = False,
+                     role: str = "inference", causal_masks: int = 0,
+                     probe: _direct.Probe | None = None):
     _runtime.current_rank()  # joins the world (collective) before any partition compiles
     started = time.perf_counter()
     _rename_inputs(gm, input_names)
@@ -302,7 +310,7 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
     split = _partition.partition(
         gm, _catalogue(device.split(":")[0]),
         compile_partition=lambda sub, ex: _compile_partition(sub, ex, report, next(counter),
-                                                             own_graphs, keep_layout),
+                                                             settings, keep_layout),
         example_inputs=example_inputs, device=device,
     )
     report.boundaries = list(split.boundaries)
@@ -325,8 +333,11 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs, torch_cuda_graph:
             rank.abort(f"{type(e).__name__}: {e}")
             raise
 
-    if torch_cuda_graph and any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs):
+    if settings.torch_cuda_graph and any(isinstance(t, torch.Tensor) and t.is_cuda
+                                         for t in example_inputs):
         run = _cudagraphs.GraphedCallable(run, mutated)
+    if probe is not None:  # Note [inference without AOT's wrappers] in _direct.py
+        run = probe.wrap(run, report)
     # AOT calls a backward with its arguments in one list and warns at every training step's first
     # backward when the function takes them unpacked (UserWarning "... doesn't take boxed
     # arguments"); the forward it boxes itself.
@@ -398,6 +409,45 @@ def _direct_call(split_gm: torch.fx.GraphModule):
 
 
 _MODES = {None: False, "default": False, "reduce-overhead": True}
+_OPTIONS = {
+    "cuda_graph": "False to run each partition without its own CUDA graph",
+    "deterministic": "True for results that do not depend on the batch",
+    "direct_call": "False to keep AOT autograd's runtime wrappers on every call",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What one compile of the backend was asked for: its mode, options and environment, read
+    once when dynamo hands it a graph, and passed to every partition of it."""
+
+    torch_cuda_graph: bool = False  # mode="reduce-overhead": PyTorch's CUDA graphs around it
+    own_graphs: bool = True  # each partition's own CUDA graph (SYMMFLOW_TORCH_CUDA_GRAPH)
+    deterministic: bool = False  # Note [batch-invariant products]
+    direct_call: bool = True  # Note [inference without AOT's wrappers] in _direct.py
+    verify: bool = False  # SYMMFLOW_TORCH_VERIFY: each partition checked against PyTorch's run
+
+    @staticmethod
+    def read(mode, options) -> Settings:
+        if mode not in _MODES:
+            raise symmflow.Error(
+                f"the symmflow backend takes mode None, 'default' or 'reduce-overhead' (PyTorch's "
+                f"CUDA graphs around the compiled graph), not {mode!r}")
+        options = dict(options or {})
+        unknown = set(options) - set(_OPTIONS)
+        if unknown:
+            takes = ", ".join(f"'{k}': {v}" for k, v in _OPTIONS.items())
+            raise symmflow.Error(f"the symmflow backend has no option {sorted(unknown)} (it "
+                                 f"takes {takes})")
+        env = os.environ.get
+        return Settings(
+            torch_cuda_graph=_MODES[mode],
+            own_graphs=bool(options.get("cuda_graph", True))
+            and env("SYMMFLOW_TORCH_CUDA_GRAPH", "1") != "0",
+            deterministic=bool(options.get("deterministic", False)),
+            direct_call=bool(options.get("direct_call", True))
+            and env("SYMMFLOW_TORCH_DIRECT_CALL", "1") != "0",
+            verify=env("SYMMFLOW_TORCH_VERIFY", "0") != "0")
 
 
 def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
@@ -405,18 +455,11 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
     graph into PyTorch's CUDA graphs (_cudagraphs); options={"cuda_graph": False} turns off
     symmflow's own graph of each partition (SYMMFLOW_TORCH_CUDA_GRAPH=0 does too);
     options={"deterministic": True} makes results independent of the batch for the rest of the
-    process (SYMMFLOW_DETERMINISTIC=1 does too; CPUs only so far)."""
-    if mode not in _MODES:
-        raise symmflow.Error(
-            f"the symmflow backend takes mode None, 'default' or 'reduce-overhead' (PyTorch's CUDA "
-            f"graphs around the compiled graph), not {mode!r}")
-    unknown = set(options or {}) - {"cuda_graph", "deterministic"}
-    if unknown:
-        raise symmflow.Error(f"the symmflow backend has no option {sorted(unknown)} (it takes "
-                             f"'cuda_graph': False to run each partition without its own graph, "
-                             f"'deterministic': True for results that do not depend on the batch)")
-    own_graphs = bool((options or {}).get("cuda_graph", True))
-    if (options or {}).get("deterministic"):
+    process (SYMMFLOW_DETERMINISTIC=1 does too; CPUs only so far); options={"direct_call": False}
+    keeps AOT autograd's runtime wrappers around every call of an inference graph
+    (SYMMFLOW_TORCH_DIRECT_CALL=0 does too; Note [inference without AOT's wrappers])."""
+    settings = Settings.read(mode, options)
+    if settings.deterministic:
         # Note [batch-invariant products]: the kernels read it at run time, so it holds for the
         # rest of the process, as SYMMFLOW_DETERMINISTIC=1 does.
         symmflow._core._set_deterministic(True)
@@ -427,19 +470,20 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
     _sdpa.keep_attention_whole(gm)  # with its backward in training (Note [attention backward])
     causal = _causal.causal_masks_traced(gm)  # Note [causal masks recognised]
     _library.make_inplace_symm_mem_functionalizable(gm)
-    forward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
-                                own_graphs=own_graphs, input_names=user_input_names(gm),
-                                keep_layout=training, causal_masks=causal,
+    probe = _direct.Probe() if settings.direct_call and not training else None
+    forward = functools.partial(_compile_forward, settings=settings,
+                                input_names=user_input_names(gm), keep_layout=training,
+                                causal_masks=causal, probe=probe,
                                 role="forward" if training else "inference")
-    backward = functools.partial(_compile_forward, torch_cuda_graph=_MODES[mode],
-                                 own_graphs=own_graphs, role="backward")
+    backward = functools.partial(_compile_forward, settings=settings, role="backward")
     compiler = aot_autograd(
         fw_compiler=forward, bw_compiler=backward,
         partition_fn=min_cut_rematerialization_partition,
         decompositions=_decompositions(training),
         keep_inference_input_mutations=True,  # Note [the KV cache in place] in _fx_state
     )
-    return compiler(gm, example_inputs)
+    compiled = compiler(gm, example_inputs)
+    return _direct.DirectInference(compiled, probe) if probe is not None else compiled
 
 
 # Note [training]: a graph that needs gradients goes through AOT autograd's joint tracing and

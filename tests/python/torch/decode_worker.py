@@ -92,6 +92,8 @@ def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
             "generate_partitions": [r.partition_count for r in generate_reports],
             "generate_boundaries": [list(r.boundaries) for r in generate_reports],
             "graphs": len(reports),
+            # Note [inference without AOT's wrappers]: "taken", or why AOT's wrappers stayed
+            "direct_call": [r.direct_call for r in reports],
             "partitions": [r.partition_count for r in reports],
             "boundaries": [list(r.boundaries) for r in reports],
             "copies_added": [r.copies_added() for r in reports],

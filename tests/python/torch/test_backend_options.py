@@ -44,8 +44,10 @@ def test_compiled_partitions_name_the_users_inputs(world):
     ("max-autotune", None, "the symmflow backend takes mode None, 'default' or 'reduce-overhead' "
                            "(PyTorch's CUDA graphs around the compiled graph), not 'max-autotune'"),
     (None, {"fusion": True}, "the symmflow backend has no option ['fusion'] (it takes "
-                             "'cuda_graph': False to run each partition without its own graph, "
-                             "'deterministic': True for results that do not depend on the batch)"),
+                             "'cuda_graph': False to run each partition without its own CUDA "
+                             "graph, 'deterministic': True for results that do not depend on the "
+                             "batch, 'direct_call': False to keep AOT autograd's runtime wrappers "
+                             "on every call)"),
 ])
 def test_unknown_modes_and_options_are_refused(world, mode, options, message):
     torch._dynamo.reset()

@@ -35,6 +35,9 @@ def test_static_cache_decode_is_one_partition_and_equals_eager(nproc, cases):
         assert all(p == 1 for p in r["partitions"]), json.dumps(r)
         assert all(b == [] for b in r["boundaries"]), json.dumps(r)
         assert r["tokens_equal"], json.dumps(r)
+        # every step after a graph's first called it without AOT autograd's runtime wrappers
+        # (Note [inference without AOT's wrappers]): the DTensor shards unwrapped by the plan
+        assert all(d == "taken" for d in r["direct_call"]), json.dumps(r)
         # transformers' generate with the compiled forward: eager's tokens, one partition a graph
         assert r["generate_equal"], json.dumps(r)
         assert r["generate_partitions"] and all(p == 1 for p in r["generate_partitions"]), \
