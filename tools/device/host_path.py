@@ -91,7 +91,7 @@ def main():
         rows.append(("  runner call", host_us(lambda: runner(*part_args), args.iters)))
         rows.append(("  runner._pointers", host_us(lambda: runner._pointers(part_args),
                                                    args.iters)))
-        ptrs = runner._pointers(part_args)
+        ptrs, _dense = runner._pointers(part_args)
         out_ptrs = [o.data_ptr() for o in outs]
         stream = runner._stream()
         rows.append(("  Session.run_pointers", host_us(
@@ -103,6 +103,11 @@ def main():
         rows.append(("    GPU time (events)", gpu_us(
             lambda: session.run_pointers(ptrs, out_ptrs, cuda_device=device.index, stream=stream),
             args.iters)))
+        torch._dynamo.reset()  # Note [inference without AOT's wrappers]: the call before it
+        kept = torch.compile(model, backend="symmflow", options={"direct_call": False})
+        kept(*inputs)
+        rows.append(("symmflow default, AOT's wrappers kept", host_us(lambda: kept(*inputs),
+                                                                     args.iters)))
         torch._dynamo.reset()
         ro = torch.compile(model, backend="symmflow", mode="reduce-overhead")
         ro(*inputs)
