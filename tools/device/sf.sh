@@ -17,6 +17,9 @@
 #                           ops', ops' and fused regions' GPU tests
 #   models [CASES1 [CASES2]]  tests/python/torch/hf_worker.py at world 1 and 2: transformers
 #                           models against eager, partitions, copies (DTYPES, default f32,bf16)
+#   decode [CASES [DTYPES]] tests/python/torch/decode_worker.py, NPROC processes: KV-cache decode
+#                           and generate against eager (default Llama with symmflow-ro, then
+#                           inductor-ro and eager after it in the same processes; Qwen3, Mistral)
 #   bridge [CASES]          tests/python/torch/worker.py, 2 processes: the backend's model and
 #                           symm_mem cases, eager ops, CUDA graphs, a raising rank, other shapes
 #   train [CASES [DTYPES]]  tests/python/torch/train_worker.py: compiled training against eager
@@ -46,7 +49,7 @@
 # Logs go to $OUT/logs.tgz, tables to stdout. The bodies of the subcommands other than build,
 # verify, sweep, breakdown and train are in sf_benches.sh.
 set -uo pipefail
-subcommands=(verify examples mpi sanitize models bridge train sweep breakdown backend attention host
+subcommands=(verify examples mpi sanitize models decode bridge train sweep breakdown backend attention host
   allreduce agreement launch gemm pointwise mlp sp)
 # The usage: the comment block at the top of this file.
 [[ $# -eq 0 ]] && { sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2; }

@@ -82,6 +82,32 @@ for n in (1, 2):
 PY
 }
 
+sf_decode() {
+  local cases=${1:-llama:dtensor:after,qwen3:dtensor,mistral:dtensor}
+  step "tests/python/torch/decode_worker.py, $NPROC processes: the KV-cache decode and generate"
+  mkdir -p "$OUT/decode"
+  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/decode" TAIL=3 \
+    PY_TIMEOUT=${PY_TIMEOUT:-400} torchrun_py tests/python/torch/decode_worker.py decode \
+    "$cases" "${2:-f32}"
+  python3 - "$OUT/decode" <<'PY'
+import glob, json, sys
+print(f"{'case':<22} {'rank':>4} {'ok':<5} {'max_err':>9} {'tokens':<6} {'generate':<8} "
+      f"{'parts':<8} {'bnd':<4} {'copies (B)':<14} {'direct':<12} after: err, tokens")
+for path in sorted(glob.glob(f"{sys.argv[1]}/rank*.jsonl")):
+    for r in map(json.loads, open(path)):
+        if "error" in r:
+            print(f"{r['case']:<22} {r['rank']:>4} ERR  {r['error'][-600:]}")
+            continue
+        after = " ".join(f"{k} {v['max_err']:.1e} {v['tokens_equal']}"
+                         for k, v in r["after"].items())
+        print(f"{r['case']:<22} {r['rank']:>4} {str(r['ok']):<5} {r['max_err']:>9.2g} "
+              f"{str(r['tokens_equal']):<6} {str(r['generate_equal']):<8} "
+              f"{str(r['partitions']):<8} {sum(map(len, r['boundaries'])):<4} "
+              f"{str([sum(b for _, b in c) for c in r['copies']]):<14} "
+              f"{','.join(r['direct_call']):<12} {after}")
+PY
+}
+
 # bridge_worker NAME CASES DTYPES: worker.py at 2 processes (torch.distributed over gloo, the
 # references on the CPU), then how many of its results are ok and the failed ones.
 bridge_worker() {

@@ -28,8 +28,8 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 # AOT's wrappers with the forward recording what it got and gave, and the direct call is taken
 # only when
 # - every flat argument is the very object found in the caller's arguments (a tensor, or an
-#   attribute of a traceable subclass's `__tensor_flatten__`), or a non-tensor equal to the
-#   caller's next non-tensor argument (AOT keeps their order);
+#   attribute of a traceable subclass's `__tensor_flatten__`, or any other object), or a number
+#   equal to the caller's next number argument (AOT keeps their order), the numbers one for one;
 # - AOT returned as many values as the forward (an input mutation AOT applies itself, or an
 #   intermediate base, is a forward output it does not return), each the very object the
 #   forward returned in its place, or the very object of a caller's argument (an output that is
@@ -118,12 +118,14 @@ class DirectInference:
 
 
 def _sources(args) -> tuple[dict | None, list, str]:
-    """id of each tensor the forward may be given -> (argument index, attribute or None); the
-    positions of the non-tensor arguments; or None and why."""
+    """id of each tensor or object the forward may be given -> (argument index, attribute or
+    None); the positions of the int, float and bool arguments; or None and why."""
     sources, others = {}, []
     for i, a in enumerate(args):
-        if not isinstance(a, torch.Tensor):
-            others.append(i)
+        if type(a) in (int, float, bool):
+            others.append(i)  # matched by value and order: small ints share their objects
+        elif not isinstance(a, torch.Tensor):
+            sources.setdefault(id(a), (i, None))  # a DeviceMesh, an opaque object
         elif is_traceable_wrapper_subclass(a):
             attrs, _ = a.__tensor_flatten__()
             for attr in attrs:  # tensors, and opaque objects (torch 2.13: DTensor's mesh)
@@ -163,6 +165,11 @@ def _plan(args, flat, fw_out, aot_out, versions, grad_before) -> tuple[_Plan | N
         if i is None or type(args[i]) is not type(x) or args[i] != x:
             return None, f"the forward's argument {j} is none of the caller's values"
         inputs.append((i, None))
+    if next(next_other, None) is not None and any(
+            not isinstance(x, torch.Tensor) and id(x) not in sources for x in flat):
+        # Numbers on both sides but not one for one: AOT adds sizes of subclass arguments when
+        # shapes are dynamic, which a caller's number may equal on this call only.
+        return None, "the forward's numbers are not the caller's, one for one"
     given = list(fw_out) if isinstance(fw_out, (list, tuple)) else [fw_out]
     returned = list(aot_out) if isinstance(aot_out, (list, tuple)) else [aot_out]
     if len(given) != len(returned):  # input mutations AOT applies, or intermediate bases

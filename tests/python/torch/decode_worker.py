@@ -1,6 +1,6 @@
 """One rank of the KV-cache decode tests (tests/python/torch/test_decode.py, issue 37 item 1).
 
-    torchrun --nproc-per-node N decode_worker.py MODEL:STYLE[,...] DTYPE[,DTYPE...]
+    torchrun --nproc-per-node N decode_worker.py MODEL:STYLE[:after][,...] DTYPE[,DTYPE...]
 
 For every model (examples/pytorch/hf_models.py) made tensor-parallel: a prompt of 8 tokens, then 6
 greedy one-token steps with transformers' StaticCache (each step passes cache_position and
@@ -12,6 +12,11 @@ would pick are recorded. explain's facts of every graph compiled (the prefill's 
 step's): partitions, boundaries with their reasons, compiler-added copies (kind and bytes), and the
 KV-cache writes made in place (Note [the KV cache in place] in _fx_state.py). One `RESULT {json}`
 line per case, also appended to $SYMMFLOW_TEST_RESULTS/rank<r>.jsonl.
+
+SYMMFLOW_TEST_DEVICE=cuda runs it on GPUs, one a process (tools/device/sf.sh decode). A case
+ending in `:after` then decodes again in the same processes under symmflow's reduce-overhead,
+inductor's reduce-overhead and eager, in that order (issue 37: inductor's CUDA graphs crashed
+after symmflow's once), each compared with the first eager decode.
 """
 from __future__ import annotations
 
@@ -32,6 +37,13 @@ import symmflow.torch as sft  # noqa: E402
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 5e-2}
 PROMPT, STEPS = 8, 6
+DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
+
+
+def device() -> torch.device:
+    if DEVICE == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 def decode(model, prompt: torch.Tensor, forced: list | None):
@@ -40,13 +52,15 @@ def decode(model, prompt: torch.Tensor, forced: list | None):
     from transformers import StaticCache
 
     cache = StaticCache(config=model.config, max_batch_size=1, max_cache_len=PROMPT + STEPS + 1)
-    out = model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(PROMPT))
+    dev = prompt.device
+    out = model(input_ids=prompt, past_key_values=cache,
+                cache_position=torch.arange(PROMPT, device=dev))
     logits = [out.logits[:, -1].float()]
     picks = [int(logits[-1].argmax(-1))]
     for step in range(STEPS):
         token = forced[step] if forced is not None else picks[-1]
-        pos = torch.tensor([PROMPT + step])
-        out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
+        pos = torch.tensor([PROMPT + step], device=dev)
+        out = model(input_ids=torch.tensor([[token]], device=dev), past_key_values=cache,
                     cache_position=pos, position_ids=pos.unsqueeze(0))
         logits.append(out.logits[:, -1].float())
         picks.append(int(logits[-1].argmax(-1)))
@@ -61,9 +75,27 @@ def generated(model, prompt: torch.Tensor) -> list:
     return out[0, prompt.shape[1]:].tolist()
 
 
-def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
-    full = hf_models.make_model(name, dtype)
-    prompt = hf_models.make_input_ids()[:1, :PROMPT]
+def decoded_after(sharded, prompt, want, eager_picks) -> dict:
+    """Issue 37: after symmflow's decode, the same model decoded in the same processes by
+    symmflow's reduce-overhead, then inductor's reduce-overhead, then eager: each one's largest
+    error against the first eager decode and whether it picked eager's tokens."""
+    found = {}
+    for label, make in (("symmflow-ro", lambda: torch.compile(sharded, backend="symmflow",
+                                                              mode="reduce-overhead")),
+                        ("inductor-ro", lambda: torch.compile(sharded, mode="reduce-overhead")),
+                        ("eager", lambda: sharded)):
+        torch._dynamo.reset()
+        got, picks = decode(make(), prompt, eager_picks[:-1])
+        found[label] = {"max_err": max((g - w).abs().max().item() for g, w in zip(got, want)),
+                        "tokens_equal": picks == eager_picks}
+    if prompt.is_cuda:
+        torch.cuda.synchronize()
+    return found
+
+
+def run_case(name: str, style: str, dtype: torch.dtype, others: bool = False) -> dict:
+    full = hf_models.make_model(name, dtype).to(device())
+    prompt = hf_models.make_input_ids()[:1, :PROMPT].to(device())
     with torch.no_grad():
         sharded = hf_models.sharded_copy(full, name, style)
         want, eager_picks = decode(sharded, prompt, None)
@@ -79,13 +111,17 @@ def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
         served = hf_models.sharded_copy(full, name, style)
         served.forward = torch.compile(served.forward, backend="symmflow")
         compiled_generated = generated(served, prompt)
+        generate_reports = sft.reports()[after:]
+        later = decoded_after(sharded, prompt, want, eager_picks) if others else {}
     scale = max(max(w.abs().max().item() for w in want), 1.0)
     err = max((g - w).abs().max().item() for g, w in zip(got, want))
     reports = sft.reports()[before:after]
-    generate_reports = sft.reports()[after:]
-    return {"case": f"{name}:{style}", "dtype": str(dtype).split(".")[-1],
+    tol = TOLERANCE[dtype] * scale
+    return {"case": f"{name}:{style}" + (":after" if others else ""),
+            "dtype": str(dtype).split(".")[-1], "device": str(device()),
             "rank": dist.get_rank(), "world": dist.get_world_size(), "max_err": err,
-            "tol": TOLERANCE[dtype] * scale, "ok": err <= TOLERANCE[dtype] * scale,
+            "tol": tol, "ok": err <= tol and all(v["max_err"] <= tol for v in later.values()),
+            "after": later,
             "tokens_equal": picks == eager_picks, "eager_tokens": eager_picks, "tokens": picks,
             "generate_equal": compiled_generated == eager_generated,
             "eager_generated": eager_generated, "generated": compiled_generated,
@@ -108,9 +144,9 @@ def run_case(name: str, style: str, dtype: torch.dtype) -> dict:
 
 def main() -> int:
     def one(case, dtype_name):
-        name, style = case.split(":")
-        return run_case(name, style, DTYPES[dtype_name])
-    return run_cases(one, "cpu", "30")
+        name, style, *rest = case.split(":")
+        return run_case(name, style, DTYPES[dtype_name], others=rest == ["after"])
+    return run_cases(one, DEVICE, "30")
 
 
 if __name__ == "__main__":

@@ -167,3 +167,14 @@ def test_autocast_keeps_aots_wrappers(world):
             torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
     assert returned[-1].plan is False
     assert _backend.last_report().direct_call == "AOT's wrappers kept: autocast is on"
+
+
+def test_a_number_that_changes_every_call_is_read_at_each_call(world):
+    fn, returned = compiled(lambda x, n: x * n + 1.0)
+    with torch.no_grad():
+        for n in range(2, 8):  # dynamo makes n an input of the graph from its second value
+            x = torch.randn(6)
+            torch.testing.assert_close(fn(x, n), x * n + 1.0)
+    last = returned[-1]
+    assert last.plan, _backend.last_report().direct_call
+    assert last.direct_calls >= 3  # each with its own n, compared above
