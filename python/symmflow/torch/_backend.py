@@ -34,7 +34,8 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 import symmflow
 
-from . import _causal, _cudagraphs, _direct, _fold, _fx_import, _library, _opmap, _partition, _runtime, _sdpa
+from . import (_causal, _cudagraphs, _direct, _fold, _fx_import, _library, _opmap, _partition,
+               _runtime, _sdpa)
 from ._runner import PartitionRunner
 
 @dataclasses.dataclass
