@@ -86,6 +86,8 @@ class DirectInference:
         self.direct_calls = 0
 
     def __getattr__(self, name):  # zero_grad, named_parameters, serialize of AOT's callable
+        if name.startswith("__") or name in ("aot_fn", "probe"):  # copy, pickle: no recursion
+            raise AttributeError(name)
         return getattr(self.aot_fn, name)
 
     def __call__(self, *args):

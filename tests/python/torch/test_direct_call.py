@@ -178,3 +178,15 @@ def test_a_number_that_changes_every_call_is_read_at_each_call(world):
     last = returned[-1]
     assert last.plan, _backend.last_report().direct_call
     assert last.direct_calls >= 3  # each with its own n, compared above
+
+
+def test_the_wrapper_passes_aots_attributes_and_copies(world):
+    import copy
+
+    fn, returned = compiled(Lin())
+    with torch.no_grad():
+        fn(torch.randn(2, 8), torch.randn(2, 8))
+    direct = returned[-1]
+    assert callable(direct.named_parameters)  # AOT's callable's, passed through
+    twin = copy.copy(direct)  # no recursion through __getattr__ before __init__'s attributes
+    assert twin.aot_fn is direct.aot_fn
