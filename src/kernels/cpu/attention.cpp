@@ -3,11 +3,12 @@
 //    indices of any layout; an index outside [0, num_embeddings) is an error naming it (PyTorch:
 //    "index out of range in self"), checked before anything is written.
 //  - scaled_dot_product_attention (Note [cpu attention blocks]: OpenBLAS GEMMs over blocks of
-//    query rows): for each (batch, head, query row) the scores
-//    scale * q . k_j over the allowed keys (all, or j <= i with is_causal: PyTorch's top-left
-//    aligned causal mask), a softmax (max subtracted) and the weighted sum of the value rows, all
-//    in float (double for f64), rounded to the dtype once. Query head h reads key/value head
-//    h / (heads / kv_heads) (grouped KV heads, enable_gqa). An empty key length gives zeros.
+//    query rows, gemv for a few rows: Note [decode attention by gemv]): for each (batch, head,
+//    query row) the scores scale * q . k_j over the allowed keys (all, or j <= i with
+//    is_causal: PyTorch's top-left aligned causal mask), a softmax (max subtracted) and the
+//    weighted sum of the value rows, all in float (double for f64), rounded to the dtype once.
+//    Query head h reads key/value head h / (heads / kv_heads) (grouped KV heads, enable_gqa).
+//    An empty key length gives zeros.
 //    An attn_mask (Note [attention masks] in ops/aten/meta_attention.cpp) is read in place through
 //    its broadcast strides: a bool one drops the scores where it is false, a floating one is
 //    added to them; a row whose keys are all masked comes out as zeros, as PyTorch's does.
@@ -97,15 +98,50 @@ MaskView<A> mask_view(const Tensor& mask_acc, const aten_meta::SdpaInfo& in) {
 // in float (double for f64); a row whose keys are all masked has P = 0 (zeros out, no gradient).
 constexpr int64_t kBlockRows = 128;
 
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                      double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+inline void blas_gemv(bool trans, int64_t rows, int64_t cols, float alpha, const float* a,
+                      int64_t lda, const float* x, float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, int(rows), int(cols), alpha, a,
+              int(lda), x, 1, beta, y, 1);
+}
+inline void blas_gemv(bool trans, int64_t rows, int64_t cols, double alpha, const double* a,
+                      int64_t lda, const double* x, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, int(rows), int(cols), alpha, a,
+              int(lda), x, 1, beta, y, 1);
+}
+
+// Note [decode attention by gemv]: a decode step's attention has one query row per sequence
+// (a few with speculative tokens), and OpenBLAS's gemm packs its B operand, the whole K or V
+// block of the cache, on every call (Note [few rows by gemv] in matmul.cpp): a one-token step of
+// a 2-layer Llama over a 4096-key cache spent 43% of its time in sgemm's packing and kernels
+// (perf, this project's 2-CPU machine). So C = A op(B) with at most kGemvRows rows of A, A not
+// transposed, runs as one gemv per row, which reads the cache once, in place.
+constexpr int64_t kGemvRows = 4;
+
+template <typename A>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, A alpha, const A* a, int64_t lda,
+          const A* b, int64_t ldb, A beta, A* c, int64_t ldc) {
+  if (ta || m > kGemvRows) {
+    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  for (int64_t r = 0; r < m; ++r) {  // row r of C: B (n x k) times a_r, or B^T (B: k x n)
+    if (tb)
+      blas_gemv(false, n, k, alpha, b, ldb, a + r * lda, beta, c + r * ldc);
+    else
+      blas_gemv(true, k, n, alpha, b, ldb, a + r * lda, beta, c + r * ldc);
+  }
 }
 
 // The probabilities of query rows [i0, i0 + rows) of (b, h) over their first `keys` keys into p
