@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/blas.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/strided.hpp"
 #include "kernels/cpu/vector_math.hpp"
@@ -110,24 +111,14 @@ inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double 
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
-inline void blas_gemv(bool trans, int64_t rows, int64_t cols, float alpha, const float* a,
-                      int64_t lda, const float* x, float beta, float* y) {
-  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, int(rows), int(cols), alpha, a,
-              int(lda), x, 1, beta, y, 1);
-}
-inline void blas_gemv(bool trans, int64_t rows, int64_t cols, double alpha, const double* a,
-                      int64_t lda, const double* x, double beta, double* y) {
-  cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, int(rows), int(cols), alpha, a,
-              int(lda), x, 1, beta, y, 1);
-}
 
 // Note [decode attention by gemv]: a decode step's attention has one query row per sequence
 // (a few with speculative tokens), and OpenBLAS's gemm packs its B operand, the whole K or V
 // block of the cache, on every call (Note [few rows by gemv] in matmul.cpp): a one-token step of
 // a 2-layer Llama over a 4096-key cache spent 43% of its time in sgemm's packing and kernels
 // (perf, this project's 2-CPU machine). So C = A op(B) with at most kGemvRows rows of A, A not
-// transposed, runs as one gemv per row, which reads the cache once, in place.
-constexpr int64_t kGemvRows = 4;
+// transposed, runs as one gemv per row (kGemvRows in blas.hpp), which reads the cache once, in
+// place.
 
 template <typename A>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, A alpha, const A* a, int64_t lda,
@@ -138,9 +129,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, A alpha, const A* a
   }
   for (int64_t r = 0; r < m; ++r) {  // row r of C: B (n x k) times a_r, or B^T (B: k x n)
     if (tb)
-      blas_gemv(false, n, k, alpha, b, ldb, a + r * lda, beta, c + r * ldc);
+      blas_gemv<A>(CblasNoTrans, n, k, alpha, b, ldb, a + r * lda, 1, beta, c + r * ldc, 1);
     else
-      blas_gemv(true, k, n, alpha, b, ldb, a + r * lda, beta, c + r * ldc);
+      blas_gemv<A>(CblasTrans, k, n, alpha, b, ldb, a + r * lda, 1, beta, c + r * ldc, 1);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "kernels/cpu/blas.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
@@ -185,22 +186,8 @@ void fixed_order_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int6
 // by cblas_sgemm (2 to 8 rows: 283-389 us) against 51 us by cblas_sgemv (2026-11-29, OpenBLAS
 // 0.3.21 SkylakeX, 2 threads), which reads the weight once, in place. So up to kGemvRows rows are
 // multiplied one row at a time by gemv (the weight re-read each row: 4 rows ~200 us, still below
-// gemm), and a one-column B likewise. Returns false (gemm runs) where an operand was copied, or
+// gemm; kGemvRows in blas.hpp), and a one-column B likewise. Returns false (gemm runs) where an operand was copied, or
 // a row or column stride is 0 or too large for BLAS.
-constexpr int64_t kGemvRows = 4;
-
-template <typename T>
-void gemv(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, T alpha, const T* a, int64_t lda,
-          const T* x, int64_t incx, T beta, T* y, int64_t incy) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemv(CblasRowMajor, trans, int(rows), int(cols), alpha, a, int(lda), x, int(incx),
-                beta, y, int(incy));
-  } else {
-    cblas_dgemv(CblasRowMajor, trans, int(rows), int(cols), alpha, a, int(lda), x, int(incx),
-                beta, y, int(incy));
-  }
-}
-
 template <typename T>
 bool few_rows_by_gemv(int64_t m, int64_t n, int64_t k, T alpha, const GemmOperand<T>& ga,
                       const GemmOperand<T>& gb, T beta, T* c, int64_t ldc) {
@@ -214,9 +201,9 @@ bool few_rows_by_gemv(int64_t m, int64_t n, int64_t k, T alpha, const GemmOperan
     for (int64_t i = 0; i < m; ++i) {
       const T* x = ga.data + i * row;
       if (gb.trans == CblasNoTrans)
-        gemv<T>(CblasTrans, k, n, alpha, gb.data, gb.ld, x, step, beta, c + i * ldc, 1);
+        blas_gemv<T>(CblasTrans, k, n, alpha, gb.data, gb.ld, x, step, beta, c + i * ldc, 1);
       else
-        gemv<T>(CblasNoTrans, n, k, alpha, gb.data, gb.ld, x, step, beta, c + i * ldc, 1);
+        blas_gemv<T>(CblasNoTrans, n, k, alpha, gb.data, gb.ld, x, step, beta, c + i * ldc, 1);
     }
     return true;
   }
@@ -225,9 +212,9 @@ bool few_rows_by_gemv(int64_t m, int64_t n, int64_t k, T alpha, const GemmOperan
     const int64_t step = gb.trans == CblasNoTrans ? gb.ld : 1;
     if (!fits(step)) return false;
     if (ga.trans == CblasNoTrans)
-      gemv<T>(CblasNoTrans, m, k, alpha, ga.data, ga.ld, gb.data, step, beta, c, ldc);
+      blas_gemv<T>(CblasNoTrans, m, k, alpha, ga.data, ga.ld, gb.data, step, beta, c, ldc);
     else
-      gemv<T>(CblasTrans, k, m, alpha, ga.data, ga.ld, gb.data, step, beta, c, ldc);
+      blas_gemv<T>(CblasTrans, k, m, alpha, ga.data, ga.ld, gb.data, step, beta, c, ldc);
     return true;
   }
   return false;
