@@ -9,7 +9,8 @@ call of symmflow's attention op (forward and backward, `_sdpa.py`) whose `attn_m
 no graph input, evaluate that mask once with PyTorch, and where every [L, S] slice of it is the
 top-left causal pattern (key j visible to query i iff j <= i: True / False for a bool mask, 0 /
 -inf or a value at most half the dtype's lowest for an additive one), rewrite the call to
-`attn_mask=None, is_causal=True`; the mask's nodes are then removed when nothing else reads them. Returns how many calls it rewrote.
+`attn_mask=None, is_causal=True`; the mask's nodes are then removed when nothing else reads them
+(those nodes only: Note [only the mask's nodes removed]). Returns how many calls it rewrote.
 Expects: dynamo's graph (static shapes) after `keep_attention_whole`, or an ATen graph from AOT
 autograd before folding; the backend calls both outside any fake mode's tracing.
 Guarantees: the graph computes what it did (PyTorch's is_causal is this top-left pattern, and every
@@ -85,9 +86,23 @@ def _rewrite(gm: torch.fx.GraphModule, evaluate) -> int:
             node.kwargs = {n: args[n] for n in names if _keyword_only(node.target, n)}
             rewritten += 1
     if rewritten:
-        gm.graph.eliminate_dead_code()
+        _erase_unread(gm.graph, {n for n, v in values.items() if v is not None})
         gm.recompile()
     return rewritten
+
+
+# Note [only the mask's nodes removed]: after a rewrite the mask's chain is dead, but FX's
+# eliminate_dead_code must not remove it: it counts every method call of dynamo's graph as pure,
+# so it also took each in-place method whose result goes unused (transformers' StaticCache made in
+# a first call: `keys.index_copy_(...)`, `cumulative_length.add_(...)`). The cache was never
+# written and the prefill's attention read zeros: wrong logits with no error, on the GPU machines
+# (whose torch 2.11 builds the mask). Only nodes the evaluator computed are candidates, each a
+# function or method of its pure lists (or a foldable ATen op): they are erased, last first, when
+# nothing reads them any more.
+def _erase_unread(graph: torch.fx.Graph, evaluated: set) -> None:
+    for node in reversed(list(graph.nodes)):
+        if node in evaluated and not node.users:
+            graph.erase_node(node)
 
 
 def _attention_targets() -> set:

@@ -202,3 +202,67 @@ def test_the_pattern_is_compared_block_by_block_to_the_last_row(dtype):
         assert not _causal._is_causal(small, rows_at_once=8)  # a bias, not a mask
     assert not _causal._is_causal(torch.ones(5, dtype=torch.bool))
     assert not _causal._is_causal(keep.to(torch.int32))
+
+
+class CacheWrite(torch.nn.Module):
+    """A KV cache made and written in place inside the call by tensor methods whose results go
+    unused (transformers' StaticCache on its first call: zeros, index_copy_, add_), then read by
+    an attention with a causal mask made from arange."""
+
+    def forward(self, q, k, v):
+        cache_k = torch.zeros(q.shape[0], 1, 12, q.shape[-1])
+        cache_v = torch.zeros(q.shape[0], 1, 12, q.shape[-1])
+        length = torch.zeros((), dtype=torch.int64)
+        position = torch.arange(q.shape[2]) + length
+        length.add_(q.shape[2])
+        cache_k.index_copy_(2, position, k)
+        cache_v.index_copy_(2, position, v)
+        keep = _mask("causal", q.shape[2], 12)[None, None]
+        out = F.scaled_dot_product_attention(q, cache_k, cache_v, attn_mask=keep)
+        return out, cache_k, length
+
+
+def test_writes_in_place_beside_a_rewritten_mask_are_kept(world):
+    """The mask's nodes are removed after the rewrite, and nothing else: dead-code elimination of
+    dynamo's graph took every in-place method whose result went unused with it (FX counts a
+    method call as pure), so the cache was never written and the attention read zeros (wrong
+    logits of a transformers prefill on the GPU machines' torch 2.11, with no error)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 1, 7, 16) for _ in range(3))
+    report = _compiled(CacheWrite(), q, k, v)
+    assert report.causal_masks == 1, report.text()
+
+
+def test_a_transformers_prefill_that_makes_its_static_cache_in_the_call_is_right(
+        world, monkeypatch):
+    """transformers' StaticCache made inside the compiled prefill (its lazy initialisation on a
+    first call), with the causal mask built (as under torch < 2.13): the logits, the key and value
+    caches and the cache's length equal eager's."""
+    import os
+    import sys
+
+    import transformers.masking_utils as masking
+    from transformers import StaticCache
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
+                                    "pytorch"))
+    import hf_models
+
+    monkeypatch.setattr(masking, "_ignore_causal_mask_sdpa", lambda *a, **k: False)
+    torch.manual_seed(0)
+    model = hf_models.make_model("llama", torch.float32, max_positions=40).eval()
+    ids = hf_models.make_input_ids(batch=1, seq=8)
+    torch._dynamo.reset()
+    caches, logits = [], []
+    with torch.no_grad():
+        for m in (model, torch.compile(model, backend="symmflow")):
+            cache = StaticCache(config=model.config, max_batch_size=1, max_cache_len=15)
+            logits.append(m(input_ids=ids, past_key_values=cache,
+                            cache_position=torch.arange(8)).logits)
+            caches.append(cache)
+    torch.testing.assert_close(logits[1], logits[0], rtol=1e-4, atol=1e-4)
+    for want, got in zip(caches[0].layers, caches[1].layers):
+        torch.testing.assert_close(got.keys, want.keys, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got.values, want.values, rtol=1e-5, atol=1e-5)
+        assert int(got.cumulative_length) == int(want.cumulative_length) == 8
+    assert sft.last_report().causal_masks == model.config.num_hidden_layers
