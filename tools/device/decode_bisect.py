@@ -34,33 +34,6 @@ def main():
     sft.init()
     rank = dist.get_rank()
     dev = torch.device("cuda", torch.cuda.current_device())
-    if "--where" in sys.argv:
-        full = hf_models.make_model("llama", torch.float32).to(dev)
-        prompt = hf_models.make_input_ids()[:1, :8].to(dev)
-        from transformers import StaticCache
-        with torch.no_grad():
-            sharded = hf_models.sharded_copy(full, "llama", "dtensor")
-            for label, model in (("eager", sharded),
-                                 ("symmflow", torch.compile(sharded, backend="symmflow"))):
-                cache = StaticCache(config=sharded.config, max_batch_size=1, max_cache_len=15)
-                try:
-                    out = model(input_ids=prompt, past_key_values=cache,
-                                cache_position=torch.arange(8, device=dev))
-                except Exception as e:  # noqa: BLE001
-                    print(f"BISECT rank {rank} {label} raised {type(e).__name__}: {e}"[:2000])
-                    continue
-                layer = cache.layers[0]
-                filled = (layer.keys.abs().sum(dim=(0, 1, 3)) != 0).int().tolist()
-                print(f"BISECT rank {rank} {label}: slots written {filled} cumulative "
-                      f"{layer.cumulative_length.tolist()} on {layer.cumulative_length.device} "
-                      f"logits[0,-1,:4] {out.logits[0, -1, :4].tolist()} "
-                      f"key[0,0,:8,0] {layer.keys[0, 0, :8, 0].tolist()}", flush=True)
-            if rank == 0:
-                for line in sft.last_report().partitions[0].ir_text.splitlines():
-                    if any(w in line for w in ("index_", "arange", "cumul", "graph ", "return")):
-                        print("BISECT IR", line[:300])
-        dist.destroy_process_group()
-        return
     if "--inductor-only" in sys.argv:
         full = hf_models.make_model("llama", torch.float32).to(dev)
         prompt = hf_models.make_input_ids()[:1, :8].to(dev)
