@@ -7,7 +7,9 @@
 //
 // Rows: symmflow (in place in a DeviceHeap buffer, the algorithm choose() picks: the figure that
 // counts), symmflow_one_shot (out of place), symmflow_two_shot (in place), nccl (ncclAllReduce, in
-// place).
+// place), fused_norm (symm_mem::fused_all_reduce_add_rms_norm_out over rows of 4096: the
+// all-reduce with the residual add and the RMSNorm of a decoder layer, where the size holds whole
+// rows).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -32,6 +34,8 @@
 #include "bench_util.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/kernels/cuda.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/runtime.hpp"
 
@@ -121,6 +125,21 @@ void run(Runtime& rt, const Options& o, std::vector<Row>& rows) {
       nccl_check(ncclAllReduce(in, in, size_t(n), nt, ncclSum, nccl, s), "ncclAllReduce");
     });
 #endif
+    constexpr int64_t kHidden = 4096;
+    if (n % kHidden == 0 && (o.impls.empty() || o.impls.find("fused_norm") != std::string::npos)) {
+      const Shape shape{n / kHidden, kHidden};
+      auto sym = [&](const Shape& sh) { return cuda::empty_symmetric(sh, o.dtype, "world"); };
+      Tensor x = sym(shape), residual = sym(shape), weight = sym({kHidden}), y = sym(shape),
+             residual_out = sym(shape);
+      cuda::StreamGuard on(s);
+      auto fused = [&] {
+        call("symm_mem::fused_all_reduce_add_rms_norm_out",
+             {x, residual, weight, 1e-6, "sum", "world", y, residual_out});
+      };
+      fused();  // the op's communicator is made on its first call, outside the capture
+      SF_CUDA_CHECK(cudaStreamSynchronize(s));
+      add("fused_norm", fused);
+    }
   }
 #ifdef SYMMFLOW_BENCH_NCCL
   ncclCommDestroy(nccl);
@@ -169,12 +188,13 @@ int main(int argc, char** argv) {
       table[r.bytes][r.impl] = r.median_us;
     }
     if (!o.json.empty()) std::ofstream(o.json) << j.dump(1) << "\n";
-    std::cout << fmt::format("{:>8} {:>12} {:>12} {:>12} {:>10}\n", "bytes", "symmflow_us",
-                             "one_shot_us", "two_shot_us", "nccl_us");
+    std::cout << fmt::format("{:>8} {:>12} {:>12} {:>12} {:>10} {:>14}\n", "bytes",
+                             "symmflow_us", "one_shot_us", "two_shot_us", "nccl_us",
+                             "fused_norm_us");
     for (auto& [b, m] : table) {
-      std::cout << fmt::format("{:>8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n", fmt_bytes(b),
-                               m["symmflow"], m["symmflow_one_shot"], m["symmflow_two_shot"],
-                               m["nccl"]);
+      std::cout << fmt::format("{:>8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>14.2f}\n",
+                               fmt_bytes(b), m["symmflow"], m["symmflow_one_shot"],
+                               m["symmflow_two_shot"], m["nccl"], m["fused_norm"]);
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_cuda_allreduce: " << e.what() << "\n";

@@ -80,13 +80,14 @@ AlgorithmChoice collective_algorithm(std::string_view op, int64_t bytes, int wor
   if (starts_with(name, "fused_all_reduce_add_rms_norm")) {
     // Note [fused all-reduce rms_norm on GPUs]: the exchange follows the all-reduce's rule.
     if (world == 1) return {"local", "local", "one rank: the rows are normalized in place"};
-    const bool two = cuda_all_reduce_algorithm(bytes, world, true, true) ==
-                     AllReduceAlgorithm::two_shot;
-    return {"one_shot+norm", two ? "two_shot+norm" : "one_shot+norm",
-            fmt::format("cuda: one_shot up to {} B at {} ranks (cuda_one_shot_max_bytes = {} B, "
-                        "x 2 / ranks above 2 ranks), two_shot above; then residual add and "
-                        "rms_norm per row in the same kernel",
-                        cuda_one_shot_limit(world), world, tunables().cuda_one_shot_max_bytes)};
+    const AllReduceAlgorithm cuda = cuda_all_reduce_algorithm(bytes, world, true, true);
+    return {"one_shot+norm", fmt::format("{}+norm", algorithm_name(cuda)),
+            fmt::format("cuda: one_shot_ll up to {} B (rows of whole 8-byte units), one_shot up "
+                        "to {} B at {} ranks (cuda_one_shot_max_bytes = {} B, x 2 / ranks above "
+                        "2 ranks), two_shot above; then residual add and rms_norm per row in the "
+                        "same kernel",
+                        kCudaLLMaxBytes, cuda_one_shot_limit(world), world,
+                        tunables().cuda_one_shot_max_bytes)};
   }
   if (starts_with(name, "multimem_")) return {"refused", "refused", "needs multicast"};
   // The others: what the op's definition declares (Library::exchange), or its functional op's.

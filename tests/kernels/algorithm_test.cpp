@@ -119,9 +119,15 @@ TEST_F(AlgorithmTest, OtherCollectivesAndNonCollectives) {
 }
 
 // The fused all-reduce + rms_norm follows the all-reduce's rule on GPUs (Note [fused all-reduce
-// rms_norm on GPUs]): one_shot up to the limit, two_shot above; nothing to exchange at one rank.
+// rms_norm on GPUs]): one_shot_ll up to kCudaLLMaxBytes, one_shot up to the limit, two_shot above;
+// nothing to exchange at one rank.
 TEST_F(AlgorithmTest, FusedAllReduceRmsNormFollowsTheAllReduceRule) {
   const std::string op = "symm_mem::fused_all_reduce_add_rms_norm";
+  EXPECT_EQ(kernels::collective_algorithm(op, 8192, 2).cuda, "one_shot_ll+norm");
+  EXPECT_EQ(kernels::collective_algorithm(op, kernels::kCudaLLMaxBytes, 4).cuda,
+            "one_shot_ll+norm");
+  EXPECT_EQ(kernels::collective_algorithm(op, kernels::kCudaLLMaxBytes + 8, 2).cuda,
+            "one_shot+norm");
   EXPECT_EQ(kernels::collective_algorithm(op, 4 << 20, 2).cuda, "one_shot+norm");
   EXPECT_EQ(kernels::collective_algorithm(op, (4 << 20) + 2, 2).cuda, "two_shot+norm");
   EXPECT_EQ(kernels::collective_algorithm(op, 3 << 20, 4).cuda, "two_shot+norm");

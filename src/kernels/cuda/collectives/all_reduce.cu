@@ -80,20 +80,6 @@ __global__ void __launch_bounds__(1024)
   finish(v, call);
 }
 
-__device__ __forceinline__ void store_line(uint4* p, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-}
-__device__ __forceinline__ uint4 load_line(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
 // one_shot with the data carrying its own flag (Note [cuda all-reduce], "ll"): 8 bytes of payload
 // travel as one 16-byte line {d0, tag, d1, tag}; each 8-byte half is stored atomically, so a reader
 // that sees both tags equal to this call's also sees both payload words. Lines go to ll[q][parity]
@@ -109,49 +95,21 @@ __global__ void __launch_bounds__(1024)
   const int64_t per = (units + gridDim.x - 1) / gridDim.x;
   const int64_t lo = int64_t(blockIdx.x) * per;
   const int64_t hi = lo + per < units ? lo + per : units;
-  auto line_slot = [&](int rank, int src) {
-    return reinterpret_cast<uint4*>(v.ll[rank] + (int64_t(parity) * v.world + src) * v.ll_bytes);
-  };
-  // Note [gpu collective agreement]: the second tag word carries the signature above its low byte
-  const uint32_t mark = (tag & 0xffu) | (v.sig << 8);
+  const uint32_t mark = ll_mark(v, tag);
   for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
     const uint2 d = in[i];
     const uint4 line = make_uint4(d.x, tag, d.y, mark);
     for (int q = 0; q < v.world; ++q) {
-      if (q != v.rank) store_line(line_slot(q, v.rank) + i, line);
+      if (q != v.rank) store_line(ll_slot(v, q, parity, v.rank) + i, line);
     }
   }
   for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
     P packs[kMaxRanks];
     bool ok = true;
     for (int s = 0; s < v.world && ok; ++s) {
-      uint2 d;
-      if (s == v.rank) {
-        d = in[i];
-      } else {
-        const uint4* src = line_slot(v.rank, s) + i;
-        uint4 line = load_line(src);
-        for (int spins = 1; line.y != tag || (line.w & 0xffu) != (tag & 0xffu); ++spins) {
-          if ((spins & 63) == 0 && (now_ns() > deadline || *static_cast<volatile int*>(v.status))) {
-            if (now_ns() > deadline) fail(v, kTimedOut, s);
-            ok = false;
-            break;
-          }
-          line = load_line(src);
-        }
-        if (ok && line.w != mark) {
-          // A torn line (this call's first half landed, its second not yet, and the stale second
-          // half is from a multiple of 256 calls ago) looks alike for a moment: a disagreement is
-          // a mismatch that lasts (Note [gpu collective agreement]).
-          const uint64_t until = now_ns() + 20000;
-          while (line.w != mark && now_ns() < until) line = load_line(src);
-          if (line.w != mark) {
-            fail(v, kDisagree, s, line.w >> 8);
-            ok = false;
-          }
-        }
-        d = make_uint2(line.x, line.z);
-      }
+      uint2 d = in[i];
+      if (s != v.rank)
+        ok = ll_receive(v, ll_slot(v, v.rank, parity, s) + i, tag, mark, deadline, s, &d);
       packs[s] = *reinterpret_cast<const P*>(&d);
     }
     if (!ok) break;

@@ -1,5 +1,5 @@
 // Device helpers shared by the collective kernels of the cuda backend (all_reduce.cu,
-// exchange.cu): system-scope release/acquire flags, bounded waits that record failures in the
+// exchange.cu, fused_all_reduce_rms_norm.cu): system-scope release/acquire flags, the "ll" lines, bounded waits that record failures in the
 // workspace status (workspace_device.hpp), the per-block signal/wait over every rank, the call
 // count, and the f32 arithmetic of reductions (rank order, as on the cpu).
 #pragma once
@@ -160,6 +160,56 @@ __device__ __forceinline__ Pack<T, K> reduce_units(const Pack<T, K>* const* srcs
     out.v[k] = from_f<T>(Op == ReduceKind::avg ? acc[k] / divisor : acc[k]);
   }
   return out;
+}
+
+// The "ll" lines (Note [cuda all-reduce] in all_reduce.cu): 8 bytes of payload travel as one
+// 16-byte line {d0, tag, d1, mark}, each 8-byte half stored atomically, into ll[q][parity][src];
+// `mark` is the tag's low byte under the call's signature (Note [gpu collective agreement]).
+__device__ __forceinline__ void store_line(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 load_line(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ uint4* ll_slot(const WorkspaceView& v, int rank, int parity, int src) {
+  return reinterpret_cast<uint4*>(v.ll[rank] + (int64_t(parity) * v.world + src) * v.ll_bytes);
+}
+__device__ __forceinline__ uint32_t ll_mark(const WorkspaceView& v, uint32_t tag) {
+  return (tag & 0xffu) | (v.sig << 8);
+}
+// Polls the line at `src` (sent by rank `peer`) until it carries this call's tag; its payload in
+// *d. False, with the failure recorded, when the deadline passes or another block failed, or
+// when the peer's signature differs.
+__device__ __forceinline__ bool ll_receive(const WorkspaceView& v, const uint4* src, uint32_t tag,
+                                          uint32_t mark, uint64_t deadline, int peer, uint2* d) {
+  uint4 line = load_line(src);
+  for (int spins = 1; line.y != tag || (line.w & 0xffu) != (tag & 0xffu); ++spins) {
+    if ((spins & 63) == 0 && (now_ns() > deadline || *static_cast<volatile int*>(v.status))) {
+      if (now_ns() > deadline) fail(v, kTimedOut, peer);
+      return false;
+    }
+    line = load_line(src);
+  }
+  if (line.w != mark) {
+    // A torn line (this call's first half landed, its second not yet, and the stale second half
+    // is from a multiple of 256 calls ago) looks alike for a moment: a disagreement is a
+    // mismatch that lasts (Note [gpu collective agreement]).
+    const uint64_t until = now_ns() + 20000;
+    while (line.w != mark && now_ns() < until) line = load_line(src);
+    if (line.w != mark) {
+      fail(v, kDisagree, peer, line.w >> 8);
+      return false;
+    }
+  }
+  *d = make_uint2(line.x, line.z);
+  return true;
 }
 
 // f(std::integral_constant<ReduceKind, op>{}): the reduce op as a template argument.

@@ -8,9 +8,14 @@
 // round to T, add the residual and round (= aten::add.Tensor), store that as residual_out, sum its
 // squares over the row, store out = summed * (1 / sqrt(mean + eps)) * weight rounded to T
 // (= aten::rms_norm); only the order of the row's sum of squares differs from the cpu kernel.
-// Two exchanges, chosen like the all-reduce's (cuda_all_reduce_algorithm, in place: Note
-// [one-shot limit per world] in src/kernels/algorithm.cpp), both moving 16 bytes per access
-// where every size and address allows (else one element):
+// Three exchanges, chosen like the all-reduce's (cuda_all_reduce_algorithm, in place: Note
+// [one-shot limit per world] in src/kernels/algorithm.cpp), one_shot and two_shot moving 16 bytes
+// per access where every size and address allows (else one element):
+//   one_shot_ll (up to kCudaLLMaxBytes, rows of whole 8-byte units, every pointer 8-aligned):
+//     block b sends its rows as "ll" lines (data and tag in one 16-byte line, Note [cuda
+//     all-reduce]) and normalizes them from its input and the lines polled as they land. A
+//     decode step's row (4096 bf16, 8 KiB) took 10.5 us with the flags of one_shot on 2xH200,
+//     where the plain ll all-reduce took 3.7 (bench_cuda_allreduce, fused_norm row);
 //   one_shot: block b pushes its rows into staging[parity][me] of every rank, signals, waits for
 //     every rank's, then normalizes its rows from the W staged copies (Note [cuda all-reduce]);
 //   two_shot: rows are cut into W chunks; block b pushes its rows of chunk q to rank q (peers in
@@ -35,10 +40,14 @@
 // Refuses: what the shape function refuses (also checked here for the _out variant), dtypes other
 //   than f32 / bf16 / f16 (naming op, dtype and backend), unknown reduce ops.
 #include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "kernels/cuda/collectives/device_sync.cuh"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "kernels/cuda/collectives/workspace_access.hpp"
+#include "kernels/cuda/early_launch.cuh"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/kernels/algorithm.hpp"
 #include "symmflow/ops/aten.hpp"
@@ -195,6 +204,51 @@ __global__ void __launch_bounds__(1024) one_shot_norm_kernel(WorkspaceView v, Pl
   finish(v, call);
 }
 
+// one_shot_ll (Note [fused all-reduce rms_norm on GPUs]): block b sends its rows as "ll" lines
+// (device_sync.cuh) to every peer, then normalizes them, each unit of a row's sum reduced in rank
+// order from its own input and the W - 1 lines polled where they land: no flag, no fence.
+template <typename T, ReduceKind Op>
+__global__ void __launch_bounds__(1024) one_shot_ll_norm_kernel(WorkspaceView v, Plan p) {
+  constexpr int K = 8 / sizeof(T);
+  using P = Pack<T, K>;
+  wait_for_kernel_ahead();  // Note [early launch]: nothing is read before it
+  release_kernel_behind();
+  const auto [call, tag, parity, deadline] = begin_call(v);
+  const int64_t units = p.n / K;
+  const uint2* in = static_cast<const uint2*>(p.in);
+  const Rows rows = block_rows(0, p.rows);
+  const uint32_t mark = ll_mark(v, tag);
+  for (int64_t i = rows.lo * units + threadIdx.x; i < rows.hi * units; i += blockDim.x) {
+    const uint2 d = in[i];
+    const uint4 line = make_uint4(d.x, tag, d.y, mark);
+    for (int q = 0; q < v.world; ++q) {
+      if (q != v.rank) store_line(ll_slot(v, q, parity, v.rank) + i, line);
+    }
+  }
+  bool ok = true;  // after a failure the rest reads zeros (the host raises at its next call)
+  norm_rows<T, K>(p, rows.lo, rows.hi, [&](int64_t r, int64_t u) {
+    const int64_t i = r * units + u;
+    float acc[K];
+    for (int s = 0; s < v.world; ++s) {
+      uint2 d = in[i];
+      if (s != v.rank) {
+        if (ok) ok = ll_receive(v, ll_slot(v, v.rank, parity, s) + i, tag, mark, deadline, s, &d);
+        if (!ok) d = make_uint2(0, 0);
+      }
+      const P x = *reinterpret_cast<const P*>(&d);
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc[k] = s == 0 ? to_f(x.v[k]) : combine<Op>(acc[k], to_f(x.v[k]));
+    }
+    P out;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      out.v[k] = from_f<T>(Op == ReduceKind::avg ? acc[k] / float(v.world) : acc[k]);
+    }
+    return out;
+  });
+  finish(v, call);
+}
+
 template <typename T, int K, ReduceKind Op>
 __global__ void __launch_bounds__(1024) two_shot_norm_kernel(WorkspaceView v, Plan p) {
   using P = Pack<T, K>;
@@ -274,6 +328,19 @@ struct Kernels {
 };
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned8(const void* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
+
+using kernels::AllReduceAlgorithm;
+
+// The all-reduce's rule (Note [one-shot limit per world]), "ll" only where every row is whole
+// 8-byte units and every pointer 8-byte aligned.
+AllReduceAlgorithm cuda_algorithm(const Plan& p, int64_t bytes, int world) {
+  const int64_t size = bytes / std::max<int64_t>(1, p.rows * p.n);
+  const bool units8 = size > 0 && p.n % (8 / size) == 0 && aligned8(p.in) &&
+                      aligned8(p.residual) && aligned8(p.weight) && aligned8(p.out) &&
+                      aligned8(p.residual_out);
+  return kernels::cuda_all_reduce_algorithm(bytes, world, true, units8);
+}
 
 // Enqueues the kernel on `stream` for `rows` rows of n (the communicator holds them: checked).
 void launch(Communicator& comm, std::string_view op, Plan plan, DType dtype,
@@ -281,37 +348,43 @@ void launch(Communicator& comm, std::string_view op, Plan plan, DType dtype,
   const ElemType type = elem_type(dtype, op);
   const ReduceKind kind = reduce_kind(reduce_op, op);
   if (plan.rows == 0 || plan.n == 0) return;
-  const CallWorkspace w =
-      call_workspace(comm, op, {op, &dtype, reduce_op, uint64_t(plan.rows * plan.n)});
   const int64_t size = int64_t(dtype_size(dtype));
   const int64_t bytes = plan.rows * plan.n * size;
+  // The exchange is in the signature: ranks that chose differently (alignment differs per rank)
+  // raise a disagreement instead of waiting on lines or flags nobody sends.
+  const AllReduceAlgorithm algorithm = cuda_algorithm(plan, bytes, comm.group()->size());
+  const bool ll = algorithm == AllReduceAlgorithm::one_shot_ll;
+  const std::string name = ll ? fmt::format("{}/ll", op) : std::string(op);
+  const CallWorkspace w =
+      call_workspace(comm, op, {name, &dtype, reduce_op, uint64_t(plan.rows * plan.n)});
   SF_CHECK(size_t(bytes) <= w.max_bytes,
            "{}: {} rows of {} exceed the communicator's max_bytes {} (group '{}')", op, plan.rows,
            plan.n, w.max_bytes, comm.group()->name());
   const int world = w.view.world;
-  const bool two_shot = kernels::cuda_all_reduce_algorithm(bytes, world, true, true) ==
-                        kernels::AllReduceAlgorithm::two_shot;
-  // Note [fused all-reduce rms_norm on GPUs]: the shape from the sizes only.
-  const int64_t k16 = 16 / size;
-  const int64_t units = plan.n % k16 == 0 ? plan.n / k16 : plan.n;
+  // Note [fused all-reduce rms_norm on GPUs]: the exchange and the shape from the sizes only.
+  const int64_t k16 = 16 / size, k8 = 8 / size;
+  const bool vec = plan.n % k16 == 0 &&
+                   aligned16(plan.in) && aligned16(plan.residual) && aligned16(plan.weight) &&
+                   aligned16(plan.out) && aligned16(plan.residual_out);
+  const bool two_shot = algorithm == AllReduceAlgorithm::two_shot;
+  const int64_t units = ll ? plan.n / k8 : plan.n % k16 == 0 ? plan.n / k16 : plan.n;
   const int64_t want = (units + kRowCache - 1) / kRowCache;
   plan.tpr = want >= 1024 ? 1024 : int((want + 31) / 32 * 32);
   const int groups = std::max(1, std::min(8, 1024 / plan.tpr));
   const int64_t rows = two_shot ? (plan.rows + world - 1) / world : plan.rows;
   const int blocks = int(std::min<int64_t>((rows + groups - 1) / groups, std::min(w.sms, kMaxBlocks)));
-  const bool vec = plan.n % k16 == 0 &&
-                   aligned16(plan.in) && aligned16(plan.residual) && aligned16(plan.weight) &&
-                   aligned16(plan.out) && aligned16(plan.residual_out);
   const auto s = static_cast<cudaStream_t>(stream);
+  const dim3 grid(blocks), block(groups * plan.tpr);
   by_type_and_op(type, kind, [&](auto t, auto o) {
     using T = decltype(t);
     constexpr ReduceKind Op = decltype(o)::value;
-    if (vec) {
-      Kernels<T, 16 / sizeof(T)>::template launch<Op>(two_shot, dim3(blocks),
-                                                      dim3(groups * plan.tpr), s, w.view, plan);
+    if (ll) {
+      SF_CUDA_CHECK(launch_kernel(one_shot_ll_norm_kernel<T, Op>, grid, block, 0, s,
+                                  current_launch().early, w.view, plan));
+    } else if (vec) {
+      Kernels<T, 16 / sizeof(T)>::template launch<Op>(two_shot, grid, block, s, w.view, plan);
     } else {
-      Kernels<T, 1>::template launch<Op>(two_shot, dim3(blocks), dim3(groups * plan.tpr), s,
-                                         w.view, plan);
+      Kernels<T, 1>::template launch<Op>(two_shot, grid, block, s, w.view, plan);
     }
   });
   SF_CUDA_CHECK(cudaGetLastError());
@@ -361,6 +434,8 @@ int preload() {
     using T = decltype(t);
     Kernels<T, 1>::template preload<decltype(o)::value>();
     Kernels<T, 16 / sizeof(T)>::template preload<decltype(o)::value>();
+    cudaFuncAttributes a;
+    cudaFuncGetAttributes(&a, one_shot_ll_norm_kernel<T, decltype(o)::value>);
   });
   return int(cudaGetLastError());
 }
