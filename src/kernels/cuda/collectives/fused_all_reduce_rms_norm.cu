@@ -15,7 +15,9 @@
 //     block b sends its rows as "ll" lines (data and tag in one 16-byte line, Note [cuda
 //     all-reduce]) and normalizes them from its input and the lines polled as they land. A
 //     decode step's row (4096 bf16, 8 KiB) took 10.5 us with the flags of one_shot on 2xH200,
-//     where the plain ll all-reduce took 3.7 (bench_cuda_allreduce, fused_norm row);
+//     where the plain ll all-reduce took 3.7 (bench_cuda_allreduce, fused_norm row), 6.5 with
+//     this exchange, 6.0 with a thread's first kRowCache units of residual and weight loaded
+//     before their sums are waited for;
 //   one_shot: block b pushes its rows into staging[parity][me] of every rank, signals, waits for
 //     every rank's, then normalizes its rows from the W staged copies (Note [cuda all-reduce]);
 //   two_shot: rows are cut into W chunks; block b pushes its rows of chunk q to rank q (peers in
@@ -103,8 +105,8 @@ __device__ void norm_rows(const Plan& p, int64_t lo, int64_t hi, Summed summed) 
     const int64_t row = r * units;
     float cache[kRowCache][K];
     float squares = 0;
-    auto add = [&](int64_t u, float* keep) {
-      const P s = summed(r, u), res = residual[row + u];
+    auto add = [&](int64_t u, const P& res, float* keep) {
+      const P s = summed(r, u);
       P o;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -115,31 +117,46 @@ __device__ void norm_rows(const Plan& p, int64_t lo, int64_t hi, Summed summed) 
       }
       residual_out[row + u] = o;
     };
+    // With 8-byte packs (the ll exchange) the cached units' residual and weight are loaded before
+    // their sums are waited for, so their latency hides behind the exchange's (8 KiB on 2xH200:
+    // 6.5 us, then 6.0 and 6.2 in two calls). With 16-byte packs it showed no gain (512 KiB:
+    // 13.0 us without, 14.1 with, 14.0 without again, within the spread between calls), so they
+    // stay loaded where used.
+    constexpr bool kEarly = sizeof(P) <= 8;
+    P res[kRowCache], w[kRowCache];
 #pragma unroll
     for (int c = 0; c < kRowCache; ++c) {
       const int64_t u = lane + int64_t(c) * tpr;
-      if (live && u < units) add(u, cache[c]);
+      if (kEarly && live && u < units) {
+        res[c] = residual[row + u];
+        w[c] = weight[u];
+      }
     }
-    for (int64_t u = lane + int64_t(kRowCache) * tpr; live && u < units; u += tpr) add(u, nullptr);
+#pragma unroll
+    for (int c = 0; c < kRowCache; ++c) {
+      const int64_t u = lane + int64_t(c) * tpr;
+      if (live && u < units) add(u, kEarly ? res[c] : residual[row + u], cache[c]);
+    }
+    for (int64_t u = lane + int64_t(kRowCache) * tpr; live && u < units; u += tpr)
+      add(u, residual[row + u], nullptr);
     const float scale = 1.0f / sqrtf(row_sum(squares, tpr) / float(p.n) + p.eps);
-    auto scaled = [&](int64_t u, const float* f) {
-      const P w = weight[u];
+    auto scaled = [&](int64_t u, const float* f, const P& wu) {
       P o;
 #pragma unroll
-      for (int k = 0; k < K; ++k) o.v[k] = from_f<T>(f[k] * scale * to_f(w.v[k]));
+      for (int k = 0; k < K; ++k) o.v[k] = from_f<T>(f[k] * scale * to_f(wu.v[k]));
       out[row + u] = o;
     };
 #pragma unroll
     for (int c = 0; c < kRowCache; ++c) {
       const int64_t u = lane + int64_t(c) * tpr;
-      if (live && u < units) scaled(u, cache[c]);
+      if (live && u < units) scaled(u, cache[c], kEarly ? w[c] : weight[u]);
     }
     for (int64_t u = lane + int64_t(kRowCache) * tpr; live && u < units; u += tpr) {
       const P s = residual_out[row + u];
       float f[K];
 #pragma unroll
       for (int k = 0; k < K; ++k) f[k] = to_f(s.v[k]);
-      scaled(u, f);
+      scaled(u, f, weight[u]);
     }
   }
 }
