@@ -35,7 +35,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 import symmflow
 
 from . import (_causal, _cudagraphs, _direct, _fold, _fx_import, _library, _opmap, _partition,
-               _runtime, _sdpa)
+               _runtime, _sdpa, _verify_graph)
 from ._runner import PartitionRunner
 
 @dataclasses.dataclass
@@ -468,6 +468,8 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
     training = torch.is_grad_enabled() and any(
         isinstance(t, torch.Tensor) and t.requires_grad
         for t in [*example_inputs, *gm.parameters()])
+    # Note [verify against dynamo's graph] in _verify_graph.py: copied before any rewrite.
+    reference = _verify_graph.reference_of(gm) if settings.verify else None
     _sdpa.keep_attention_whole(gm)  # with its backward in training (Note [attention backward])
     causal = _causal.causal_masks_traced(gm)  # Note [causal masks recognised]
     _library.make_inplace_symm_mem_functionalizable(gm)
@@ -484,7 +486,9 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
         keep_inference_input_mutations=True,  # Note [the KV cache in place] in _fx_state
     )
     compiled = compiler(gm, example_inputs)
-    return _direct.DirectInference(compiled, probe) if probe is not None else compiled
+    if probe is not None:
+        compiled = _direct.DirectInference(compiled, probe)
+    return _verify_graph.VerifiedCall(compiled, reference) if reference is not None else compiled
 
 
 # Note [training]: a graph that needs gradients goes through AOT autograd's joint tracing and

@@ -162,7 +162,10 @@ class PartitionRunner:
     def __call__(self, *given):
         args = self._ints_as_tensors(given) if self.imported.int_inputs else given
         addressed = self._pointers(args)
-        before = [a.clone() for a in args] if self.verify is not None else None
+        # PyTorch's run gets the arguments as dynamo gave them (ints as ints: Note [ints that
+        # change every call]).
+        before = [a.clone() if isinstance(a, torch.Tensor) else a for a in given] \
+            if self.verify is not None else None
         results = self._empty_outputs()
         try:
             if addressed is not None:
@@ -182,7 +185,7 @@ class PartitionRunner:
         if self.strides:
             outs = self._restride(outs)
         if self.verify is not None:
-            _verify(self, before, args, outs)
+            _verify(self, before, given, outs)
         return outs[0] if self.single_output else outs
 
 
@@ -219,11 +222,13 @@ def _verify(runner, before, args, outs) -> None:
     equal outputs, and equal inputs after, the ones the program writes back (a KV cache: Note
     [the KV cache in place]) as PyTorch wrote them, every other one unchanged."""
     name = runner.verify.meta["symmflow_name"]
-    inputs = [b.clone() for b in before]
+    inputs = [b.clone() if isinstance(b, torch.Tensor) else b for b in before]
     want = runner.verify(*inputs)
     want = [want] if not isinstance(want, (tuple, list)) else list(want)
     written = set(runner.imported.written_inputs)
     for i, (b, a) in enumerate(zip(before, args)):
+        if not isinstance(b, torch.Tensor):
+            continue
         if i in written:
             _check_close(inputs[i], a, f"input {i} of {name} as written back")
         elif not torch.equal(b, a):

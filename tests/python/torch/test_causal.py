@@ -266,3 +266,22 @@ def test_a_transformers_prefill_that_makes_its_static_cache_in_the_call_is_right
         torch.testing.assert_close(got.values, want.values, rtol=1e-5, atol=1e-5)
         assert int(got.cumulative_length) == int(want.cumulative_length) == 8
     assert sft.last_report().causal_masks == model.config.num_hidden_layers
+
+
+def test_verify_mode_compares_the_call_with_dynamos_graph_before_the_rewrites(world, monkeypatch):
+    """SYMMFLOW_TORCH_VERIFY=1 also runs dynamo's graph as traced, before the backend's rewrites:
+    with the old dead-code elimination put back, the cache the compiled call returns differs from
+    it, and the error names that output; with the fix the same call passes."""
+    from symmflow.torch import _causal
+
+    monkeypatch.setenv("SYMMFLOW_TORCH_VERIFY", "1")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 1, 7, 16) for _ in range(3))
+    _compiled(CacheWrite(), q, k, v)  # right: passes the check
+    monkeypatch.setattr(_causal, "_erase_unread", lambda graph, evaluated:
+                        graph.eliminate_dead_code())
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception) as e:
+        torch.compile(CacheWrite(), backend="symmflow")(q, k, v)
+    assert "SYMMFLOW_TORCH_VERIFY: output 0 of the compiled call against dynamo's graph " \
+        "differs from PyTorch's" in str(e.value), str(e.value)

@@ -617,13 +617,17 @@ def test_verify_mode_checks_a_written_back_input_against_pytorchs_write(world, m
         "PyTorch's: max error " in str(e.value), str(e.value)
 
 
-def test_an_int_that_changes_every_call_is_a_0_dim_input(world):
+@pytest.mark.parametrize("verify", ["0", "1"])
+def test_an_int_that_changes_every_call_is_a_0_dim_input(world, monkeypatch, verify):
     """Note [ints that change every call]: an int argument dynamo made a SymInt (it changed
     between calls) is an i64[] input; the int arithmetic on it (add, sub, reversed sub, mul,
     max and min against a literal), a tensor op taking it and an int output stay in one
-    partition, equal to eager's at every value; an int that sizes a tensor is left to PyTorch."""
+    partition, equal to eager's at every value; an int that sizes a tensor is left to PyTorch.
+    Under SYMMFLOW_TORCH_VERIFY=1 too: PyTorch's run of the partition gets the int as an int
+    (it was given the i64[] tensor, and torch.sym_max raised on it)."""
     import symmflow.torch as sft
 
+    monkeypatch.setenv("SYMMFLOW_TORCH_VERIFY", verify)
     torch._dynamo.reset()
 
     def f(x, n):
