@@ -32,8 +32,8 @@ import torch.fx
 import symmflow
 from symmflow import _core
 from symmflow.torch import _opmap
-from symmflow.torch._fx_state import (INT_OPS, StateTranslation, int_input, integer_indices,
-                                      node_val, written_back_to_self)
+from symmflow.torch._fx_state import (COUNTER_OPS, INT_OPS, StateTranslation, int_input,
+                                      integer_indices, node_val, written_back_to_self)
 from symmflow.torch._groups import (GroupResolver, GroupTable, UnsupportedGraph, ir_dtype,
                                     tensor_type)
 from symmflow.torch._opmap import Catalogue, Rule
@@ -234,6 +234,8 @@ class NodeTranslator(StateTranslation):
         rule = _opmap.RULES_BY_OP.get(op)
         if rule is not None:
             return self._by_rule(node, rule, name, where)
+        if op in COUNTER_OPS and self._counter_in_place(node, op, where, name):
+            return
         ns, opname, overload = op.split(".")
         target = _opmap.map_namespace_op(ns, opname, overload, self.catalogue)
         args = list(node.args)

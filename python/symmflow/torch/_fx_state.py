@@ -26,6 +26,11 @@ INT_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", torch.
             torch.sym_min: "min"}
 
 
+# What a counter the graph advances in place is computed with (Note [counters in place]), and the
+# in-place op it becomes.
+COUNTER_OPS = {"aten.add.Tensor": "aten::add_.Tensor", "aten.sub.Tensor": "aten::sub_.Tensor"}
+
+
 def int_input(v: Any) -> bool:
     return isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)
 
@@ -116,6 +121,35 @@ class StateTranslation:
         self.written.add(dst)
         # The input holds the new value from here on: a later read of it reads that.
         self.values[dst] = self.values[node] = value
+        return True
+
+    # Note [counters in place]: StaticCache's length counter is advanced in place every call
+    # (`cumulative_length.add_(n)`), which AOT autograd keeps as `r = add(counter, n)` then
+    # `copy_(counter, r)`: imported as is, the plan computed r into a buffer of its own and copied
+    # its 8 bytes back into the caller's counter, one compiler-added copy per layer and call. An
+    # add or sub of a graph input whose result is written back into it, of the same dtype and
+    # shape, is imported as functional<add_> (or sub_), like the cache's index_put (Note [the KV
+    # cache in place]): reinplace then adds in the caller's tensor, and the writeback copies
+    # nothing. A number operand becomes a 0-dim constant of the counter's dtype (the in-place ops
+    # take a Tensor). Where the old value is still read after the add, the functional node stays,
+    # with its copy named by explain.
+    def _counter_in_place(self, node: torch.fx.Node, op: str, where: str, name: str) -> bool:
+        self_node, other = node.args[0], node.args[1]
+        val, self_val = node_val(node), node_val(self_node) if isinstance(
+            self_node, torch.fx.Node) else None
+        if not (written_back_to_self(node) and isinstance(val, torch.Tensor) and
+                isinstance(self_val, torch.Tensor) and val.dtype == self_val.dtype and
+                tuple(val.shape) == tuple(self_val.shape)):
+            return False
+        if isinstance(other, bool) or not isinstance(other, (int, float, torch.fx.Node)):
+            return False
+        self._check_result(node, where)
+        if not isinstance(other, torch.fx.Node):
+            (other,) = self.call("aten::scalar_tensor", [other], {"dtype": self_val.dtype}, where,
+                                 f"{name}_other")
+        kwargs = dict(node.kwargs)
+        (self.values[node],) = self.call(COUNTER_OPS[op], [self_node, other], kwargs, where,
+                                         name, functional=True)
         return True
 
     # Note [index lists with None]: `cache[:, :, pos] = k`, the KV-cache update of transformers'
