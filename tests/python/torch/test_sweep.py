@@ -55,3 +55,30 @@ def test_a_tiny_sweep_runs_every_kind_of_point_and_matches_eager(tmp_path):
         assert set(r["ms"]) == {"eager", "symmflow"}, r
         assert r["errors"]["eager"] == 0.0 and r["errors"]["symmflow"] < 1e-4, r
         assert r["partitions"]["symmflow"] >= 1, r
+
+
+NODE_BISECT = os.path.join(ROOT, "tools", "device", "node_bisect.py")
+
+
+@pytest.mark.parametrize("mode", [[], ["--backends"]])
+def test_node_bisect_runs_on_one_cpu_process(mode):
+    """tools/device/node_bisect.py (the debugging aid that found the lost StaticCache writes on
+    GPUs) runs end to end on a CPU: a right model's every node and every prefix agree, and
+    PyTorch's own backends give eager's logits and the written cache."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1",
+           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), NODE_BISECT,
+           "--device", "cpu", *mode]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    text = run.stdout + run.stderr
+    assert run.returncode == 0, text[-3000:]
+    lines = [line for line in text.splitlines() if line.startswith("BISECT rank 0")]
+    if mode:
+        for backend in ("dynamo-only", "aot_eager", "aot+symmflow-passes"):
+            row = next(line for line in lines if f" {backend}: " in line)
+            error = float(row.split("logits error ")[1].split(",")[0])
+            assert error < 1e-5 and "cumulative 8" in row, row
+            assert "[1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]" in row, row
+    else:
+        assert any("every node an output: 0 of " in line for line in lines), lines
+        assert any("every prefix agrees" in line for line in lines), lines
