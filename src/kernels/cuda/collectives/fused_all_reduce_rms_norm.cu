@@ -15,7 +15,7 @@
 //     block b sends its rows as "ll" lines (data and tag in one 16-byte line, Note [cuda
 //     all-reduce]) and normalizes them from its input and the lines polled as they land. A
 //     decode step's row (4096 bf16, 8 KiB) took 10.5 us with the flags of one_shot on 2xH200,
-//     where the plain ll all-reduce took 3.7 (bench_cuda_allreduce, fused_norm row), 6.5 with
+//     where the plain ll all-reduce took 3.7 (bench_cuda_allreduce, symmflow_fused_norm row), 6.5 with
 //     this exchange, 6.0 with a thread's first kRowCache units of residual and weight loaded
 //     before their sums are waited for;
 //   one_shot: block b pushes its rows into staging[parity][me] of every rank, signals, waits for
