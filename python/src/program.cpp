@@ -14,6 +14,7 @@ nb::list ops() {
     d["name"] = op.name;
     d["schema"] = op.schema;
     d["backends"] = op.backends;
+    d["inplace"] = op.inplace;  // the op's in-place variant, "" when none
     std::vector<std::string> tags;
     for (size_t start = 0; start < op.tags.size();) {
       size_t comma = op.tags.find(", ", start);

@@ -29,7 +29,10 @@ def test_version_and_ops():
     assert "cpu" in ar["backends"]
     assert "collective" in ar["tags"]
     assert ar["symm_args"] == ["input"]
-    assert set(ops["aten::mm"]) == {"name", "schema", "backends", "tags", "symm_args", "group_arg"}
+    assert set(ops["aten::mm"]) == {"name", "schema", "backends", "tags", "symm_args", "group_arg",
+                                    "inplace"}
+    assert ops["aten::add.Tensor"]["inplace"] == "aten::add_.Tensor"
+    assert ops["aten::mm"]["inplace"] == ""
 
 
 def test_compile_and_explain_tp_mlp_small():

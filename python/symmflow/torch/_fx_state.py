@@ -26,9 +26,9 @@ INT_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", torch.
             torch.sym_min: "min"}
 
 
-# What a counter the graph advances in place is computed with (Note [counters in place]), and the
-# in-place op it becomes.
-COUNTER_OPS = {"aten.add.Tensor": "aten::add_.Tensor", "aten.sub.Tensor": "aten::sub_.Tensor"}
+# What a counter the graph advances in place is computed with (Note [counters in place]): symmflow's
+# op of each name; the in-place op it becomes is the registry's in-place variant of that op.
+COUNTER_OPS = {"aten.add.Tensor": "aten::add.Tensor", "aten.sub.Tensor": "aten::sub.Tensor"}
 
 
 def int_input(v: Any) -> bool:
@@ -143,13 +143,16 @@ class StateTranslation:
             return False
         if isinstance(other, bool) or not isinstance(other, (int, float, torch.fx.Node)):
             return False
+        inplace = self.catalogue.inplace_of(COUNTER_OPS[op])
+        if inplace is None:
+            return False
         self._check_result(node, where)
         if not isinstance(other, torch.fx.Node):
             (other,) = self.call("aten::scalar_tensor", [other], {"dtype": self_val.dtype}, where,
                                  f"{name}_other")
         kwargs = dict(node.kwargs)
-        (self.values[node],) = self.call(COUNTER_OPS[op], [self_node, other], kwargs, where,
-                                         name, functional=True)
+        (self.values[node],) = self.call(inplace, [self_node, other], kwargs, where, name,
+                                         functional=True)
         return True
 
     # Note [index lists with None]: `cache[:, :, pos] = k`, the KV-cache update of transformers'

@@ -157,7 +157,8 @@ def catalogue_name(namespace: str, op: str, overload: str) -> str:
 
 @dataclasses.dataclass
 class Catalogue:
-    """The ops the installed symmflow has: name -> {"name", "schema", "backends", "tags"}."""
+    """The ops the installed symmflow has: name -> {"name", "schema", "backends", "tags",
+    "inplace"}."""
 
     ops: dict[str, dict]
 
@@ -167,6 +168,11 @@ class Catalogue:
 
     def has(self, name: str) -> bool:
         return name in self.ops
+
+    def inplace_of(self, name: str) -> Optional[str]:
+        """The registry's in-place variant of op `name` ("aten::add_.Tensor" for
+        "aten::add.Tensor"), or None."""
+        return self.ops.get(name, {}).get("inplace") or None
 
     def names(self) -> list[str]:
         return sorted(self.ops)
@@ -194,7 +200,8 @@ def parse_ops_listing(text: str) -> list[dict]:
     for line in text.splitlines():
         m = _OPS_LINE.match(line)
         if m:
-            ops.append({"name": m.group(1), "schema": line.strip(), "backends": [], "tags": []})
+            ops.append({"name": m.group(1), "schema": line.strip(), "backends": [], "tags": [],
+                        "inplace": ""})
             continue
         stripped = line.strip()
         if not ops or not stripped:
@@ -207,6 +214,8 @@ def parse_ops_listing(text: str) -> list[dict]:
                     break
                 backends.append(w.rstrip(","))
             ops[-1]["backends"] = backends
+            if "inplace:" in words:  # "... inplace: aten::add_.Tensor  out: ..."
+                ops[-1]["inplace"] = words[words.index("inplace:") + 1]
         elif stripped.startswith("tags:"):
             ops[-1]["tags"] = [t.strip() for t in stripped[len("tags:"):].split(",") if t.strip()]
     return ops

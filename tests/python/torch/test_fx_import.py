@@ -680,3 +680,21 @@ def test_int_arithmetic_symmflow_cannot_take_is_left_to_pytorch_and_named(world)
         torch.testing.assert_close(compiled(x, n, m), f(x, n, m), rtol=0, atol=0)
     text = " ".join(sft.last_report().boundaries)
     assert "the max of two computed ints" in text, sft.last_report().text()[:2000]
+
+
+def test_the_catalogue_knows_in_place_variants_from_either_source():
+    """Note [counters in place] asks the registry for an op's in-place variant: the same answer
+    from `_core.ops()` and from the `symmflow ops` listing the bridge falls back to."""
+    import subprocess
+
+    from symmflow.torch import _opmap
+
+    direct = _opmap.load_catalogue()
+    listing = subprocess.run([_opmap.find_cli(), "ops"], capture_output=True, text=True,
+                             check=True).stdout
+    parsed = _opmap.Catalogue.from_list(_opmap.parse_ops_listing(listing))
+    for catalogue in (direct, parsed):
+        assert catalogue.inplace_of("aten::add.Tensor") == "aten::add_.Tensor"
+        assert catalogue.inplace_of("aten::sub.Tensor") == "aten::sub_.Tensor"
+        assert catalogue.inplace_of("aten::mm") is None
+        assert catalogue.inplace_of("no::such_op") is None
