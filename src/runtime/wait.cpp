@@ -70,10 +70,16 @@ void Waiter::check_deadline() {
     expired_ = true;
 }
 
+// Note [the cause before the departure]: a peer that left while this rank waited may have left
+// because the world failed: it raised that failure, caught it and finished cleanly. A waiter that
+// saw it leave before its rate-limited failure check (store_check_ms) saw the poison would blame
+// the departure and hide the cause. So before a departure is reported, the world's failure is
+// read again with no rate limit, and it wins.
 void Waiter::fail() {
   std::string where = site_.group.empty() ? "" : fmt::format(" in group '{}'", site_.group);
   if (bootstrap_) {
-    if (auto f = bootstrap_->failure(); f && f->rank != site_.rank) {
+    auto f = peer_left_ != 0 ? bootstrap_->failure_now() : bootstrap_->failure();
+    if (f && f->rank != site_.rank) {
       throw_error(ErrorCode::PeerFailure, "{}: rank {} failed ({}) while rank {} waited{}{}",
                   site_.op, f->rank, f->what, site_.rank,
                   site_.peer >= 0 ? fmt::format(" for rank {}", site_.peer) : "", where);

@@ -120,10 +120,22 @@ int kill_victim(Runtime& r) {
   return expect_error([&] { call("symm_mem::one_shot_all_reduce", {x, "sum", "world"}); });
 }
 
-int throw_uncaught(Runtime& r) {
+// `staged` (3 ranks): rank 1 calls at once, waits for rank 0 first (Group::signed_barrier) and
+// checks the world's poison once per 5 s; rank 2 throws 100 ms later; rank 0 checks every
+// millisecond and calls after 300 ms, so it sees the poison at its call, raises and finishes
+// while rank 1 still waits for it, inside rank 1's rate limit (Note [the cause before the
+// departure] in wait.cpp).
+int throw_uncaught(Runtime& r, bool staged) {
   int thrower = r.world_size() - 1;
   Tensor x = empty_symmetric({16}, DType::f32, "world");
-  if (r.rank() == thrower) throw std::runtime_error("boom");  // not caught: std::terminate
+  auto pause = [&](int ms) {
+    if (staged) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  if (r.rank() == thrower) {
+    pause(100);
+    throw std::runtime_error("boom");  // not caught: std::terminate
+  }
+  if (r.rank() == 0) pause(300);
   try {
     call("symm_mem::one_shot_all_reduce", {x, "sum", "world"});
     say("no error");
@@ -415,7 +427,10 @@ graph pair_sum(x: f32[8, 16]) {
 }
 
 int run_child(const std::string& scenario) {
-  if (scenario == "throw") return throw_uncaught(init_store_from_env());  // nothing catches
+  if (scenario == "throw_staged")
+    ::setenv("SYMMFLOW_STORE_CHECK_MS", std::getenv("RANK") == std::string("1") ? "5000" : "1", 1);
+  if (scenario == "throw" || scenario == "throw_staged")  // nothing catches
+    return throw_uncaught(init_store_from_env(), scenario == "throw_staged");
   if (scenario == "members") return members();  // joins late on some ranks
   try {
     Runtime& r = init_store_from_env();

@@ -166,10 +166,10 @@ void check_finished_peer(const std::string& kind) {
 TEST(StoreFailure, AWaitForARankThatFinishedFailsAtOnceFile) { check_finished_peer("file"); }
 TEST(StoreFailure, AWaitForARankThatFinishedFailsAtOnceTcp) { check_finished_peer("tcp"); }
 
-TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
+void check_uncaught(const std::string& scenario, ChildSpec::Env env) {
   TempDir dir;
   ChildWorld world(dir.path(), 3);
-  world.start({"throw", store_spec("file", dir), "u", 10});
+  world.start({scenario, store_spec("file", dir), "u", 10, -1, std::move(env)});
   ASSERT_TRUE(world.wait_all(std::chrono::seconds(30))) << world.all_output();
   EXPECT_EQ(world.exit_code(2), 128 + SIGABRT) << world.all_output();
   for (int r = 0; r < 2; ++r) {
@@ -185,6 +185,15 @@ TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) {
         << out;
     EXPECT_NE(out.find("rank 2 failed (uncaught exception: boom)"), std::string::npos) << out;
   }
+}
+
+TEST(StoreFailure, UncaughtExceptionPoisonsTheWorld) { check_uncaught("throw", {}); }
+
+// Rank 0 raises rank 2's failure and finishes while rank 1 waits for it, inside rank 1's
+// rate-limited failure check: rank 1 still names rank 2 and its words, never "rank 0 has
+// finished" (Note [the cause before the departure] in wait.cpp).
+TEST(StoreFailure, APeerThatFinishedAfterTheWorldFailedIsNotBlamed) {
+  check_uncaught("throw_staged", {});
 }
 
 TEST(StoreFailure, AllocationMismatchNamesBothRanks) {

@@ -32,7 +32,8 @@ struct ChildSpec {
   std::string prefix = "t";
   double timeout_s = 20;
   int victim = -1;  // STORE_TEST_VICTIM for the kill scenario (-1: the last rank)
-  std::vector<std::pair<std::string, std::string>> env = {};  // more variables for the children
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  Env env = {};                 // more variables for the children
   std::vector<int> hosts = {};  // SYMMFLOW_HOST_ID of each rank (empty: unset)
 };
 

@@ -107,6 +107,10 @@ class Bootstrap {
   virtual void poison(const std::string& why) = 0;
   // The first rank of the world that failed, if any.
   virtual std::optional<RankFailure> failure() const = 0;
+  // The same, read now even where failure() is rate-limited: asked before blaming a peer that left
+  // cleanly, as the world's failure is the cause a waiter must report (Note [the cause before the
+  // departure] in wait.cpp).
+  virtual std::optional<RankFailure> failure_now() const { return failure(); }
   // Whether `rank` has finished cleanly (its rank function returned), where the transport knows
   // it: threads does; the others say false (their waits in groups learn it from the signal pads,
   // Note [peers that left] in group.hpp).

@@ -363,6 +363,14 @@ std::optional<RankFailure> StoreBootstrap::failure() const {
   return std::nullopt;
 }
 
+std::optional<RankFailure> StoreBootstrap::failure_now() const {
+  {
+    std::lock_guard lock(failure_mutex_);
+    next_check_ = {};
+  }
+  return failure();
+}
+
 // Note [waits for a rank that left]: a rank sets its exit key when it leaves cleanly, after
 // every key it set before, and the store orders one client's writes. So once the exit key is
 // there, a key of that rank that is still absent never comes: the wait fails at once (checked
@@ -409,11 +417,14 @@ void StoreBootstrap::await(const std::vector<std::string>& keys, const std::vect
       continue;
     }
     peer_failure(i);
-    if (finished_without(ranks[i], keys[i]))
+    if (finished_without(ranks[i], keys[i])) {
+      if (std::optional<RankFailure> f = failure_now(); f && f->rank != rank_)
+        peer_failure(i);  // Note [the cause before the departure] in wait.cpp
       throw_error(ErrorCode::PeerFailure,
                   "{}: rank {} has finished (it left the world cleanly) while rank {} waited for "
                   "it",
                   op, ranks[i], rank_);
+    }
     if (std::chrono::steady_clock::now() - start > limit)
       throw_error(ErrorCode::Timeout, "{}: timed out after {} s on rank {} waiting for rank {}", op,
                   timeout_s_, rank_, ranks[i]);

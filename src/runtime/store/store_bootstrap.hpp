@@ -30,7 +30,7 @@
 //   poison, is named within tunables().store_check_ms (and its shared-memory names removed); the
 //   observer then poisons on its behalf, so ranks on other hosts learn it too. Peers on other
 //   hosts that die silently are covered by the timeout. Checks are rate-limited to one per store_check_ms (failure() is called from
-//   every wait of the collectives).
+//   every wait of the collectives); failure_now() skips the limit.
 // - A join that failed after counting itself in (its hello could not be written: "Too many open
 //   files") may be retried by the same process (Note [retrying a failed join]).
 // - A forked child never speaks for its parent's rank: it neither poisons nor leaves the world
@@ -83,6 +83,7 @@ class StoreBootstrap : public Bootstrap {
   std::string host_name(int rank) const override;  // the same
   void poison(const std::string& why) override;
   std::optional<RankFailure> failure() const override;
+  std::optional<RankFailure> failure_now() const override;  // the rate limit skipped
   void depart() override;
 
  private:

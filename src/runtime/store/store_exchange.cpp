@@ -75,11 +75,17 @@ void StoreBootstrap::await_count(const std::string& counter, int64_t value, int 
       throw_error(ErrorCode::PeerFailure,
                   "{}: rank {} failed ({}) while rank {} waited for rank {}", op, f->rank, f->what,
                   rank_, rank);
-    if (finished_without(rank, counter) && store_->add(counter, 0) < value)
+    if (finished_without(rank, counter) && store_->add(counter, 0) < value) {
+      // Note [the cause before the departure] in wait.cpp
+      if (std::optional<RankFailure> f = failure_now(); f && f->rank != rank_)
+        throw_error(ErrorCode::PeerFailure,
+                    "{}: rank {} failed ({}) while rank {} waited for rank {}", op, f->rank,
+                    f->what, rank_, rank);
       throw_error(ErrorCode::PeerFailure,
                   "{}: rank {} has finished (it left the world cleanly) while rank {} waited for "
                   "it",
                   op, rank, rank_);
+    }
     if (std::chrono::steady_clock::now() - start > limit)
       throw_error(ErrorCode::Timeout, "{}: timed out after {} s on rank {} waiting for rank {}", op,
                   timeout_s_, rank_, rank);
