@@ -123,13 +123,37 @@ bool hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* 
   return yes;
 }
 
+// The GPU path of an op of a group across hosts (Note [nccl engine] in
+// src/kernels/cuda/collectives/nccl.cpp: src/kernels/cuda/collectives/spanning.cpp runs it).
+static std::string gpu_spanning(std::string_view name) {
+  if (starts_with(name, "fused_all_reduce_add_rms_norm"))
+    return "refused (no fused all-reduce + RMSNorm across hosts on GPUs)";
+  if (starts_with(name, "fused_all_gather_matmul") || starts_with(name, "fused_matmul_reduce_"))
+    return "refused (no collective matmul across hosts on GPUs)";
+  if (starts_with(name, "one_shot_all_reduce") || starts_with(name, "two_shot_all_reduce") ||
+      name == "all_reduce")
+    return "nccl all-reduce";
+  if (starts_with(name, "reduce_out")) return "nccl reduce";
+  if (name.find("reduce_scatter") != std::string_view::npos) return "nccl reduce-scatter";
+  if (name.find("all_gather") != std::string_view::npos) return "nccl all-gather";
+  if (starts_with(name, "all_to_all_vdev"))
+    return "refused (all_to_all_vdev across hosts on GPUs: use all_to_all)";
+  if (starts_with(name, "all_to_all") || starts_with(name, "collective_permute"))
+    return "nccl send/recv";
+  if (starts_with(name, "broadcast")) return "nccl broadcast";
+  if (name == "barrier") return "nccl (a one-element all-reduce)";
+  if (starts_with(name, "put_signal") || starts_with(name, "wait_signal") || name == "get")
+    return "refused (signals and loads stay inside a host)";
+  return "nccl";
+}
+
 AlgorithmChoice spanning_algorithm(std::string_view op, int64_t bytes, const SpanShape& span) {
   const std::string_view name = base_name(op);
   const int world = span.hosts * span.per_host;  // exact when uniform; else an upper bound
   const std::string where =
       fmt::format("spans {} hosts ({} member{} per host{})", span.hosts, span.per_host,
                   span.per_host == 1 ? "" : "s", span.uniform ? "" : " at most");
-  const std::string gpu = "refused (GPU groups across hosts need NCCL)";
+  const std::string gpu = gpu_spanning(name);
   const bool all_reduce = starts_with(name, "one_shot_all_reduce") ||
                           starts_with(name, "two_shot_all_reduce") ||
                           starts_with(name, "fused_all_reduce_add_rms_norm") ||

@@ -10,6 +10,9 @@
 #                           benches (kept by later builds; the bench subcommands turn it on)
 #   verify [TESTS...]       the GPU test binaries (default: all but test_cuda_mpi), cuDNN required;
 #                           GTEST_FILTER='CudaAgreement.*' narrows every binary's tests
+#   spanning                test_cuda_spanning: the GPUs as simulated hosts, groups across them
+#                           through NCCL; run twice, the second with NCCL kept off peer-to-peer
+#                           and shared memory (its network path over lo, as between hosts)
 #   examples                13 examples through `symmflow run --check` at 1, 2 (and 4) ranks
 #                           (EXAMPLES="tp_mlp ..." names others)
 #   mpi                     test_cuda_mpi and five examples, one process a rank (mpirun -np 2, 4)
@@ -49,7 +52,7 @@
 # Logs go to $OUT/logs.tgz, tables to stdout. The bodies of the subcommands other than build,
 # verify, sweep, breakdown and train are in sf_benches.sh.
 set -uo pipefail
-subcommands=(verify examples mpi sanitize models decode bridge train sweep breakdown backend attention host
+subcommands=(verify spanning examples mpi sanitize models decode bridge train sweep breakdown backend attention host
   allreduce agreement launch gemm pointwise mlp sp)
 # The usage: the comment block at the top of this file.
 [[ $# -eq 0 ]] && { sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2; }
@@ -138,6 +141,22 @@ sf_verify() {
     grep -E "^\[  FAILED  \] [A-Z]|Failure|error:" "$OUT/$t.log" | head -10
   done
   step verified
+}
+
+sf_spanning() {
+  need test_cuda_spanning || return 1
+  local t=build/device/tests/cuda/test_cuda_spanning
+  timeout 300 "$t" >"$OUT/spanning.log" 2>&1
+  echo "spanning (NCCL's own choice of path): exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+    "$OUT/spanning.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \] [A-Z]|Failure|error:|SKIPPED \]" "$OUT/spanning.log" | head -10
+  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO \
+    timeout 300 "$t" >"$OUT/spanning_net.log" 2>&1
+  echo "spanning (NCCL over its network path): exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+    "$OUT/spanning_net.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \] [A-Z]|Failure|error:" "$OUT/spanning_net.log" | head -10
+  grep -m3 -E "via NET|Using network|NET/Socket" "$OUT/spanning_net.log"
+  step spanning
 }
 
 # torchrun_py SCRIPT LOG [ARGS]: SCRIPT under torchrun on NPROC processes, its output in

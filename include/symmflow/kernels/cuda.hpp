@@ -150,6 +150,12 @@ Tensor to_device(const Tensor& t);
 // calls in the same order). Raises InvalidUsage when that would happen during capture.
 Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
 
+// A group whose members run on more than one host has no peers' memory to work on: its
+// collectives go through NCCL (Note [nccl engine] in src/kernels/cuda/collectives/nccl.cpp). This
+// makes the calling rank thread's NCCL communicator of `group` now if need be (collective: every
+// member calls it in the same order), so that a plan's CUDA graph capture finds it ready.
+void prepare_spanning(const std::shared_ptr<Group>& group);
+
 // ---- Note [measured kernel choice] (src/kernels/cuda/choice/kernel_choice.hpp) ----------------------
 // Where several kernels can run one GPU call (cuDNN's fused attention or symmflow's own), the
 // first call of each shape times them and keeps the fastest; these report and steer the choices.

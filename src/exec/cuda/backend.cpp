@@ -83,8 +83,12 @@ class CudaBackend : public exec::DeviceBackend {
       if (steps[s].recorded)
         SF_CUDA_CHECK(cudaEventCreateWithFlags(&events_[s], cudaEventDisableTiming));
     }
-    for (const auto& [group, bytes] : collective_bytes)
-      comms_.push_back(&communicator(group, bytes));
+    for (const auto& [group, bytes] : collective_bytes) {
+      if (group->spans_hosts())
+        prepare_spanning(group);  // Note [nccl engine]
+      else
+        comms_.push_back(&communicator(group, bytes));
+    }
     blas_handle();
     copy_stream();  // the collective matmuls' (kernels/cuda/collectives/copy_stream.hpp)
     // Zeroed pools and heaps are ready (stream-ordered: Note [ranks sharing a GPU]).

@@ -98,11 +98,14 @@ Table& table() {
 // socket, so peers can send to it), sends its block's descriptor to every peer, and imports and
 // maps each peer's (ipc.hpp). Blocks stay mapped until the heap is destroyed; the driver keeps
 // the memory until the last process that imported it releases it.
+// The blocks of the members whose memory one heap of `group` maps together (Group::
+// region_members(): every member, or this host's when the group spans hosts, Note [spanning
+// groups]), by region index.
 static std::vector<std::shared_ptr<Block>> share_between_processes(Group& group, size_t bytes,
                                                                    std::string_view op,
                                                                    uint64_t seq) {
   const std::string key = fmt::format("{}:{}", group.name(), seq);
-  const size_t me = size_t(group.member_index(group.rank()));
+  const size_t me = size_t(group.region_index(group.rank()));
   auto mine = std::make_shared<Block>();
   SF_CUDA_CHECK(cudaGetDevice(&mine->device));
   mine->mapping = ipc::create(mine->device, std::max<size_t>(bytes, 256));
@@ -111,17 +114,20 @@ static std::vector<std::shared_ptr<Block>> share_between_processes(Group& group,
   SF_CUDA_CHECK(cudaMemsetAsync(mine->ptr, 0, mine->mapping.size, stream));
   SF_CUDA_CHECK(cudaStreamSynchronize(stream));
   const int pid = ipc::bind_socket();
+  // Every member announces itself (in group order); the region's announcements are kept.
   std::vector<std::string> all = group.allgather(
       fmt::format("{} {} {}", pid, mine->device, mine->mapping.size), op);
   struct Peer {
     int pid = 0, device = 0;
     size_t size = 0;
   };
-  std::vector<Peer> peers(all.size());
-  for (size_t m = 0; m < all.size(); ++m) {
-    SF_CHECK(std::sscanf(all[m].c_str(), "%d %d %zu", &peers[m].pid, &peers[m].device,
-                         &peers[m].size) == 3,
-             "{}: bad GPU memory announcement '{}' from group member {}", op, all[m], m);
+  std::vector<Peer> peers(group.region_members().size());
+  for (int r = 0; r < group.size(); ++r) {
+    const int m = group.region_index(r);
+    if (m < 0) continue;
+    Peer& p = peers[size_t(m)];
+    SF_CHECK(std::sscanf(all[size_t(r)].c_str(), "%d %d %zu", &p.pid, &p.device, &p.size) == 3,
+             "{}: bad GPU memory announcement '{}' from group member {}", op, all[size_t(r)], r);
   }
   const int fd = ipc::export_fd(mine->mapping);
   for (size_t m = 0; m < peers.size(); ++m) {
@@ -231,17 +237,13 @@ int bind_device() {
 
 std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, size_t bytes,
                                                  std::string_view op) {
-  // Note [spanning groups]: GPU memory across hosts goes through NCCL, not built yet (issue 38).
-  SF_CHECK(!group->spans_hosts(),
-           "{}: group '{}' spans {} hosts; GPU symmetric memory is allocated only among the GPUs "
-           "of one host (groups across hosts on GPUs need NCCL, not built yet): make a group per "
-           "host, or run the spanning group on CPUs",
-           op, group->name(), group->hosts());
+  // Note [spanning groups]: a group across hosts maps the memory of this host's members only
+  // (its collectives go through NCCL: Note [nccl engine] in src/kernels/cuda/collectives/nccl.cpp).
   uint64_t seq = validate_symmetric_request(*group, bytes, op);
   if (group->bootstrap().transport() != Transport::threads) {
     auto heap = std::shared_ptr<DeviceHeap>(new DeviceHeap());
     heap->blocks_ = std::make_shared<Blocks>();
-    heap->blocks_->mine = size_t(group->member_index(group->rank()));
+    heap->blocks_->mine = size_t(group->region_index(group->rank()));
     heap->blocks_->all = share_between_processes(*group, bytes, op, seq);
     heap->group_ = std::move(group);
     heap->bytes_ = bytes;
@@ -257,8 +259,8 @@ std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, s
   SF_CUDA_CHECK(cudaMemsetAsync(block->ptr, 0, size, stream));
   SF_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::string key = fmt::format("{}:{}", group->name(), seq);
-  size_t index = size_t(group->member_index(group->rank()));
-  size_t members = group->ranks().size();
+  size_t index = size_t(group->region_index(group->rank()));
+  size_t members = group->region_members().size();
   {
     std::lock_guard lock(table().mutex);
     auto& slot = table().slots[key];
@@ -287,11 +289,16 @@ void* DeviceHeap::local() const {
   return blocks_->all[blocks_->mine]->ptr;
 }
 int DeviceHeap::device() const { return blocks_->all[blocks_->mine]->device; }
+// A member of another host has no block here (Note [spanning groups]).
+static size_t block_index(const Group& group, int group_rank) {
+  if (group.spans_hosts()) group.host_peer(group_rank, "cuda::DeviceHeap");  // raises
+  return size_t(group.region_index(group_rank));
+}
 int DeviceHeap::device_of(int group_rank) const {
-  return blocks_->all.at(size_t(group_->member_index(group_rank)))->device;
+  return blocks_->all.at(block_index(*group_, group_rank))->device;
 }
 void* DeviceHeap::peer(int group_rank) const {
-  return blocks_->all.at(size_t(group_->member_index(group_rank)))->ptr;
+  return blocks_->all.at(block_index(*group_, group_rank))->ptr;
 }
 
 }  // namespace symmflow::cuda

@@ -44,13 +44,13 @@
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
 #define CUDNN_FRONTEND_SKIP_JSON_LIB
 #define NV_CUDNN_FRONTEND_DISABLE_LOGGING  // Note [cudnn frontend visibility]
-#include <cublas_v2.h>
 #include <dlfcn.h>
 
 #include <filesystem>
 #include <unordered_map>
 
 #include "kernels/cuda/choice/kernel_choice.hpp"
+#include "kernels/cuda/library_path.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/tunables.hpp"
 
@@ -103,17 +103,6 @@ void* open_library(const std::string& path, std::string& errors) {
   return h;
 }
 
-// nvidia/cudnn/lib/libcudnn.so.9 under the `nvidia` folder that holds the loaded cuBLAS.
-std::string beside_cublas() {
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(&cublasCreate_v2), &info) || !info.dli_fname) return "";
-  for (std::filesystem::path p = info.dli_fname; p.has_parent_path() && p != p.parent_path();
-       p = p.parent_path()) {
-    if (p.filename() == "nvidia") return (p / "cudnn" / "lib" / "libcudnn.so.9").string();
-  }
-  return "";
-}
-
 // cuDNN's version as major * 10000 + minor * 100 + patch, or 0 without cudnnGetVersion.
 size_t version_of(void* h) {
   using GetVersion = size_t (*)();
@@ -151,7 +140,7 @@ std::string load() {
 #ifdef SYMMFLOW_CUDNN_LIBRARY_HINT
     candidates.push_back(SYMMFLOW_CUDNN_LIBRARY_HINT);
 #endif
-    candidates.push_back(beside_cublas());
+    candidates.push_back(beside_cublas("cudnn/lib/libcudnn.so.9"));
     candidates.push_back("libcudnn.so.9");
     for (const std::string& path : candidates) {
       if (path.empty() || (path.front() == '/' && !std::filesystem::exists(path))) continue;

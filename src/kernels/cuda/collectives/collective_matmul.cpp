@@ -17,6 +17,7 @@
 #include "kernels/cuda/gemm/blas.hpp"
 #include "kernels/cuda/collectives/copy_stream.hpp"
 #include "kernels/cuda/pointwise/program.hpp"
+#include "kernels/cuda/collectives/spanning.hpp"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -51,6 +52,8 @@ void all_gather_matmul(KernelCall& c) {
   const std::vector<Tensor>& bs = c.arg(1).to_tensor_list();
   const int64_t d = wrap_dim(c.arg(2).to_int(), shard.dim(), "gather_dim");
   auto group = group_for(kAllGatherMatmul, c.arg(3).to_string());
+  if (group->spans_hosts())
+    span::refuse(kAllGatherMatmul, *group, "use all_gather_out, then the matmul");
   const DeviceHeap& heap = heap_of(shard, kAllGatherMatmul, "A_shard", *group);
   const int w = group->size(), r = group->rank();
   const Tensor& gathered = c.out(0);
@@ -95,6 +98,8 @@ void matmul_reduce_scatter(KernelCall& c) {
   const std::string& reduce_op = c.arg(3).to_string();
   const int64_t d = wrap_dim(c.arg(4).to_int(), a.dim(), "scatter_dim");
   auto group = group_for(kMatmulReduceScatter, c.arg(5).to_string());
+  if (group->spans_hosts())
+    span::refuse(kMatmulReduceScatter, *group, "use the matmul, then reduce_scatter_out");
   const DeviceHeap& heap = heap_of(partials, kMatmulReduceScatter, "partials", *group);
   const int w = group->size(), r = group->rank();
   const Tensor& out = c.out(0);

@@ -132,6 +132,11 @@ struct Communicator::State {
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Group> group, size_t max_bytes) {
   const int w = group->size();
+  // Note [nccl engine]: a group across hosts has no peers' memory to work on; its ops go to NCCL.
+  SF_CHECK(!group->spans_hosts(),
+           "cuda::Communicator: group '{}' spans {} hosts; its collectives go through NCCL "
+           "(internal: an op reached the symmetric-memory path)",
+           group->name(), group->hosts());
   SF_CHECK(w <= kMaxRanks, "cuda::Communicator: group '{}' has {} ranks; at most {} are supported",
            group->name(), w, kMaxRanks);
   auto c = std::unique_ptr<Communicator>(new Communicator());

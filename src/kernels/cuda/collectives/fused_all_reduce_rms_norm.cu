@@ -47,6 +47,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cuda/collectives/device_sync.cuh"
+#include "kernels/cuda/collectives/spanning.hpp"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "kernels/cuda/collectives/workspace_access.hpp"
 #include "kernels/cuda/early_launch.cuh"
@@ -411,6 +412,8 @@ void fused(std::string_view op, const Tensor& input, const Tensor& residual_arg,
            const Tensor& weight_arg, double eps, std::string_view reduce_op,
            std::string_view group_name, const Tensor& out, const Tensor& residual_out) {
   auto group = group_for(op, group_name);
+  if (group->spans_hosts())
+    span::refuse(op, *group, "use an all-reduce, then the add and the RMSNorm");
   heap_of(input, op, "input", *group);
   SF_CHECK(input.dim() >= 1, "{}: argument 'input' ({}) needs at least one dim to normalize over",
            op, input.str());

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "kernels/cuda/collectives/device_sync.cuh"
+#include "kernels/cuda/collectives/spanning.hpp"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "kernels/cuda/collectives/workspace_access.hpp"
 #include "runtime/cuda/check.hpp"
@@ -68,6 +69,14 @@ void reduce_out(const Tensor& input, int64_t root, std::string_view reduce_op,
   const ElemType type = elem_type(input.dtype(), op);
   const ReduceKind kind = reduce_kind(reduce_op, op);
   if (input.numel() == 0) return;
+  if (group->spans_hosts()) {  // Note [nccl engine]: NCCL's reduce, out written on the root only
+    std::optional<DenseOut> d;
+    if (group->rank() == int(root)) d.emplace(out);
+    span::reduce(op, group, input.raw_data(), d ? d->data() : nullptr, input.numel(),
+                 input.dtype(), reduce_op, int(root));
+    if (d) d->finish();
+    return;
+  }
   Communicator& comm = communicator(group, input.nbytes());
   const DType dtype = input.dtype();
   const CallWorkspace w =

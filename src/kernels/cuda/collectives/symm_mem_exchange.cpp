@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cpu/collectives/args.hpp"
+#include "kernels/cuda/collectives/spanning.hpp"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/kernels/cuda.hpp"
@@ -35,6 +36,13 @@ void reduce_scatter(std::string_view op, const Tensor& input, std::string_view i
   const cpu::ScatterGeometry geo =
       cpu::check_reduce_scatter(op, input, input_name, w, split_last_dim, output, output_name);
   const int64_t offset = int64_t(group->rank()) * geo.chunk * int64_t(dtype_size(input.dtype()));
+  if (group->spans_hosts()) {
+    DenseOut dst(output);
+    span::reduce_scatter(op, group, static_cast<const char*>(input.raw_data()) + offset,
+                         dst.data(), geo.outer, geo.chunk, geo.row_stride, input.dtype(),
+                         reduce_op);
+    return dst.finish();
+  }
   std::vector<const void*> srcs(static_cast<size_t>(w));
   for (int p = 0; p < w; ++p) srcs[size_t(p)] = static_cast<char*>(peer_ptr(heap, input, p)) + offset;
   DenseOut dst(output);
@@ -51,6 +59,10 @@ void all_gather(std::string_view op, const Tensor& input, std::string_view input
   cpu::check_all_gather(op, input, input_name, w, out);
   const size_t bytes = input.nbytes();
   DenseOut dst(out);
+  if (group->spans_hosts()) {
+    span::all_gather(op, group, input.raw_data(), dst.data(), bytes);
+    return dst.finish();
+  }
   std::vector<Communicator::Copy> copies;
   for (int p = 0; p < w; ++p)
     copies.push_back({peer_ptr(heap, input, p), static_cast<char*>(dst.data()) + p * bytes, bytes});
@@ -66,6 +78,10 @@ void all_to_all(std::string_view op, const Tensor& input, std::string_view group
   const size_t block = size_t(cpu::check_equal_all_to_all(op, input, w, out));
   const size_t mine = size_t(group->rank()) * block;
   DenseOut dst(out);
+  if (group->spans_hosts()) {
+    span::all_to_all(op, group, input.raw_data(), dst.data(), block);
+    return dst.finish();
+  }
   std::vector<Communicator::Copy> copies;
   for (int p = 0; p < w; ++p) {
     copies.push_back({static_cast<const char*>(peer_ptr(heap, input, p)) + mine,
@@ -79,6 +95,9 @@ void all_to_all_vdev(const Tensor& input, const Tensor& out, const Tensor& in_sp
                      const Tensor& out_splits_offsets, std::string_view group_name) {
   constexpr std::string_view op = "symm_mem::all_to_all_vdev";
   auto group = group_for(op, group_name);
+  if (group->spans_hosts()) {
+    span::refuse(op, *group, "use symm_mem::all_to_all (equal blocks), or a group per host");
+  }
   const DeviceHeap& in_heap = heap_of(input, op, "input", *group);
   heap_of(out, op, "out", *group);
   const DeviceHeap& splits_heap = heap_of(in_splits, op, "in_splits", *group);

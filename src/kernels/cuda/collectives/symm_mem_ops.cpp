@@ -9,6 +9,7 @@
 // The other collectives: symm_mem_exchange.cpp, symm_mem_p2p.cpp.
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/collectives/spanning.hpp"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
@@ -34,6 +35,11 @@ void one_shot(std::string_view op, const Tensor& input, std::string_view reduce_
   heap_of(input, op, "input", *group);
   check_like(op, "out", out, input);
   DenseOut dst(out);
+  if (group->spans_hosts()) {
+    span::all_reduce(op, group, input.raw_data(), dst.data(), input.numel(), input.dtype(),
+                     reduce_op);
+    return dst.finish();
+  }
   communicator(group, input.nbytes())
       .all_reduce(input.raw_data(), dst.data(), input.numel(), input.dtype(), reduce_op,
                   current_stream(), Algo::one_shot);
@@ -45,6 +51,12 @@ void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_
   auto group = group_for(op, group_name);
   const DeviceHeap& heap = heap_of(input, op, "input", *group);
   if (output) check_like(op, "output", *output, input);
+  if (group->spans_hosts()) {
+    span::all_reduce(op, group, input.raw_data(), input.raw_data(), input.numel(), input.dtype(),
+                     reduce_op);
+    if (output) aten::copy_(*output, input);
+    return;
+  }
   const size_t offset =
       size_t(static_cast<const char*>(input.raw_data()) - static_cast<const char*>(heap.local()));
   communicator(group, input.nbytes())

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/collectives/args.hpp"
 #include "kernels/cuda/collectives/collectives.hpp"
+#include "kernels/cuda/collectives/spanning.hpp"
 #include "kernels/cuda/collectives/symm_args.hpp"
 #include "runtime/cuda/check.hpp"
 #include "symmflow/ops/aten.hpp"
@@ -41,6 +42,10 @@ int checked_channel(std::string_view op, int64_t channel, const Group& g,
   return int(channel);
 }
 
+constexpr std::string_view kSignalsInstead =
+    "move data across hosts with a collective (collective_permute, all_gather_out, all_to_all), "
+    "or make a group of the members of one host for signals and loads";
+
 // `t` contiguous on this rank's GPU (a copy when it is not).
 Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : aten::clone(t); }
 
@@ -53,6 +58,8 @@ void permute_out(std::string_view op, const Tensor& input, int64_t shift,
   const int w = group->size();
   const int to = int(((group->rank() + shift) % w + w) % w);
   Tensor src = dense(input);
+  if (group->spans_hosts())
+    return span::permute(op, group, src.raw_data(), out.raw_data(), input.nbytes(), shift);
   Communicator::Copy c{src.raw_data(), peer_ptr(heap, out, to), input.nbytes()};
   communicator(group, 0).copy({&c, 1}, input.nbytes(), op, current_stream());
 }
@@ -61,6 +68,7 @@ void put_signal(const Tensor& src, const Tensor& dst, int64_t peer, int64_t chan
                 std::string_view group_name) {
   constexpr std::string_view op = "symm_mem::put_signal";
   auto group = group_for(op, group_name);
+  if (group->spans_hosts()) span::refuse(op, *group, kSignalsInstead);
   const DeviceHeap& heap = heap_of(dst, op, "dst", *group);
   SF_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
            "{}: argument 'src' ({}) must have the dtype and number of elements of 'dst' ({})", op,
@@ -75,6 +83,7 @@ void put_signal(const Tensor& src, const Tensor& dst, int64_t peer, int64_t chan
 void wait_signal(const Tensor& dst, int64_t peer, int64_t channel, std::string_view group_name) {
   constexpr std::string_view op = "symm_mem::wait_signal";
   auto group = group_for(op, group_name);
+  if (group->spans_hosts()) span::refuse(op, *group, kSignalsInstead);
   heap_of(dst, op, "dst", *group);
   const int p = checked_peer(op, "peer", peer, *group);
   Communicator& comm = communicator(group, 0);
@@ -84,6 +93,7 @@ void wait_signal(const Tensor& dst, int64_t peer, int64_t channel, std::string_v
 void get(const Tensor& src, int64_t peer, std::string_view group_name, const Tensor& out) {
   constexpr std::string_view op = "symm_mem::get";
   auto group = group_for(op, group_name);
+  if (group->spans_hosts()) span::refuse(op, *group, kSignalsInstead);
   const DeviceHeap& heap = heap_of(src, op, "src", *group);
   cpu::check_spec(op, "out", out, src.dtype(), src.shape(), "like 'src'");
   const int p = checked_peer(op, "peer", peer, *group);
@@ -101,6 +111,7 @@ void broadcast(const Tensor& input, int64_t root, std::string_view group_name) {
   auto group = group_for(op, group_name);
   const DeviceHeap& heap = heap_of(input, op, "input", *group);
   const int r = checked_peer(op, "root", root, *group);
+  if (group->spans_hosts()) return span::broadcast(op, group, input.raw_data(), input.nbytes(), r);
   Communicator::Copy c{peer_ptr(heap, input, r), input.raw_data(), input.nbytes()};
   const bool receives = group->rank() != r;
   communicator(group, 0).copy({&c, receives ? 1u : 0u}, input.nbytes(), op, current_stream());
@@ -109,6 +120,13 @@ void broadcast(const Tensor& input, int64_t root, std::string_view group_name) {
 void barrier(std::string_view group_name, int64_t channel) {
   constexpr std::string_view op = "symm_mem::barrier";
   auto group = group_for(op, group_name);
+  if (group->spans_hosts()) {
+    SF_CHECK(channel >= 0 && channel < group->channels(),
+             "{}: channel {} out of range for group '{}' (valid: 0..{}; set "
+             "SYMMFLOW_SIGNAL_CHANNELS for more)",
+             op, channel, group->name(), group->channels() - 1);
+    return span::barrier(op, group);
+  }
   Communicator& comm = communicator(group, 0);
   checked_channel(op, channel, *group, comm);
   comm.barrier(op, current_stream());

@@ -1,0 +1,123 @@
+// The cuda collectives of groups that span hosts, through NCCL (spanning.hpp, Note [nccl engine]
+// in nccl.cpp). Flat: every member takes part in one NCCL call of the whole group. The rule that
+// explain prints is kernels::spanning_algorithm (src/kernels/algorithm.cpp).
+#include "kernels/cuda/collectives/spanning.hpp"
+
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "kernels/cuda/collectives/nccl.hpp"
+#include "kernels/cuda/collectives/workspace_access.hpp"
+#include "runtime/cuda/check.hpp"
+#include "symmflow/kernels/cuda.hpp"
+#include "symmflow/core/tensor.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+
+namespace symmflow::cuda::span {
+
+void all_reduce(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
+                int64_t n, DType dtype, std::string_view reduce_op) {
+  const ReduceKind red = reduce_kind(reduce_op, op);
+  elem_type(dtype, op);
+  if (n == 0) return;
+  nccl::comm(g, op).all_reduce(in, out, n, dtype, red, op, current_stream());
+}
+
+void reduce(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
+            int64_t n, DType dtype, std::string_view reduce_op, int root) {
+  const ReduceKind red = reduce_kind(reduce_op, op);
+  elem_type(dtype, op);
+  if (n == 0) return;
+  nccl::comm(g, op).reduce(in, out, n, dtype, red, root, op, current_stream());
+}
+
+void reduce_scatter(std::string_view op, const std::shared_ptr<Group>& g, const void* in,
+                    void* out, int64_t outer, int64_t chunk, int64_t row_stride, DType dtype,
+                    std::string_view reduce_op) {
+  const ReduceKind red = reduce_kind(reduce_op, op);
+  elem_type(dtype, op);
+  if (outer * chunk == 0) return;
+  nccl::Comm& c = nccl::comm(g, op);
+  const int w = g->size();
+  const size_t es = dtype_size(dtype);
+  // The input's chunk of member p for every row o: in + (p * chunk + o * row_stride) elements.
+  const char* base = static_cast<const char*>(in) - size_t(g->rank()) * size_t(chunk) * es;
+  if (outer == 1) {
+    c.reduce_scatter(base, out, chunk, dtype, red, op, current_stream());
+    return;
+  }
+  int device = 0;
+  SF_CUDA_CHECK(cudaGetDevice(&device));
+  Tensor packed = Tensor::uninitialized({w, outer, chunk}, dtype, Device::cuda(device));
+  auto stream = static_cast<cudaStream_t>(current_stream());
+  for (int p = 0; p < w; ++p) {
+    SF_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(packed.raw_data()) +
+                                        size_t(p) * size_t(outer * chunk) * es,
+                                    size_t(chunk) * es, base + size_t(p) * size_t(chunk) * es,
+                                    size_t(row_stride) * es, size_t(chunk) * es, size_t(outer),
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
+  c.reduce_scatter(packed.raw_data(), out, outer * chunk, dtype, red, op, stream);
+}
+
+void all_gather(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
+                size_t bytes) {
+  if (bytes == 0) return;
+  nccl::comm(g, op).all_gather(in, out, bytes, op, current_stream());
+}
+
+void all_to_all(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
+                size_t block) {
+  if (block == 0) return;
+  const int w = g->size();
+  std::vector<nccl::Transfer> sends, receives;
+  for (int p = 0; p < w; ++p) {
+    sends.push_back({static_cast<const char*>(in) + size_t(p) * block, nullptr, block, p});
+    receives.push_back({nullptr, static_cast<char*>(out) + size_t(p) * block, block, p});
+  }
+  nccl::comm(g, op).exchange(sends, receives, op, current_stream());
+}
+
+void permute(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
+             size_t bytes, int64_t shift) {
+  if (bytes == 0) return;
+  const int w = g->size(), r = g->rank();
+  const int s = int(((shift % w) + w) % w);
+  const nccl::Transfer send{in, nullptr, bytes, (r + s) % w};
+  const nccl::Transfer receive{nullptr, out, bytes, (r - s + w) % w};
+  nccl::comm(g, op).exchange({&send, 1}, {&receive, 1}, op, current_stream());
+}
+
+void broadcast(std::string_view op, const std::shared_ptr<Group>& g, void* buf, size_t bytes,
+               int root) {
+  if (bytes == 0) return;
+  nccl::comm(g, op).broadcast(buf, bytes, root, op, current_stream());
+}
+
+void barrier(std::string_view op, const std::shared_ptr<Group>& g) {
+  int device = 0;
+  SF_CUDA_CHECK(cudaGetDevice(&device));
+  Tensor one = Tensor::uninitialized({1}, DType::f32, Device::cuda(device));
+  SF_CUDA_CHECK(cudaMemsetAsync(one.raw_data(), 0, sizeof(float),
+                                static_cast<cudaStream_t>(current_stream())));
+  nccl::comm(g, op).all_reduce(one.raw_data(), one.raw_data(), 1, DType::f32, ReduceKind::sum, op,
+                               current_stream());
+}
+
+}  // namespace symmflow::cuda::span
+
+namespace symmflow::cuda {
+void prepare_spanning(const std::shared_ptr<Group>& group) { nccl::comm(group, "Executable"); }
+}  // namespace symmflow::cuda
+
+namespace symmflow::cuda::span {
+
+void refuse(std::string_view op, const Group& g, std::string_view instead) {
+  invalid_usage("{}: group '{}' spans {} hosts, and on GPUs this op has no path across hosts yet "
+                "(its collectives go through NCCL: Note [nccl engine]); {}",
+                op, g.name(), g.hosts(), instead);
+}
+
+}  // namespace symmflow::cuda::span

@@ -1,0 +1,189 @@
+// GPU groups that span hosts (Note [nccl engine] in src/kernels/cuda/collectives/nccl.cpp): the
+// GPUs of this machine as simulated hosts (ThreadsOptions::hosts: 2 GPUs as 2 hosts of 1, 3 as
+// 2 + 1, 4 as 2 hosts of 2), one rank thread per GPU. Every collective of the group goes through
+// NCCL and is compared, every element, with the cpu kernels of the same op on the same values in
+// the same rank threads (the cpu's spanning path, tested against references in
+// tests/collectives); the symmetric memory of such a group is its host's members' only; signals,
+// loads and the fused ops are refused naming the group and its hosts. Skipped without two GPUs,
+// or without NCCL (the reason printed). `tools/device/sf.sh spanning` runs it with NCCL kept off
+// its peer-to-peer and shared-memory paths, as between real hosts.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "kernels/cuda/collectives/nccl.hpp"
+#include "symmflow/core/error.hpp"
+#include "symmflow/ops/call.hpp"
+#include "symmflow/kernels/cuda.hpp"
+#include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/heap.hpp"
+#include "symmflow/runtime/runtime.hpp"
+
+namespace symmflow::cuda {
+namespace {
+
+class CudaSpanning : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device_count() < 2) GTEST_SKIP() << "needs two GPUs (one per simulated host)";
+    if (!nccl::unavailable().empty()) GTEST_SKIP() << nccl::unavailable();
+  }
+  int world() const { return std::min(device_count(), 4); }
+  std::vector<int> hosts() const {
+    const int w = world();
+    return w == 2 ? std::vector<int>{0, 1} : w == 3 ? std::vector<int>{0, 0, 1}
+                                                    : std::vector<int>{0, 0, 1, 1};
+  }
+  void on_ranks(const std::function<void(Runtime&)>& fn) const {
+    run_threads(world(), [&](Runtime& rt) {
+      bind_device();
+      fn(rt);
+    }, ThreadsOptions{60, hosts()});
+  }
+};
+
+// Quarters in [-2, 2]: sums of a few ranks are exact in every dtype.
+Tensor values(const Shape& shape, DType dtype, uint64_t seed, int rank) {
+  Tensor t = Tensor::empty(shape, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint64_t x = (seed * 7919 + uint64_t(rank) * 104729 + uint64_t(i)) * 0x9E3779B97F4A7C15ull;
+    store_double(t.view(), i, double(int64_t((x >> 40) % 17) - 8) / 4);
+  }
+  return t;
+}
+
+struct Twin {
+  Tensor cpu, gpu;
+};
+Twin symmetric(const Tensor& host) {
+  Twin t{symmflow::empty_symmetric(host.shape(), host.dtype(), "world"),
+         cuda::empty_symmetric(host.shape(), host.dtype(), "world")};
+  call("aten::copy_", {t.cpu, host});
+  call("aten::copy_", {t.gpu, host});
+  return t;
+}
+Tensor gpu_zeros(const Shape& shape, DType dtype) { return to_device(Tensor::zeros(shape, dtype)); }
+
+void expect_same(const Tensor& gpu, const Tensor& cpu, double tol, const std::string& what) {
+  Tensor got = to_host(gpu);
+  ASSERT_EQ(got.shape(), cpu.shape()) << what;
+  std::vector<double> a = got.to_doubles(), b = cpu.to_doubles();
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max(1.0, std::abs(b[i]))) << what << " element " << i;
+}
+
+double one_rounding(DType d) { return d == DType::bf16 ? 8e-3 : d == DType::f16 ? 1e-3 : 2e-7; }
+
+std::string error_of(const std::string& op, const std::vector<Value>& args) {
+  try {
+    call(op, args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST_F(CudaSpanning, AllReduceEveryFormDtypeAndReduceOp) {
+  on_ranks([&](Runtime& rt) {
+    for (DType d : {DType::f32, DType::bf16, DType::f16}) {
+      for (int64_t n : {1, 7, 4096, 100003}) {
+        for (const char* red : {"sum", "avg", "max", "min"}) {
+          const std::string what = fmt::format("rank {} {} n {} {}", rt.rank(), dtype_name(d), n, red);
+          const double tol = std::string(red) == "avg" ? one_rounding(d) : 0;
+          Twin in = symmetric(values({n}, d, uint64_t(n), rt.rank()));
+          Tensor want = call("symm_mem::one_shot_all_reduce", {in.cpu, red, "world"}).to_tensor();
+          Tensor got = call("symm_mem::one_shot_all_reduce", {in.gpu, red, "world"}).to_tensor();
+          expect_same(got, want, tol, "one_shot_all_reduce " + what);
+          Tensor out = gpu_zeros({n}, d);
+          call("symm_mem::two_shot_all_reduce_out", {in.gpu, red, "world", out});
+          expect_same(out, want, tol, "two_shot_all_reduce_out " + what);
+          call("symm_mem::two_shot_all_reduce_", {in.gpu, red, "world"});  // in place
+          expect_same(in.gpu, want, tol, "two_shot_all_reduce_ " + what);
+        }
+      }
+    }
+  });
+}
+
+TEST_F(CudaSpanning, GatherScatterAllToAllPermuteBroadcastReduce) {
+  on_ranks([&](Runtime& rt) {
+    const int w = rt.world_size(), me = rt.rank();
+    for (DType d : {DType::f32, DType::bf16}) {
+      for (int64_t k : {1, 5, 333}) {
+        const std::string what = fmt::format("rank {} {} k {}", me, dtype_name(d), k);
+        Twin in = symmetric(values({k, 3}, d, uint64_t(k), me));
+        Tensor cpu_g = Tensor::zeros({k * w, 3}, d), gpu_g = gpu_zeros({k * w, 3}, d);
+        call("symm_mem::all_gather_out", {in.cpu, "world", cpu_g});
+        call("symm_mem::all_gather_out", {in.gpu, "world", gpu_g});
+        expect_same(gpu_g, cpu_g, 0, "all_gather_out " + what);
+        for (bool last : {false, true}) {
+          const Shape shape = last ? Shape{5, w * k} : Shape{w * k, 5};
+          const Shape out_shape = last ? Shape{5, k} : Shape{k, 5};
+          Twin rs = symmetric(values(shape, d, uint64_t(k) + 3, me));
+          Tensor cpu_o = Tensor::zeros(out_shape, d), gpu_o = gpu_zeros(out_shape, d);
+          call("symm_mem::reduce_scatter_out", {rs.cpu, "world", last, cpu_o});
+          call("symm_mem::reduce_scatter_out", {rs.gpu, "world", last, gpu_o});
+          expect_same(gpu_o, cpu_o, 0, fmt::format("reduce_scatter_out last {} {}", last, what));
+        }
+        Twin a2a = symmetric(values({w * k, 2}, d, uint64_t(k) + 5, me));
+        Tensor cpu_a = Tensor::zeros({w * k, 2}, d), gpu_a = gpu_zeros({w * k, 2}, d);
+        call("symm_mem::all_to_all_out", {a2a.cpu, "world", cpu_a});
+        call("symm_mem::all_to_all_out", {a2a.gpu, "world", gpu_a});
+        expect_same(gpu_a, cpu_a, 0, "all_to_all_out " + what);
+        for (int64_t shift : {int64_t(1), int64_t(-1), int64_t(w)}) {
+          Tensor src = values({k, 4}, d, uint64_t(k) + 7, me);
+          Twin out = symmetric(Tensor::zeros({k, 4}, d));
+          call("symm_mem::collective_permute_out", {src, shift, "world", out.cpu});
+          call("symm_mem::collective_permute_out", {to_device(src), shift, "world", out.gpu});
+          expect_same(out.gpu, out.cpu, 0, fmt::format("collective_permute_out {} {}", shift, what));
+        }
+        Twin b = symmetric(values({k, 2}, d, uint64_t(k) + 9, me));
+        call("symm_mem::broadcast_", {b.cpu, int64_t(w - 1), "world"});
+        call("symm_mem::broadcast_", {b.gpu, int64_t(w - 1), "world"});
+        expect_same(b.gpu, b.cpu, 0, "broadcast_ " + what);
+        Twin r = symmetric(values({k, 2}, d, uint64_t(k) + 11, me));
+        Tensor cpu_r = Tensor::zeros({k, 2}, d), gpu_r = gpu_zeros({k, 2}, d);
+        call("symm_mem::reduce_out", {r.cpu, int64_t(1), "sum", "world", cpu_r});
+        call("symm_mem::reduce_out", {r.gpu, int64_t(1), "sum", "world", gpu_r});
+        expect_same(gpu_r, cpu_r, 0, "reduce_out " + what);  // zeros off the root on both
+        call("symm_mem::barrier", {"world", int64_t(0)});
+      }
+    }
+  });
+}
+
+// Symmetric memory of a group across hosts maps this host's members only; signals, loads, the
+// fused all-reduce + RMSNorm and all_to_all_vdev are refused naming the group and its hosts.
+TEST_F(CudaSpanning, HostMemoryOnlyAndRefusalsNameTheHosts) {
+  on_ranks([&](Runtime& rt) {
+    const auto& g = rt.group("world");
+    Tensor t = cuda::empty_symmetric({4}, DType::f32, "world");
+    const DeviceHeap& heap = heap_of(t, "test", "t", *g);
+    for (int r = 0; r < g->size(); ++r) {
+      if (g->host_rank_of(r) >= 0) {
+        EXPECT_NE(heap.peer(r), nullptr);
+      } else {
+        EXPECT_THROW(heap.peer(r), Error) << "rank " << r << " is on another host";
+      }
+    }
+    const int other = g->rank() == 0 ? g->size() - 1 : 0;  // on the other host
+    for (const std::string& msg :
+         {error_of("symm_mem::put_signal", {to_device(Tensor::zeros({4}, DType::f32)), t,
+                                            int64_t(other), int64_t(0), "world"}),
+          error_of("symm_mem::get", {t, int64_t(other), "world", gpu_zeros({4}, DType::f32)}),
+          error_of("symm_mem::fused_all_reduce_add_rms_norm",
+                   {t, gpu_zeros({4}, DType::f32), to_device(Tensor::full({4}, DType::f32, 1)),
+                    1e-6, "sum", "world"})}) {
+      EXPECT_NE(msg.find("group 'world' spans 2 hosts"), std::string::npos) << msg;
+    }
+    call("symm_mem::barrier", {"world", int64_t(0)});
+  });
+}
+
+}  // namespace
+}  // namespace symmflow::cuda
