@@ -57,13 +57,6 @@ using passes::StepKind;
 Executable::Executable(std::shared_ptr<const passes::Plan> plan, ExecOptions options)
     : plan_(std::move(plan)), options_(options) {
   SF_CHECK(plan_ && plan_->graph, "Executable: no plan");
-  // Note [batch-invariant products] (src/kernels/cpu/matmul.cpp): the GPU kernels (cuBLAS
-  // chooses its algorithm by shape) have no batch-invariant mode yet, so deterministic mode
-  // refuses them rather than give results that depend on the batch.
-  SF_CHECK(options_.device.type == DeviceType::cpu || !tunables().deterministic,
-           "SYMMFLOW_DETERMINISTIC=1 (batch-invariant results) is implemented on CPUs only so "
-           "far; this plan runs on {} (unset it, or run the program on CPUs)",
-           options_.device.str());
   if (options_.device.type != DeviceType::cpu) device_ = make_device_backend(options_);
   bind_runtime();
   agree_on_plan();

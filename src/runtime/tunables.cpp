@@ -136,8 +136,10 @@ const std::vector<Row>& rows() {
       BOOL_ROW(deterministic,
                "1: results that do not depend on the batch: a row's bits are the same whether it "
                "is computed alone or with others (CPU matrix products in one fixed order, Note "
-               "[batch-invariant products]; CPU collectives add in rank order always). Refused on "
-               "GPUs for now; must be set alike on every rank"),
+               "[batch-invariant products]; GPU products through the skinny kernel's rows or the "
+               "ordered GEMM, Note [skinny GEMM rows], and attention through the own kernel; "
+               "collectives add in rank order always, and refuse NCCL's reductions across hosts); "
+               "must be set alike on every rank"),
       BOOL_ROW(step_profile,
                "1: CPU plans time every step and add it to a per-op total (fused regions by their "
                "ops, with the largest operand's size), printed to stderr at exit and returned by "

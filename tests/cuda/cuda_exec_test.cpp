@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/scoped_tunables.hpp"
+
 #include "exec/cuda/fused.hpp"
 #include "kernels/cuda/pointwise/pointwise_codegen.hpp"
 #include "symmflow/core/error.hpp"
@@ -151,31 +153,16 @@ TEST(CudaExecGraph, ThousandReplaysWithNewInputsAndZeroCopy) {
   });
 }
 
-// Deterministic mode (Note [batch-invariant products]) has no batch-invariant GPU kernels yet: a
-// plan bound to a GPU refuses it, naming the setting, rather than give results that depend on
-// the batch; the same plan binds again once it is off.
-TEST(CudaExecGraph, DeterministicModeIsRefusedOnGpus) {
+// Deterministic mode (Note [skinny GEMM rows] in src/kernels/cuda/gemm/skinny_gemm.cu) binds GPU
+// plans: the decoder blocks and the MLP match the interpreter at worlds 1 and 2 through its
+// kernels, captured and replayed.
+TEST(CudaExecGraph, DeterministicModeRunsGpuPlans) {
   if (device_count() == 0) GTEST_SKIP() << "no GPU";
-  auto plan = passes::compile(load("input_allreduce.sf", 1));
-  run_threads(1, [&](Runtime&) {
-    int dev = bind_device();
-    const Tunables saved = tunables();
-    Tunables t = saved;
-    t.deterministic = true;
-    set_tunables(t);
-    try {
-      exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
-      ADD_FAILURE() << "a GPU plan was bound in deterministic mode";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("SYMMFLOW_DETERMINISTIC=1 (batch-invariant results) is "
-                                           "implemented on CPUs only so far; this plan runs on "
-                                           "cuda:"),
-                std::string::npos)
-          << e.what();
-    }
-    set_tunables(saved);
-    exec::Executable exe(plan, exec::ExecOptions{Device::cuda(dev)});
-  });
+  Tunables t = tunables();
+  t.deterministic = true;
+  testing::ScopedTunables on(t);
+  for (const char* name : {"tp_mlp_small.sf", "decoder_block.sf", "decoder_block_aten.sf"})
+    expect_matches_interpreter(name, read_example(name));
 }
 
 std::vector<TensorSpec> like_input(std::span<const Value> args) {

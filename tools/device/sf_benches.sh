@@ -82,6 +82,27 @@ for n in (1, 2):
 PY
 }
 
+sf_batch() {
+  local cases=${1:-default:llama,deterministic:llama,deterministic:qwen3}
+  step "tests/python/torch/batch_worker.py, $NPROC processes: a sequence alone and in a batch of 8"
+  mkdir -p "$OUT/batch"
+  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/batch" TAIL=3 \
+    PY_TIMEOUT=${PY_TIMEOUT:-400} torchrun_py tests/python/torch/batch_worker.py batch \
+    "$cases" "${2:-f32,bf16}"
+  python3 - "$OUT/batch" <<'PY'
+import glob, json, sys
+print(f"{'case':<22} {'dtype':<9} {'rank':>4} {'ok':<5} {'identical':<9} {'max_diff':>9} "
+      f"{'max_err':>9}")
+for path in sorted(glob.glob(f"{sys.argv[1]}/rank*.jsonl")):
+    for r in map(json.loads, open(path)):
+        if "error" in r:
+            print(f"{r['case']:<22} {r['dtype']:<9} {r['rank']:>4} ERR  {r['error'][-600:]}")
+            continue
+        print(f"{r['case']:<22} {r['dtype']:<9} {r['rank']:>4} {str(r['ok']):<5} "
+              f"{str(r['identical']):<9} {r['max_diff']:>9.2g} {r['max_err']:>9.2g}")
+PY
+}
+
 sf_decode() {
   local cases=${1:-llama:dtensor:after,qwen3:dtensor,mistral:dtensor}
   step "tests/python/torch/decode_worker.py, $NPROC processes: the KV-cache decode and generate"

@@ -456,7 +456,7 @@ def symmflow_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, option
     graph into PyTorch's CUDA graphs (_cudagraphs); options={"cuda_graph": False} turns off
     symmflow's own graph of each partition (SYMMFLOW_TORCH_CUDA_GRAPH=0 does too);
     options={"deterministic": True} makes results independent of the batch for the rest of the
-    process (SYMMFLOW_DETERMINISTIC=1 does too; CPUs only so far); options={"direct_call": False}
+    process (SYMMFLOW_DETERMINISTIC=1 does too); options={"direct_call": False}
     keeps AOT autograd's runtime wrappers around every call of an inference graph
     (SYMMFLOW_TORCH_DIRECT_CALL=0 does too; Note [inference without AOT's wrappers])."""
     settings = Settings.read(mode, options)

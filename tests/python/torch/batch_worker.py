@@ -10,6 +10,7 @@ DTensor: once alone (batch 1) and once as the first of a batch of 8 (the others 
 batch size compiled afresh (a fresh dynamo: static shapes both). The tokens are forced (the same
 for both runs). Reported per case: whether sequence 0's logits are bit-identical alone and
 batched at every step, the largest difference, and the largest error against eager alone.
+SYMMFLOW_TEST_DEVICE=cuda runs each rank on its GPU (`bash tools/device/sf.sh batch`).
 """
 from __future__ import annotations
 
@@ -25,30 +26,39 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "pytorch"))
 import hf_models  # noqa: E402
 from worker import run_cases  # noqa: E402
 
+DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 5e-2}
 PROMPT, STEPS, BATCH = 8, 4, 8
+
+
+def device() -> torch.device:
+    if DEVICE != "cuda":
+        return torch.device("cpu")
+    return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
 
 
 def decode(model, prompts: torch.Tensor, forced: torch.Tensor) -> list:
     """Sequence 0's last logits after the prompt and after each forced token."""
     from transformers import StaticCache
 
+    prompts, forced = prompts.to(device()), forced.to(device())
     batch = prompts.shape[0]
     cache = StaticCache(config=model.config, max_batch_size=batch,
                         max_cache_len=PROMPT + STEPS + 1)
-    out = model(input_ids=prompts, past_key_values=cache, cache_position=torch.arange(PROMPT))
-    logits = [out.logits[0, -1].float()]
+    out = model(input_ids=prompts, past_key_values=cache,
+                cache_position=torch.arange(PROMPT, device=device()))
+    logits = [out.logits[0, -1].float().cpu()]
     for step in range(STEPS):
-        pos = torch.tensor([PROMPT + step])
+        pos = torch.tensor([PROMPT + step], device=device())
         out = model(input_ids=forced[:batch, step:step + 1], past_key_values=cache,
                     cache_position=pos, position_ids=pos.expand(batch, 1))
-        logits.append(out.logits[0, -1].float())
+        logits.append(out.logits[0, -1].float().cpu())
     return logits
 
 
 def run_case(mode: str, name: str, dtype: torch.dtype) -> dict:
-    full = hf_models.make_model(name, dtype)
+    full = hf_models.make_model(name, dtype).to(device())
     g = torch.Generator().manual_seed(11)
     prompts = torch.randint(0, hf_models.VOCAB, (BATCH, PROMPT), generator=g)
     forced = torch.randint(0, hf_models.VOCAB, (BATCH, STEPS), generator=g)
@@ -76,7 +86,7 @@ def main() -> int:
     def one(case, dtype_name):
         mode, name = case.split(":")
         return run_case(mode, name, DTYPES[dtype_name])
-    return run_cases(one, "cpu", "30")
+    return run_cases(one, DEVICE, "30")
 
 
 if __name__ == "__main__":

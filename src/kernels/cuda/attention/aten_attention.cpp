@@ -22,6 +22,7 @@
 #include "symmflow/ops/aten.hpp"
 #include "symmflow/ops/library.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 namespace {
@@ -173,7 +174,15 @@ void sdpa_kernel(KernelCall& call) {
   if (info.has_mask) set_bias_shape(shape, mask);
   std::vector<KernelCandidate> candidates;
   std::vector<RefusedKernel> refused;
-  if (std::string why = cudnn_attention_refusal(shape, info.has_mask); !why.empty()) {
+  // Note [batch-invariant attention]: with SYMMFLOW_DETERMINISTIC=1 only the own kernel runs, and
+  // unsplit: one block per query row walks its keys in tiles of a size set by the head dims and
+  // the key length, so a row's bits do not depend on the batch. cuDNN's kernel choice and the
+  // splits of the keys (Note [attention splits], by the number of rows) would.
+  const bool deterministic = tunables().deterministic;
+  if (deterministic) {
+    refused.push_back({"cudnn", "SYMMFLOW_DETERMINISTIC=1: the own kernel's rows do not depend "
+                                "on the batch (Note [batch-invariant attention])"});
+  } else if (std::string why = cudnn_attention_refusal(shape, info.has_mask); !why.empty()) {
     refused.push_back({"cudnn", why});
   } else {
     candidates.push_back({"cudnn", [&] {
@@ -196,7 +205,8 @@ void sdpa_kernel(KernelCall& call) {
       // Note [attention splits]: scratch for the splits' partial rows, a graph allocation inside
       // a capture (Note [scratch inside a capture]).
       const int64_t rows = info.batch * info.heads * info.q_len;
-      const int64_t splits = attention_splits(rows, info.kv_len, tile, multiprocessors());
+      const int64_t splits =
+          deterministic ? 1 : attention_splits(rows, info.kv_len, tile, multiprocessors());
       Tensor partial;
       if (splits > 1) {
         partial = Tensor::uninitialized({rows * splits * (info.v_dim + 2)},

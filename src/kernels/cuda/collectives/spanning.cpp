@@ -14,13 +14,28 @@
 #include "symmflow/kernels/cuda.hpp"
 #include "symmflow/core/tensor.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda::span {
+namespace {
+
+// NCCL's order of a sum depends on the size and its choice of algorithm: SYMMFLOW_DETERMINISTIC=1
+// (results that do not depend on the batch) refuses its reductions rather than break the promise.
+void check_order(std::string_view op, const Group& g) {
+  SF_CHECK(!tunables().deterministic,
+           "{}: group '{}' spans {} hosts and SYMMFLOW_DETERMINISTIC=1 is set, but NCCL, which "
+           "reduces across hosts on GPUs, adds in an order that depends on the size (unset it, "
+           "or reduce in groups of one host)",
+           op, g.name(), g.hosts());
+}
+
+}  // namespace
 
 void all_reduce(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
                 int64_t n, DType dtype, std::string_view reduce_op) {
   const ReduceKind red = reduce_kind(reduce_op, op);
   elem_type(dtype, op);
+  check_order(op, *g);
   if (n == 0) return;
   nccl::comm(g, op).all_reduce(in, out, n, dtype, red, op, current_stream());
 }
@@ -29,6 +44,7 @@ void reduce(std::string_view op, const std::shared_ptr<Group>& g, const void* in
             int64_t n, DType dtype, std::string_view reduce_op, int root) {
   const ReduceKind red = reduce_kind(reduce_op, op);
   elem_type(dtype, op);
+  check_order(op, *g);
   if (n == 0) return;
   nccl::comm(g, op).reduce(in, out, n, dtype, red, root, op, current_stream());
 }
@@ -38,6 +54,7 @@ void reduce_scatter(std::string_view op, const std::shared_ptr<Group>& g, const 
                     std::string_view reduce_op) {
   const ReduceKind red = reduce_kind(reduce_op, op);
   elem_type(dtype, op);
+  check_order(op, *g);
   if (outer * chunk == 0) return;
   nccl::Comm& c = nccl::comm(g, op);
   const int w = g->size();

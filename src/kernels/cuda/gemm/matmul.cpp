@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/gemm/blas.hpp"
 #include "kernels/cuda/pointwise/program.hpp"
+#include "kernels/cuda/gemm/ordered_gemm.hpp"
 #include "kernels/cuda/gemm/skinny_gemm.hpp"
 #include "kernels/families.hpp"
 #include "ops/aten/meta.hpp"
@@ -85,6 +86,43 @@ Operand as_operand(const Tensor& t) {
   return {aten::clone(t), CUBLAS_OP_N, cols};  // contiguous
 }
 
+int64_t batch_stride(const Tensor& t) { return t.dim() == 3 ? t.strides()[0] : 0; }
+
+// Deterministic mode (Note [skinny GEMM rows] in skinny_gemm.cu): a row's bits do not depend on
+// the number of rows. The skinny kernel's rows where it takes the shape, else the ordered GEMM;
+// never cuBLAS, whose algorithm (and split of k) depends on the rows. Which of the two runs
+// depends on the dtype, n, k, the layouts and the alignment, never on the rows.
+void deterministic_gemm(const Tensor& out, const Operand& A, const Operand& M, double alpha,
+                        double beta, int64_t batch, int64_t out_batch_stride) {
+  const int64_t d = out.dim();
+  const int64_t rows = out.size(d - 2), cols = out.size(d - 1);
+  const int64_t k = A.t.size(A.t.dim() - 1);
+  const DType dt = out.dtype();
+  const bool half = dt == DType::bf16 || dt == DType::f16;
+  if (batch == 1 && A.op == CUBLAS_OP_N && half) {
+    SkinnyGemm g{A.t.raw_data(), M.t.raw_data(), out.raw_data(), rows, cols, k, A.ld, M.ld, cols,
+                 float(alpha), float(beta), dt == DType::f16, M.op == CUBLAS_OP_T};
+    g.split = 1;
+    if (skinny_gemm_takes_rows(g)) {
+      SF_CUDA_CHECK(cudaError_t(launch_skinny_gemm(g, current_stream())));
+      return;
+    }
+  }
+  OrderedGemm g;
+  g.a = A.t.raw_data(), g.b = M.t.raw_data(), g.c = out.raw_data();
+  g.m = rows, g.n = cols, g.k = k, g.batch = batch;
+  g.a_row = A.op == CUBLAS_OP_N ? A.ld : 1, g.a_col = A.op == CUBLAS_OP_N ? 1 : A.ld;
+  g.b_row = M.op == CUBLAS_OP_N ? M.ld : 1, g.b_col = M.op == CUBLAS_OP_N ? 1 : M.ld;
+  g.a_batch = batch_stride(A.t), g.b_batch = batch_stride(M.t);
+  g.c_row = cols, g.c_batch = out_batch_stride;
+  g.alpha = alpha, g.beta = beta;
+  g.type = dt == DType::f64 ? GemmType::f64
+           : dt == DType::bf16 ? GemmType::bf16
+           : dt == DType::f16  ? GemmType::f16
+                               : GemmType::f32;
+  SF_CUDA_CHECK(cudaError_t(launch_ordered_gemm(g, current_stream())));
+}
+
 // out[b] = alpha * a[b] @ m[b] + beta * out[b] for `batch` matrices (batch strides in elements).
 void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& m, double alpha,
           double beta, int64_t batch) {
@@ -100,6 +138,8 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
            "{}: internal: the cuda GEMM writes rows of contiguous elements", op);
   const int64_t out_batch_stride = d == 3 ? out.strides()[0] : rows * cols;
   Operand A = as_operand(a), M = as_operand(m);
+  if (tunables().deterministic)
+    return deterministic_gemm(out, A, M, alpha, beta, batch, out_batch_stride);
   if (batch == 1 && A.op == CUBLAS_OP_N && (type == CUDA_R_16BF || type == CUDA_R_16F)) {
     SkinnyGemm g{A.t.raw_data(), M.t.raw_data(), out.raw_data(), rows, cols, k, A.ld, M.ld, cols,
                  float(alpha), float(beta), type == CUDA_R_16F, M.op == CUBLAS_OP_T};
@@ -121,7 +161,6 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
   const void* pa = wide ? static_cast<const void*>(&alpha) : &fa;
   const void* pb = wide ? static_cast<const void*>(&beta) : &fb;
   cublasComputeType_t compute = wide ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  auto stride_of = [](const Tensor& t) { return t.dim() == 3 ? t.strides()[0] : 0; };
   if (k == 0) {  // no products: out = beta * out (alpha * 0)
     ProgramBuilder b(out.shape());
     int x = b.load(out, out.dtype());
@@ -132,8 +171,8 @@ void gemm(std::string_view op, const Tensor& out, const Tensor& a, const Tensor&
   // Column-major: out^T (cols x rows) = m^T (cols x k) @ a^T (k x rows).
   SF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       h, M.op, A.op, int(cols), int(rows), int(k), pa, M.t.raw_data(), type, int(M.ld),
-      stride_of(M.t), A.t.raw_data(), type, int(A.ld), stride_of(A.t), pb, out.raw_data(), type,
-      int(cols), out_batch_stride, int(batch), compute, CUBLAS_GEMM_DEFAULT));
+      batch_stride(M.t), A.t.raw_data(), type, int(A.ld), batch_stride(A.t), pb, out.raw_data(),
+      type, int(cols), out_batch_stride, int(batch), compute, CUBLAS_GEMM_DEFAULT));
   // Note [errors cuBLAS recovered from]: a GEMM of odd sizes at an unaligned address returns
   // success but may leave the error of a configuration it tried and dropped as the thread's last
   // CUDA error; the collectives' launchers read cudaGetLastError() after their launch and would

@@ -35,6 +35,16 @@
 // SYMMFLOW_CUDA_SKINNY_GEMM_SPLIT=1: in the one run with it on (H200, TP2) the decoder's q, k
 // and v took about what cuBLAS took (20.8 against 21.5 µs of kernel time, 3 launches fewer) and
 // the MLP's column-parallel layers were not timed against cuBLAS alone.
+//
+// Note [skinny GEMM rows]: with SYMMFLOW_DETERMINISTIC=1 (results that do not depend on the batch,
+// Note [batch-invariant products] in src/kernels/cpu/matmul.cpp) every bf16/f16 GEMM whose shape
+// the kernel takes runs here, at any number of rows: the grid's second dimension cuts the rows
+// into tiles of 16, each block streaming w for its tile (so w is read once per 16 rows: fine for
+// decode's few rows, several times cuBLAS's time for a long prefill). A row's result does not
+// depend on the other rows: each mma computes a row's outputs from that row alone, every warp
+// takes the same eighth of k whatever m is, and the warps' and shares' sums are added in one
+// order; so a row's bits are the same alone and in a batch. cuBLAS's do not (it picks its
+// algorithm, and a split of k, by m).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -124,6 +134,10 @@ __global__ void __launch_bounds__(kWarps * 32)
                        int n, int k, int64_t ldx, int64_t ldw, int64_t ldy, float alpha,
                        float beta, bool w_stable, int split) {
   extern __shared__ __align__(128) unsigned char smem[];
+  // Note [skinny GEMM rows]: block row blockIdx.y takes rows [16 y, 16 y + 16).
+  x += int64_t(blockIdx.y) * 16 * ldx;
+  y += int64_t(blockIdx.y) * 16 * ldy;
+  m -= int(blockIdx.y) * 16;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   // Note [skinny GEMM split]: blocks [tile * split, (tile + 1) * split) are one cluster, each
   // an equal share of k's stages.
@@ -280,7 +294,7 @@ cudaError_t launch(const SkinnyGemm& g, cudaStream_t s) {
     attr[used++].val.clusterDim.z = 1;
   }
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(blocks);
+  config.gridDim = dim3(blocks, unsigned((g.m + 15) / 16));  // Note [skinny GEMM rows]
   config.blockDim = dim3(kWarps * 32);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = s;
@@ -310,6 +324,15 @@ int skinny_gemm_split(const SkinnyGemm& g, int64_t max_rows, int sms) {
          g.ldx % 8 == 0 && g.ldw % 8 == 0 && g.ldx >= g.k && g.ldw >= (g.w_t ? g.k : g.n) &&
          g.ldy >= g.n && aligned16(g.x) && aligned16(g.w);
   return fits ? split : 0;
+}
+
+// Note [skinny GEMM rows]: the shape rules of skinny_gemm_split without the row limit and the
+// one-wave rule.
+bool skinny_gemm_takes_rows(const SkinnyGemm& g) {
+  return g.m >= 1 && g.m <= kSkinnyGemmMaxRowTiles * 16 && g.n >= 8 && g.k >= 8 &&
+         g.n % 8 == 0 && g.k % 8 == 0 && g.n < (int64_t(1) << 31) && g.k < (int64_t(1) << 31) &&
+         g.ldx % 8 == 0 && g.ldw % 8 == 0 && g.ldx >= g.k && g.ldw >= (g.w_t ? g.k : g.n) &&
+         g.ldy >= g.n && aligned16(g.x) && aligned16(g.w);
 }
 
 bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms) {

@@ -30,6 +30,7 @@ struct SkinnyGemm {
 };
 
 inline constexpr int64_t kSkinnyGemmMaxRows = 16;  // one tensor-core tile of rows
+inline constexpr int64_t kSkinnyGemmMaxRowTiles = 65535;  // the grid's second dimension
 
 // Whether the kernel takes this problem: 1 ≤ m ≤ min(max_rows, 16), n and k multiples of 8,
 // leading dims multiples of 8 (w's at least n, or k when w_t) and x, w 16-byte aligned (its
@@ -42,13 +43,18 @@ bool skinny_gemm_fits(const SkinnyGemm& g, int64_t max_rows, int sms);
 // of 1, 2, 4 or 8 blocks per 32 columns that give at least half of `sms` a block; 0 when it does
 // not fit (skinny_gemm_fits is split > 0).
 int skinny_gemm_split(const SkinnyGemm& g, int64_t max_rows, int sms);
+// Whether the kernel computes this problem at any number of rows, one block row per 16 (Note
+// [skinny GEMM rows]): skinny_gemm_split's shape rules without its row limit and one-wave rule.
+// Deterministic mode's GEMM (matmul.cpp).
+bool skinny_gemm_takes_rows(const SkinnyGemm& g);
 // What aten::mm runs (matmul.cpp): skinny_gemm_split under the tunables in force
 // (cuda_skinny_gemm_max_rows; a split above 1 only with cuda_skinny_gemm_split); 0: cuBLAS.
 // bench_cuda_gemm's mm_takes column asks it too.
 int skinny_gemm_split_in_force(const SkinnyGemm& g, int sms);
 
 // Launches on `stream` (capturable) and returns the cudaError_t of the launch. It computes any
-// shape skinny_gemm_fits allows but the one-wave rule (slower there, still right).
+// shape skinny_gemm_takes_rows allows (slower off the one-wave rule, still right), a block row
+// per 16 rows.
 int launch_skinny_gemm(const SkinnyGemm& g, void* stream);
 // Launches so far in this process (tests check which path an mm took).
 int64_t skinny_gemm_launches();
