@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "twins.hpp"
+
 #include "kernels/cuda/collectives/nccl.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
@@ -57,28 +59,6 @@ Tensor values(const Shape& shape, DType dtype, uint64_t seed, int rank) {
   return t;
 }
 
-struct Twin {
-  Tensor cpu, gpu;
-};
-Twin symmetric(const Tensor& host) {
-  Twin t{symmflow::empty_symmetric(host.shape(), host.dtype(), "world"),
-         cuda::empty_symmetric(host.shape(), host.dtype(), "world")};
-  call("aten::copy_", {t.cpu, host});
-  call("aten::copy_", {t.gpu, host});
-  return t;
-}
-Tensor gpu_zeros(const Shape& shape, DType dtype) { return to_device(Tensor::zeros(shape, dtype)); }
-
-void expect_same(const Tensor& gpu, const Tensor& cpu, double tol, const std::string& what) {
-  Tensor got = to_host(gpu);
-  ASSERT_EQ(got.shape(), cpu.shape()) << what;
-  std::vector<double> a = got.to_doubles(), b = cpu.to_doubles();
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max(1.0, std::abs(b[i]))) << what << " element " << i;
-}
-
-double one_rounding(DType d) { return d == DType::bf16 ? 8e-3 : d == DType::f16 ? 1e-3 : 2e-7; }
-
 std::string error_of(const std::string& op, const std::vector<Value>& args) {
   try {
     call(op, args);
@@ -94,12 +74,13 @@ TEST_F(CudaSpanning, AllReduceEveryFormDtypeAndReduceOp) {
       for (int64_t n : {1, 7, 4096, 100003}) {
         for (const char* red : {"sum", "avg", "max", "min"}) {
           const std::string what = fmt::format("rank {} {} n {} {}", rt.rank(), dtype_name(d), n, red);
-          const double tol = std::string(red) == "avg" ? one_rounding(d) : 0;
+          // NCCL may scale each input before adding (ncclAvg): a few roundings, not one.
+          const double tol = std::string(red) == "avg" ? 3 * one_rounding(d) : 0;
           Twin in = symmetric(values({n}, d, uint64_t(n), rt.rank()));
           Tensor want = call("symm_mem::one_shot_all_reduce", {in.cpu, red, "world"}).to_tensor();
           Tensor got = call("symm_mem::one_shot_all_reduce", {in.gpu, red, "world"}).to_tensor();
           expect_same(got, want, tol, "one_shot_all_reduce " + what);
-          Tensor out = gpu_zeros({n}, d);
+          Tensor out = gpu_empty({n}, d);
           call("symm_mem::two_shot_all_reduce_out", {in.gpu, red, "world", out});
           expect_same(out, want, tol, "two_shot_all_reduce_out " + what);
           call("symm_mem::two_shot_all_reduce_", {in.gpu, red, "world"});  // in place
@@ -117,7 +98,7 @@ TEST_F(CudaSpanning, GatherScatterAllToAllPermuteBroadcastReduce) {
       for (int64_t k : {1, 5, 333}) {
         const std::string what = fmt::format("rank {} {} k {}", me, dtype_name(d), k);
         Twin in = symmetric(values({k, 3}, d, uint64_t(k), me));
-        Tensor cpu_g = Tensor::zeros({k * w, 3}, d), gpu_g = gpu_zeros({k * w, 3}, d);
+        Tensor cpu_g = Tensor::zeros({k * w, 3}, d), gpu_g = gpu_empty({k * w, 3}, d);
         call("symm_mem::all_gather_out", {in.cpu, "world", cpu_g});
         call("symm_mem::all_gather_out", {in.gpu, "world", gpu_g});
         expect_same(gpu_g, cpu_g, 0, "all_gather_out " + what);
@@ -125,13 +106,13 @@ TEST_F(CudaSpanning, GatherScatterAllToAllPermuteBroadcastReduce) {
           const Shape shape = last ? Shape{5, w * k} : Shape{w * k, 5};
           const Shape out_shape = last ? Shape{5, k} : Shape{k, 5};
           Twin rs = symmetric(values(shape, d, uint64_t(k) + 3, me));
-          Tensor cpu_o = Tensor::zeros(out_shape, d), gpu_o = gpu_zeros(out_shape, d);
+          Tensor cpu_o = Tensor::zeros(out_shape, d), gpu_o = gpu_empty(out_shape, d);
           call("symm_mem::reduce_scatter_out", {rs.cpu, "world", last, cpu_o});
           call("symm_mem::reduce_scatter_out", {rs.gpu, "world", last, gpu_o});
           expect_same(gpu_o, cpu_o, 0, fmt::format("reduce_scatter_out last {} {}", last, what));
         }
         Twin a2a = symmetric(values({w * k, 2}, d, uint64_t(k) + 5, me));
-        Tensor cpu_a = Tensor::zeros({w * k, 2}, d), gpu_a = gpu_zeros({w * k, 2}, d);
+        Tensor cpu_a = Tensor::zeros({w * k, 2}, d), gpu_a = gpu_empty({w * k, 2}, d);
         call("symm_mem::all_to_all_out", {a2a.cpu, "world", cpu_a});
         call("symm_mem::all_to_all_out", {a2a.gpu, "world", gpu_a});
         expect_same(gpu_a, cpu_a, 0, "all_to_all_out " + what);
@@ -147,7 +128,7 @@ TEST_F(CudaSpanning, GatherScatterAllToAllPermuteBroadcastReduce) {
         call("symm_mem::broadcast_", {b.gpu, int64_t(w - 1), "world"});
         expect_same(b.gpu, b.cpu, 0, "broadcast_ " + what);
         Twin r = symmetric(values({k, 2}, d, uint64_t(k) + 11, me));
-        Tensor cpu_r = Tensor::zeros({k, 2}, d), gpu_r = gpu_zeros({k, 2}, d);
+        Tensor cpu_r = Tensor::zeros({k, 2}, d), gpu_r = gpu_empty({k, 2}, d);
         call("symm_mem::reduce_out", {r.cpu, int64_t(1), "sum", "world", cpu_r});
         call("symm_mem::reduce_out", {r.gpu, int64_t(1), "sum", "world", gpu_r});
         expect_same(gpu_r, cpu_r, 0, "reduce_out " + what);  // zeros off the root on both
@@ -175,9 +156,9 @@ TEST_F(CudaSpanning, HostMemoryOnlyAndRefusalsNameTheHosts) {
     for (const std::string& msg :
          {error_of("symm_mem::put_signal", {to_device(Tensor::zeros({4}, DType::f32)), t,
                                             int64_t(other), int64_t(0), "world"}),
-          error_of("symm_mem::get", {t, int64_t(other), "world", gpu_zeros({4}, DType::f32)}),
+          error_of("symm_mem::get", {t, int64_t(other), "world", gpu_empty({4}, DType::f32)}),
           error_of("symm_mem::fused_all_reduce_add_rms_norm",
-                   {t, gpu_zeros({4}, DType::f32), to_device(Tensor::full({4}, DType::f32, 1)),
+                   {t, gpu_empty({4}, DType::f32), to_device(Tensor::full({4}, DType::f32, 1)),
                     1e-6, "sum", "world"})}) {
       EXPECT_NE(msg.find("group 'world' spans 2 hosts"), std::string::npos) << msg;
     }

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "device_api_kernels.hpp"
+#include "twins.hpp"
 #include "symmflow/core/error.hpp"
 #include "symmflow/ops/call.hpp"
 #include "symmflow/ops/library.hpp"
@@ -60,32 +61,6 @@ Tensor values(const Shape& shape, DType dtype, uint64_t seed, int rank) {
   return t;
 }
 
-// The same values in cpu and in GPU symmetric memory of "world".
-struct Twin {
-  Tensor cpu, gpu;
-};
-Twin symmetric(const Tensor& host) {
-  Twin t{symmflow::empty_symmetric(host.shape(), host.dtype(), "world"),
-         cuda::empty_symmetric(host.shape(), host.dtype(), "world")};
-  call("aten::copy_", {t.cpu, host});
-  call("aten::copy_", {t.gpu, host});
-  return t;
-}
-Tensor gpu_empty(const Shape& shape, DType dtype) { return to_device(Tensor::zeros(shape, dtype)); }
-
-void expect_same(const Tensor& gpu, const Tensor& cpu, double tol, const std::string& what) {
-  Tensor got = to_host(gpu);
-  ASSERT_EQ(got.shape(), cpu.shape()) << what;
-  std::vector<double> a = got.to_doubles(), b = cpu.to_doubles();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (tol == 0) {
-      ASSERT_EQ(a[i], b[i]) << what << " element " << i;
-    } else {
-      ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max(1.0, std::abs(b[i]))) << what << " element " << i;
-    }
-  }
-}
-
 // The message of the error that calling `op` raises, or "no error".
 std::string error_of(const std::string& op, const std::vector<Value>& args) {
   try {
@@ -95,8 +70,6 @@ std::string error_of(const std::string& op, const std::vector<Value>& args) {
   }
   return std::string("no error");
 }
-
-double one_rounding(DType d) { return d == DType::bf16 ? 8e-3 : d == DType::f16 ? 1e-3 : 2e-7; }
 
 TEST_F(CudaSymmOps, AllGatherEveryDtypeAndSize) {
   for (int w : {1, 2, 3}) {
