@@ -4,10 +4,12 @@
 // NCCL and is compared, every element, with the cpu kernels of the same op on the same values in
 // the same rank threads (the cpu's spanning path, tested against references in
 // tests/collectives); the symmetric memory of such a group is its host's members' only; signals,
-// loads and the fused ops are refused naming the group and its hosts. Skipped without two GPUs,
+// loads and the fused ops are refused naming the group and its hosts; a peer that fails during
+// an NCCL call is named within the timeout. Skipped without two GPUs,
 // or without NCCL (the reason printed). `tools/device/sf.sh spanning` runs it with NCCL kept off
 // its peer-to-peer and shared-memory paths, as between real hosts.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -164,6 +166,40 @@ TEST_F(CudaSpanning, HostMemoryOnlyAndRefusalsNameTheHosts) {
     }
     call("symm_mem::barrier", {"world", int64_t(0)});
   });
+}
+
+// Note [bounded NCCL waits]: the last rank fails while the others wait in an NCCL all-reduce for
+// it; their wait ends within the timeout naming it, and the aborted group refuses further calls.
+TEST_F(CudaSpanning, APeerThatFailsDuringAnNcclCallIsNamedAndTheWaitEnds) {
+  const int w = world();
+  std::vector<std::string> messages(static_cast<size_t>(w));
+  std::vector<double> waited(static_cast<size_t>(w), 0);
+  run_threads_collect(w, [&](Runtime& rt) {
+    bind_device();
+    Tensor t = cuda::empty_symmetric({1024}, DType::f32, "world");
+    call("symm_mem::one_shot_all_reduce", {t, "sum", "world"});  // makes the communicator
+    synchronize_spanning(current_stream(), "test");
+    if (rt.rank() == w - 1) throw std::runtime_error("boom");
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      call("symm_mem::two_shot_all_reduce_", {t, "sum", "world"});
+      synchronize_spanning(current_stream(), "test");
+      messages[size_t(rt.rank())] = "no error";
+    } catch (const Error& e) {
+      messages[size_t(rt.rank())] = e.what();
+    }
+    waited[size_t(rt.rank())] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    messages[size_t(rt.rank())] += " | then: " + error_of("symm_mem::two_shot_all_reduce_", {t, "sum", "world"});
+  }, ThreadsOptions{20, hosts()});
+  for (int r = 0; r + 1 < w; ++r) {
+    const std::string& m = messages[size_t(r)];
+    EXPECT_NE(m.find(fmt::format("rank {} failed", w - 1)), std::string::npos) << m;
+    EXPECT_NE(m.find("boom"), std::string::npos) << m;
+    EXPECT_LT(waited[size_t(r)], 20.0) << m;
+    EXPECT_NE(m.find("then: "), std::string::npos) << m;
+    EXPECT_EQ(m.find("then: no error"), std::string::npos) << m;
+  }
 }
 
 }  // namespace

@@ -155,6 +155,13 @@ Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
 // makes the calling rank thread's NCCL communicator of `group` now if need be (collective: every
 // member calls it in the same order), so that a plan's CUDA graph capture finds it ready.
 void prepare_spanning(const std::shared_ptr<Group>& group);
+// Waits for `stream`, which may hold this rank thread's NCCL calls, at most the world's timeout:
+// raises PeerFailure, Nccl or Timeout naming the group when a peer failed, NCCL reported an
+// error or the time ran out, and aborts the thread's NCCL communicators then (Note [bounded
+// NCCL waits] in src/kernels/cuda/collectives/nccl.cpp).
+void synchronize_spanning(void* stream, std::string_view op);
+// Raises when the NCCL communicator of `group` was aborted (a plan asks before each run).
+void check_spanning(const std::shared_ptr<Group>& group, std::string_view op);
 
 // ---- Note [measured kernel choice] (src/kernels/cuda/choice/kernel_choice.hpp) ----------------------
 // Where several kernels can run one GPU call (cuDNN's fused attention or symmflow's own), the

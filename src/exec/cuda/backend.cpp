@@ -85,7 +85,7 @@ class CudaBackend : public exec::DeviceBackend {
     }
     for (const auto& [group, bytes] : collective_bytes) {
       if (group->spans_hosts())
-        prepare_spanning(group);  // Note [nccl engine]
+        prepare_spanning(group), spanning_.push_back(group);  // Note [nccl engine]
       else
         comms_.push_back(&communicator(group, bytes));
     }
@@ -100,6 +100,7 @@ class CudaBackend : public exec::DeviceBackend {
     // A replay would launch the captured collectives without asking: a failed group is final
     // (Note [poisoned groups]).
     for (Communicator* c : comms_) c->check_usable("Executable::run");
+    for (const auto& g : spanning_) check_spanning(g, "Executable::run");
     // Note [caller's stream]
     const bool on_caller = binding.stream.has_value();
     auto caller = static_cast<cudaStream_t>(binding.stream.value_or(nullptr));
@@ -248,7 +249,10 @@ class CudaBackend : public exec::DeviceBackend {
 
   void synchronize() override {
     wait_for_caller_replays();
-    SF_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    if (spanning_.empty())
+      SF_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    else
+      synchronize_spanning(streams_[0], "Executable::synchronize");  // Note [bounded NCCL waits]
     for (Communicator* c : comms_) c->check();
   }
 
@@ -304,6 +308,7 @@ class CudaBackend : public exec::DeviceBackend {
   std::vector<exec::StepStream> steps_;
   std::vector<StepLaunch> launches_;  // per step: Note [early launch]
   std::vector<Communicator*> comms_;
+  std::vector<std::shared_ptr<Group>> spanning_;  // groups across hosts: NCCL (Note [nccl engine])
   // Note [device inputs]: the graphs of the last kGraphsKept bindings, most recent first.
   struct Captured {
     std::vector<const void*> key;

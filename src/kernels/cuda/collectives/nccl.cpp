@@ -14,20 +14,32 @@
 // bootstrap: the store, MPI or the threads' table), then ncclCommInitRank with the group's ranks
 // in group order. The allgather is bounded like every rendezvous (a member that never comes, or
 // failed, is named within the timeout); NCCL's own calls are not: a peer that dies inside an NCCL
-// collective is NCCL's to detect (docs/multihost.md, "Not yet"). A communicator whose call
-// failed is aborted rather than destroyed at exit.
+// collective would spin for good, so a plan's synchronize waits through wait() (Note [bounded
+// NCCL waits]). A communicator whose call failed is aborted rather than destroyed at exit.
+//
+// Note [bounded NCCL waits]: wait() polls the stream (cudaStreamQuery, the pause doubling from
+// 20 us to 2 ms); between polls it reads each communicator's asynchronous error
+// (ncclCommGetAsyncError) and its world's failure (Bootstrap::failure: a peer that raised or
+// died, on any transport), and checks the world's timeout. On any of them it aborts every NCCL
+// communicator of the rank thread (ncclCommAbort ends their kernels, so the stream drains) and
+// raises: PeerFailure naming the failed rank and its words, Nccl with NCCL's, or Timeout naming
+// the groups. An aborted communicator refuses every later call.
 #include "kernels/cuda/collectives/nccl.hpp"
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "kernels/cuda/library_path.hpp"
 #include "symmflow/core/error.hpp"
+#include "runtime/cuda/check.hpp"
 #include "symmflow/runtime/cuda_memory.hpp"
 
 namespace symmflow::cuda::nccl {
@@ -38,7 +50,7 @@ struct UniqueId {
   char internal[128];
 };
 using CommPtr = void*;
-enum : int { kSuccess = 0 };
+enum : int { kSuccess = 0, kInProgress = 7 };
 enum DataType : int { kInt8 = 0, kFloat16 = 6, kFloat32 = 7, kBfloat16 = 9 };
 enum RedOp : int { kSum = 0, kMax = 2, kMin = 3, kAvg = 4 };
 using Stream = void*;  // cudaStream_t
@@ -50,6 +62,7 @@ struct Library {
   int (*comm_destroy)(CommPtr) = nullptr;
   int (*comm_abort)(CommPtr) = nullptr;
   const char* (*error_string)(int) = nullptr;
+  int (*async_error)(CommPtr, int*) = nullptr;
   int (*all_reduce)(const void*, void*, size_t, int, int, CommPtr, Stream) = nullptr;
   int (*reduce)(const void*, void*, size_t, int, int, int, CommPtr, Stream) = nullptr;
   int (*reduce_scatter)(const void*, void*, size_t, int, int, CommPtr, Stream) = nullptr;
@@ -108,6 +121,7 @@ Library load() {
   bind(h, "ncclCommDestroy", lib.comm_destroy, absent);
   bind(h, "ncclCommAbort", lib.comm_abort, absent);
   bind(h, "ncclGetErrorString", lib.error_string, absent);
+  bind(h, "ncclCommGetAsyncError", lib.async_error, absent);
   bind(h, "ncclAllReduce", lib.all_reduce, absent);
   bind(h, "ncclReduce", lib.reduce, absent);
   bind(h, "ncclReduceScatter", lib.reduce_scatter, absent);
@@ -196,6 +210,7 @@ thread_local std::vector<Cached> tls_comms;
 struct Comm::Handle {
   CommPtr comm = nullptr;
   bool failed = false;
+  std::string aborted;  // why, once aborted (Note [bounded NCCL waits])
 };
 
 const std::string& unavailable() { return library().missing; }
@@ -206,9 +221,16 @@ Comm::Comm(std::shared_ptr<Group> group, std::unique_ptr<Handle> handle)
 
 Comm::~Comm() {
   const Library& lib = library();
-  if (!handle_ || !handle_->comm) return;
+  if (!handle_ || !handle_->comm || !handle_->aborted.empty()) return;
   // A failed communicator may have work that never ends: abort it, never wait for it.
   (handle_->failed ? lib.comm_abort : lib.comm_destroy)(handle_->comm);
+}
+
+void Comm::check_usable(std::string_view op) const {
+  SF_CHECK(handle_->aborted.empty(),
+           "{}: the NCCL communicator of group '{}' was aborted after an earlier failure ({}); "
+           "the group cannot be used again",
+           op, group_->name(), handle_->aborted);
 }
 
 void Comm::check(int result, std::string_view what, std::string_view op) const {
@@ -221,6 +243,7 @@ void Comm::check(int result, std::string_view what, std::string_view op) const {
 
 void Comm::all_reduce(const void* in, void* out, int64_t n, DType dtype, ReduceKind red,
                       std::string_view op, void* stream) {
+  check_usable(op);
   check(library().all_reduce(in, out, size_t(n), data_type(dtype), red_op(red), handle_->comm,
                              stream),
         "ncclAllReduce", op);
@@ -228,6 +251,7 @@ void Comm::all_reduce(const void* in, void* out, int64_t n, DType dtype, ReduceK
 
 void Comm::reduce(const void* in, void* out, int64_t n, DType dtype, ReduceKind red, int root,
                   std::string_view op, void* stream) {
+  check_usable(op);
   check(library().reduce(in, out, size_t(n), data_type(dtype), red_op(red), root, handle_->comm,
                          stream),
         "ncclReduce", op);
@@ -235,6 +259,7 @@ void Comm::reduce(const void* in, void* out, int64_t n, DType dtype, ReduceKind 
 
 void Comm::reduce_scatter(const void* in, void* out, int64_t n, DType dtype, ReduceKind red,
                           std::string_view op, void* stream) {
+  check_usable(op);
   check(library().reduce_scatter(in, out, size_t(n), data_type(dtype), red_op(red),
                                  handle_->comm, stream),
         "ncclReduceScatter", op);
@@ -242,10 +267,12 @@ void Comm::reduce_scatter(const void* in, void* out, int64_t n, DType dtype, Red
 
 void Comm::all_gather(const void* in, void* out, size_t bytes, std::string_view op,
                       void* stream) {
+  check_usable(op);
   check(library().all_gather(in, out, bytes, kInt8, handle_->comm, stream), "ncclAllGather", op);
 }
 
 void Comm::broadcast(void* buf, size_t bytes, int root, std::string_view op, void* stream) {
+  check_usable(op);
   check(library().broadcast(buf, buf, bytes, kInt8, root, handle_->comm, stream), "ncclBroadcast",
         op);
 }
@@ -253,6 +280,7 @@ void Comm::broadcast(void* buf, size_t bytes, int root, std::string_view op, voi
 void Comm::exchange(std::span<const Transfer> sends, std::span<const Transfer> receives,
                     std::string_view op, void* stream) {
   const Library& lib = library();
+  check_usable(op);
   check(lib.group_start(), "ncclGroupStart", op);
   int result = kSuccess;
   for (const Transfer& t : sends) {
@@ -266,6 +294,71 @@ void Comm::exchange(std::span<const Transfer> sends, std::span<const Transfer> r
   const int ended = lib.group_end();  // always closes the group, even after a failed call
   check(result, "ncclSend/ncclRecv", op);
   check(ended, "ncclGroupEnd", op);
+}
+
+namespace {
+
+// Aborts every NCCL communicator of this rank thread (Note [bounded NCCL waits]), then raises.
+template <typename... Args>
+[[noreturn]] void abort_all(const std::string& why, ErrorCode code, fmt::format_string<Args...> f,
+                            Args&&... args) {
+  for (Cached& c : tls_comms) c.comm->abort(why);
+  throw_error(code, f, std::forward<Args>(args)...);
+}
+
+}  // namespace
+
+void Comm::abort(const std::string& why) {
+  if (!handle_->aborted.empty()) return;
+  handle_->aborted = why;
+  if (handle_->comm) library().comm_abort(handle_->comm);
+}
+
+void wait(void* stream, std::string_view op) {
+  if (tls_comms.empty()) {
+    SF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    return;
+  }
+  const Library& lib = library();
+  const auto start = std::chrono::steady_clock::now();
+  std::string groups;
+  double limit = 0;
+  for (const Cached& c : tls_comms) {
+    groups += fmt::format("{}'{}'", groups.empty() ? "" : ", ", c.group->name());
+    limit = std::max(limit, c.group->bootstrap().timeout_s());
+  }
+  using std::chrono::microseconds;
+  for (microseconds pause{20};; pause = std::min(2 * pause, microseconds(2000))) {
+    const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) SF_CUDA_CHECK(e);
+    for (const Cached& c : tls_comms) {
+      const Group& g = *c.group;
+      // The world's failure first: a peer's NCCL error is often its consequence.
+      if (auto f = g.bootstrap().failure(); f && f->rank != g.bootstrap().rank()) {
+        abort_all(fmt::format("rank {} failed", f->rank), ErrorCode::PeerFailure,
+                  "{}: rank {} failed ({}) while rank {} waited for the NCCL calls of group '{}'",
+                  op, f->rank, f->what, g.bootstrap().rank(), g.name());
+      }
+      int async = kSuccess;
+      const Comm::Handle& h = *c.comm->handle_;
+      if (h.aborted.empty() && lib.async_error(h.comm, &async) == kSuccess &&
+          async != kSuccess && async != kInProgress) {
+        abort_all(fmt::format("NCCL error {}", async), ErrorCode::Nccl,
+                  "{}: NCCL reported an error in group '{}' on rank {}: {} (NCCL error {})", op,
+                  g.name(), g.bootstrap().rank(), lib.error_string(async), async);
+      }
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit) {
+      abort_all(fmt::format("timed out after {} s", limit), ErrorCode::Timeout,
+                "{}: timed out after {} s on rank {} waiting for the NCCL calls of group(s) {} "
+                "(a member on another host never arrived); the communicators are aborted",
+                op, limit, tls_comms.front().group->bootstrap().rank(), groups);
+    }
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 Comm& comm(const std::shared_ptr<Group>& group, std::string_view op) {

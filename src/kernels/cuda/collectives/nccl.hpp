@@ -53,15 +53,27 @@ class Comm {
   void exchange(std::span<const Transfer> sends, std::span<const Transfer> receives,
                 std::string_view op, void* stream);
 
+  // Raises when this communicator was aborted (Note [bounded NCCL waits] in nccl.cpp).
+  void check_usable(std::string_view op) const;
+  // Ends its calls on the GPU for good (ncclCommAbort); `why` is named by later refusals.
+  void abort(const std::string& why);
+
   struct Handle;
 
  private:
+  friend void wait(void* stream, std::string_view op);
   friend Comm& comm(const std::shared_ptr<Group>& group, std::string_view op);
   Comm(std::shared_ptr<Group> group, std::unique_ptr<Handle> handle);
   void check(int result, std::string_view what, std::string_view op) const;
   std::shared_ptr<Group> group_;
   std::unique_ptr<Handle> handle_;
 };
+
+// Note [bounded NCCL waits]: waits for `stream` at most the world's timeout, polling, and raises
+// (PeerFailure, Nccl or Timeout, naming the group) when NCCL reports an asynchronous error, the
+// world learns that a peer failed, or the time runs out; every NCCL communicator of this rank
+// thread is then aborted, which ends their calls on the GPU, and refuses further calls.
+void wait(void* stream, std::string_view op);
 
 // The calling rank thread's NCCL communicator of `group` (ranks in group order): made on first
 // use, collectively (every member calls it in the same order, as with every collective), outside

@@ -127,6 +127,10 @@ void barrier(std::string_view op, const std::shared_ptr<Group>& g) {
 
 namespace symmflow::cuda {
 void prepare_spanning(const std::shared_ptr<Group>& group) { nccl::comm(group, "Executable"); }
+void synchronize_spanning(void* stream, std::string_view op) { nccl::wait(stream, op); }
+void check_spanning(const std::shared_ptr<Group>& group, std::string_view op) {
+  nccl::comm(group, op).check_usable(op);
+}
 }  // namespace symmflow::cuda
 
 namespace symmflow::cuda::span {
