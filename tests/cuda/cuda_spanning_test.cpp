@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -166,6 +168,35 @@ TEST_F(CudaSpanning, HostMemoryOnlyAndRefusalsNameTheHosts) {
     }
     call("symm_mem::barrier", {"world", int64_t(0)});
   });
+}
+
+// The loader (Note [nccl engine]) names what it tried and why each was refused; no GPU needed.
+// Each case runs in a fresh process (the library is opened once a process).
+void expect_refusal(const char* library, const std::string& pattern) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("SYMMFLOW_NCCL_LIBRARY", library, 1);
+        std::fprintf(stderr, "unavailable: %s\n", nccl::unavailable().c_str());
+        std::exit(nccl::version() == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), pattern);
+}
+
+TEST(NcclLoader, AMissingLibraryIsNamed) {
+  expect_refusal("/nonexistent/libnccl.so.2",
+                 "unavailable: NCCL could not be opened \\(pip install nvidia-nccl-cu13, or set "
+                 "SYMMFLOW_NCCL_LIBRARY to a libnccl.so.2\\); SYMMFLOW_NCCL_LIBRARY=/nonexistent/"
+                 "libnccl.so.2: ");
+}
+
+TEST(NcclLoader, ALibraryWithoutAFunctionIsRefusedNamingIt) {
+  expect_refusal(FAKE_NCCL_PARTIAL, "unavailable: the NCCL library opened lacks ncclGetUniqueId, "
+                                    "ncclCommInitRank, .*ncclGroupEnd \\(NCCL 2.12 or later");
+}
+
+TEST(NcclLoader, AnOldVersionIsRefused) {
+  expect_refusal(FAKE_NCCL_OLD, "unavailable: NCCL 21000 is too old \\(2.12 or later is needed\\)");
 }
 
 // Note [bounded NCCL waits]: the last rank fails while the others wait in an NCCL all-reduce for
