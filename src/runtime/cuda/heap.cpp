@@ -258,7 +258,9 @@ std::shared_ptr<DeviceHeap> DeviceHeap::allocate(std::shared_ptr<Group> group, s
   auto stream = static_cast<cudaStream_t>(current_stream());
   SF_CUDA_CHECK(cudaMemsetAsync(block->ptr, 0, size, stream));
   SF_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::string key = fmt::format("{}:{}", group->name(), seq);
+  // Per region: the members of each simulated host of a spanning group meet in a table of their
+  // own (Note [spanning groups]).
+  std::string key = fmt::format("{}:{}:{}", group->name(), seq, group->region_members().front());
   size_t index = size_t(group->region_index(group->rank()));
   size_t members = group->region_members().size();
   {
