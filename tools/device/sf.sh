@@ -26,6 +26,9 @@
 #   batch [CASES [DTYPES]]  tests/python/torch/batch_worker.py, NPROC processes: a sequence's
 #                           logits alone and in a batch of 8, SYMMFLOW_DETERMINISTIC's promise
 #                           (default Llama default, Llama and Qwen3 deterministic; f32, bf16)
+#   mesh [CASES [DTYPES]]   tests/python/torch/mesh_worker.py: two torchrun launchers as
+#                           simulated hosts (NPROC/2 GPUs each), TP inside, DDP/FSDP across
+#                           through NCCL, against eager (NCCL kept off P2P and shared memory)
 #   bridge [CASES]          tests/python/torch/worker.py, 2 processes: the backend's model and
 #                           symm_mem cases, eager ops, CUDA graphs, a raising rank, other shapes
 #   train [CASES [DTYPES]]  tests/python/torch/train_worker.py: compiled training against eager
@@ -55,7 +58,7 @@
 # Logs go to $OUT/logs.tgz, tables to stdout. The bodies of the subcommands other than build,
 # verify, sweep, breakdown and train are in sf_benches.sh.
 set -uo pipefail
-subcommands=(verify spanning examples mpi sanitize models decode batch bridge train sweep breakdown backend attention host
+subcommands=(verify spanning examples mpi sanitize models decode batch mesh bridge train sweep breakdown backend attention host
   allreduce agreement launch gemm pointwise mlp sp)
 # The usage: the comment block at the top of this file.
 [[ $# -eq 0 ]] && { sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2; }

@@ -103,6 +103,41 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/rank*.jsonl")):
 PY
 }
 
+sf_mesh() {
+  local cases=${1:-llama:replicate,llama:fully_shard} hosts=2 per=$((NPROC / 2)) port h
+  ((per >= 1)) || { echo "mesh: needs two GPUs (one simulated host each)"; return 1; }
+  step "tests/python/torch/mesh_worker.py: $hosts launchers of $per GPU(s), simulated hosts"
+  mkdir -p "$OUT/mesh"
+  port=$((29700 + RANDOM % 200))
+  local pids=()
+  for ((h = 0; h < hosts; h++)); do
+    SYMMFLOW_HOST_ID=$h SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/mesh" \
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo PYTHONUNBUFFERED=1 \
+      timeout "${PY_TIMEOUT:-500}" torchrun --nnodes "$hosts" --node-rank "$h" \
+      --nproc-per-node "$per" --master-addr 127.0.0.1 --master-port "$port" --max-restarts 0 \
+      tests/python/torch/mesh_worker.py "$cases" "${2:-f32}" >"$OUT/mesh_host$h.log" 2>&1 &
+    pids+=($!)
+  done
+  for h in "${!pids[@]}"; do
+    wait "${pids[$h]}"
+    echo "host $h: exit $?"
+  done
+  tail -3 "$OUT"/mesh_host*.log
+  python3 - "$OUT/mesh" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(f"{sys.argv[1]}/rank*.jsonl")):
+    for r in map(json.loads, open(path)):
+        if "error" in r:
+            print(f"{r['case']:<18} {r['rank']:>3} ERR {r['error'][-600:]}")
+            continue
+        dp = sorted({(c["op"].split("::")[-1], c["cuda"]) for c in r["collectives"]
+                     if c["dim"] == "dp"})
+        print(f"{r['case']:<18} {r['dtype']:<8} rank {r['rank']} dp {r['dp']} tp {r['tp']} "
+              f"ok {r['ok']} loss_err {r['loss_err']:.1e} grad_err {r['grad_err']:.1e} "
+              f"partitions {r['partitions']} dp collectives {dp}")
+PY
+}
+
 sf_decode() {
   local cases=${1:-llama:dtensor:after,qwen3:dtensor,mistral:dtensor}
   step "tests/python/torch/decode_worker.py, $NPROC processes: the KV-cache decode and generate"

@@ -12,6 +12,8 @@ element). Also checked: the eager 2-D model's step-1 gradients equal those of th
 tensor-parallel only and run on the whole batch (the data-parallel mean is right). Recorded from
 the reports: partitions, boundaries, copies, and every collective's group (tp or dp), op and
 algorithm (explain's text says when a group spans hosts). One `RESULT {json}` line per case.
+SYMMFLOW_TEST_DEVICE=cuda trains on the GPU of the rank (its global rank modulo the GPUs: the
+launchers of one machine as simulated hosts, `bash tools/device/sf.sh mesh`).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import symmflow.torch as sft  # noqa: E402
 from symmflow.torch import _runtime  # noqa: E402  (the symmflow name of a c10d group)
 
 STEPS = int(os.environ.get("SYMMFLOW_TRAIN_STEPS", "5"))
+DEVICE = os.environ.get("SYMMFLOW_TEST_DEVICE", "cpu")
 BATCH = 4  # the global batch; each data-parallel rank trains on its slice
 
 
@@ -89,17 +92,19 @@ def _collectives(reports, names: dict) -> list:
             for c in p.explain.get("collectives", []):
                 out.append({"pass": which, "op": str(c.get("op")),
                             "dim": names.get(str(c.get("group")), str(c.get("group"))),
-                            "algorithm": str(c.get("cpu")), "why": str(c.get("why"))})
+                            "algorithm": str(c.get("cpu")), "cuda": str(c.get("cuda")),
+                            "why": str(c.get("why"))})
     return out
 
 
 def run_case(name: str, mode: str, dtype: torch.dtype) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     tp = int(os.environ["LOCAL_WORLD_SIZE"])
-    mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))
+    mesh = init_device_mesh(DEVICE, (world // tp, tp), mesh_dim_names=("dp", "tp"))
     dp_mesh, tp_mesh = mesh["dp"], mesh["tp"]
-    full = hf_models.make_model(name, dtype).train()
-    batch = hf_models.make_input_ids(batch=BATCH)
+    device = torch.device("cuda", torch.cuda.current_device()) if DEVICE == "cuda" else "cpu"
+    full = hf_models.make_model(name, dtype).to(device).train()
+    batch = hf_models.make_input_ids(batch=BATCH).to(device)
     ids = dpm.batch_slice(batch, dp_mesh)
 
     def two_d():
@@ -138,7 +143,7 @@ def main() -> int:
     def one(case, dtype_name):
         name, mode = case.split(":")
         return run_case(name, mode, DTYPES[dtype_name])
-    return run_cases(one, "cpu", "30", seed=0)
+    return run_cases(one, DEVICE, "30", seed=0)
 
 
 if __name__ == "__main__":

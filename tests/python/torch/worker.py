@@ -249,8 +249,8 @@ def run_cases(run_one, device: str = "cpu", timeout_s: str = "30", seed: int | N
     `run_one(case, dtype_name)`'s result (or its traceback as a failed case) emitted; on GPUs each
     rank drives its own GPU and eager collectives on cuda tensors go through NCCL."""
     cases, dtypes = sys.argv[1].split(","), sys.argv[2].split(",")
-    if device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    if device == "cuda":  # by the global rank: launchers on one machine as simulated hosts too
+        torch.cuda.set_device(int(os.environ.get("RANK", "0")) % torch.cuda.device_count())
     dist.init_process_group("cpu:gloo,cuda:nccl" if device == "cuda" else "gloo")
     sft.init(timeout_s=float(os.environ.get("SYMMFLOW_TEST_TIMEOUT_S", timeout_s)))
     failed = False
