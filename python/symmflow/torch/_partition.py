@@ -25,7 +25,7 @@ import torch.fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from symmflow.torch import _fx_import, _opmap
+from symmflow.torch import _fx_import, _opmap, _support
 from symmflow.torch._opmap import Catalogue
 
 CompilePartition = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
@@ -41,14 +41,14 @@ class SymmflowSupport(OperatorSupportBase):
                  device: Optional[str] = None):
         self.catalogue = catalogue
         self.groups = groups
-        self.device = device  # Note [kernels per device] in _fx_import.py
+        self.device = device  # Note [kernels per device] in _support.py
         self.reasons: dict[torch.fx.Node, str] = {}
 
     def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
         if node not in self.reasons:
-            self.reasons[node] = _fx_import.unsupported_reason(
+            self.reasons[node] = _support.unsupported_reason(
                 node, self.catalogue, self.groups, self.device) or ""
         return self.reasons[node] == ""
 
@@ -138,7 +138,7 @@ def partition(gm: torch.fx.GraphModule, catalogue: Optional[Catalogue] = None, *
     """Splits `gm` into symmflow partitions (compiled by `compile_partition`, when given) and
     PyTorch partitions; returns them with the boundaries (Note [boundaries]). `gm` is not
     modified. `device` ("cpu", "cuda:0"): nodes whose ops lack a kernel there stay in PyTorch
-    (Note [kernels per device] in _fx_import.py); None: any backend will do."""
+    (Note [kernels per device] in _support.py); None: any backend will do."""
     if catalogue is None:
         catalogue = _opmap.load_catalogue()
     gm = torch.fx.GraphModule(gm, _copy_graph(gm.graph))

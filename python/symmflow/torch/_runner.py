@@ -32,7 +32,7 @@ from . import _library
 # once per constant (the same tensor, unchanged, on later calls; counted as constant_uploads), so a
 # steady-state call, and a CUDA graph capture after the first call, copies nothing. A node that
 # mixes a larger CPU tensor with GPU tensors stays in PyTorch (unsupported_reason in
-# _fx_import.py).
+# _support.py).
 
 # Note [binding torch tensors]: a partition's inputs reach the Session as the torch tensors
 # themselves (no copy); a non-contiguous input is made contiguous first and counted in the

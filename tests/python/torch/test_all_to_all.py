@@ -22,7 +22,8 @@ import torch
 from conftest import compile_ok
 from fx_models import c10d, call, fx_graph, whole_world
 from test_torchrun import check_all_ok, launch
-from symmflow.torch._fx_import import UnsupportedGraph, import_graph, unsupported_reason
+from symmflow.torch._fx_import import UnsupportedGraph, import_graph
+from symmflow.torch._support import unsupported_reason
 from symmflow.torch._partition import partition
 
 A2A_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "a2a_worker.py")
