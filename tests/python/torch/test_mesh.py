@@ -86,6 +86,11 @@ def test_tp_inside_dp_across_two_hosts_equals_eager():
             assert spans == (c["dim"] == "dp"), c
             if c["dim"] == "dp":
                 assert c["algorithm"] == "exchange", c
+                # On GPUs the same collective goes through NCCL (Note [nccl engine]).
+                want = {"one_shot_all_reduce": "nccl all-reduce",
+                        "_low_contention_all_gather": "nccl all-gather",
+                        "_low_contention_reduce_scatter": "nccl reduce-scatter"}
+                assert c["cuda"] == want[c["op"].split("::")[-1]], c
         if r["case"] == "llama:replicate":  # DDP: the gradients' all-reduce (mean)
             assert ("backward", "one_shot_all_reduce", "dp") in ops, ops
             assert not any(d == "dp" for p, _, d in ops if p == "forward"), ops
