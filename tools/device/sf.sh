@@ -12,7 +12,8 @@
 #                           GTEST_FILTER='CudaAgreement.*' narrows every binary's tests
 #   spanning                test_cuda_spanning: the GPUs as simulated hosts, groups across them
 #                           through NCCL; run twice, the second with NCCL kept off peer-to-peer
-#                           and shared memory (its network path over lo, as between hosts)
+#                           and shared memory (its network path over lo, as between hosts); then
+#                           bench_cuda_allreduce --hosts: symmflow's path beside NCCL alone
 #   examples                13 examples through `symmflow run --check` at 1, 2 (and 4) ranks
 #                           (EXAMPLES="tp_mlp ..." names others)
 #   mpi                     test_cuda_mpi and five examples, one process a rank (mpirun -np 2, 4)
@@ -162,6 +163,14 @@ sf_spanning() {
     "$OUT/spanning_net.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \] [A-Z]|Failure|error:" "$OUT/spanning_net.log" | head -10
   grep -m3 -E "via NET|Using network|NET/Socket" "$OUT/spanning_net.log"
+  # The all-reduce of a group across the simulated hosts (symmflow's NCCL path) beside NCCL alone.
+  need bench_cuda_allreduce || return 1
+  local hosts=0,1
+  ((gpus >= 4)) && hosts=0,0,1,1
+  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout 300 \
+    build/device/bin/bench_cuda_allreduce --hosts "$hosts" --min 4K --max "${SPAN_MAX:-64M}" \
+    --impls symmflow_spanning,nccl --replays 10 --json "$OUT/spanning_allreduce.json" \
+    2>"$OUT/spanning_bench.log" | tee "$OUT/spanning_allreduce.txt"
   step spanning
 }
 
