@@ -123,16 +123,39 @@ bool hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* 
   return yes;
 }
 
+bool cuda_hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* why) {
+  const Tunables& t = tunables();
+  std::string reason;
+  bool yes = false;
+  if (t.cuda_hierarchical_min_bytes == 0)
+    reason = "flat: SYMMFLOW_CUDA_HIERARCHICAL_MIN_BYTES = 0 (off until measured)";
+  else if (t.deterministic)
+    reason = "flat: SYMMFLOW_DETERMINISTIC=1";
+  else if (!span.uniform || span.per_host <= 1)
+    reason = "flat: one member per host, or hosts of different sizes";
+  else if (bytes < t.cuda_hierarchical_min_bytes)
+    reason = fmt::format("flat: {} B < SYMMFLOW_CUDA_HIERARCHICAL_MIN_BYTES", bytes);
+  else if (bytes % (8 * int64_t(span.per_host)) != 0)
+    reason = fmt::format("flat: {} B is not a multiple of 8 x {} members", bytes, span.per_host);
+  else
+    yes = true, reason = "hierarchical";
+  if (why) *why = std::move(reason);
+  return yes;
+}
+
 // The GPU path of an op of a group across hosts (Note [nccl engine] in
 // src/kernels/cuda/collectives/nccl.cpp: src/kernels/cuda/collectives/spanning.cpp runs it).
-static std::string gpu_spanning(std::string_view name) {
+static std::string gpu_spanning(std::string_view name, int64_t bytes, const SpanShape& span) {
   if (starts_with(name, "fused_all_reduce_add_rms_norm"))
     return "refused (no fused all-reduce + RMSNorm across hosts on GPUs)";
   if (starts_with(name, "fused_all_gather_matmul") || starts_with(name, "fused_matmul_reduce_"))
     return "refused (no collective matmul across hosts on GPUs)";
   if (starts_with(name, "one_shot_all_reduce") || starts_with(name, "two_shot_all_reduce") ||
-      name == "all_reduce")
-    return "nccl all-reduce";
+      name == "all_reduce") {
+    return cuda_hierarchical_all_reduce(bytes, span, nullptr)
+               ? "hierarchical: in each host, nccl all-reduce across"
+               : "nccl all-reduce";
+  }
   if (starts_with(name, "reduce_out")) return "nccl reduce";
   if (name.find("reduce_scatter") != std::string_view::npos) return "nccl reduce-scatter";
   if (name.find("all_gather") != std::string_view::npos) return "nccl all-gather";
@@ -153,7 +176,7 @@ AlgorithmChoice spanning_algorithm(std::string_view op, int64_t bytes, const Spa
   const std::string where =
       fmt::format("spans {} hosts ({} member{} per host{})", span.hosts, span.per_host,
                   span.per_host == 1 ? "" : "s", span.uniform ? "" : " at most");
-  const std::string gpu = gpu_spanning(name);
+  const std::string gpu = gpu_spanning(name, bytes, span);
   const bool all_reduce = starts_with(name, "one_shot_all_reduce") ||
                           starts_with(name, "two_shot_all_reduce") ||
                           starts_with(name, "fused_all_reduce_add_rms_norm") ||

@@ -89,6 +89,13 @@ const std::vector<Row>& rows() {
               "this many bytes, flat through the network engine below (Note [hierarchical "
               "all-reduce]); never with SYMMFLOW_DETERMINISTIC=1; must be set alike on every "
               "rank"),
+      INT_ROW(cuda_hierarchical_min_bytes, 0, int64_t(1) << 40,
+              "A GPU all-reduce of a group spanning hosts goes hierarchical (reduce-scatter in "
+              "each host over symmetric memory, NCCL all-reduce of the shard across hosts, "
+              "all-gather in each host) from this many bytes, flat through NCCL below; 0 (the "
+              "default until it is measured on GPUs): always flat (Note [hierarchical GPU "
+              "all-reduce]); never with SYMMFLOW_DETERMINISTIC=1; must be set alike on every "
+              "rank"),
       INT_ROW(cuda_one_shot_max_bytes, 0, int64_t(1) << 40,
               "The same choice on GPUs (cuda backend): one-shot up to this many bytes at 2 "
               "ranks, x 2 / ranks above (Note [one-shot limit per world])"),

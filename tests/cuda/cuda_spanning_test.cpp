@@ -5,7 +5,8 @@
 // the same rank threads (the cpu's spanning path, tested against references in
 // tests/collectives); the symmetric memory of such a group is its host's members' only; signals,
 // loads and the fused ops are refused naming the group and its hosts; a peer that fails during
-// an NCCL call is named within the timeout. Skipped without two GPUs,
+// an NCCL call is named within the timeout; the hierarchical all-reduce on two hosts of two GPUs.
+// Skipped without two GPUs (the hierarchical test without four),
 // or without NCCL (the reason printed). `tools/device/sf.sh spanning` runs it with NCCL kept off
 // its peer-to-peer and shared-memory paths, as between real hosts.
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/scoped_tunables.hpp"
 #include "twins.hpp"
 
 #include "kernels/cuda/collectives/nccl.hpp"
@@ -29,6 +31,7 @@
 #include "symmflow/runtime/cuda_memory.hpp"
 #include "symmflow/runtime/heap.hpp"
 #include "symmflow/runtime/runtime.hpp"
+#include "symmflow/runtime/tunables.hpp"
 
 namespace symmflow::cuda {
 namespace {
@@ -89,6 +92,31 @@ TEST_F(CudaSpanning, AllReduceEveryFormDtypeAndReduceOp) {
           expect_same(out, want, tol, "two_shot_all_reduce_out " + what);
           call("symm_mem::two_shot_all_reduce_", {in.gpu, red, "world"});  // in place
           expect_same(in.gpu, want, tol, "two_shot_all_reduce_ " + what);
+        }
+      }
+    }
+  });
+}
+
+// Note [hierarchical GPU all-reduce], turned on from 1 byte: two hosts of two GPUs (four GPUs);
+// sizes that are not a multiple of 8 x 2 bytes go flat. Both forms, every reduce op.
+TEST_F(CudaSpanning, HierarchicalAllReduceOnTwoHostsOfTwo) {
+  if (world() < 4) GTEST_SKIP() << "needs four GPUs (two hosts of two)";
+  Tunables t = tunables();
+  t.cuda_hierarchical_min_bytes = 1;
+  testing::ScopedTunables on(t);
+  on_ranks([&](Runtime& rt) {
+    for (DType d : {DType::f32, DType::bf16}) {
+      for (int64_t n : {7, 4096, 100000}) {
+        for (const char* red : {"sum", "avg", "max", "min"}) {
+          const std::string what = fmt::format("rank {} {} n {} {}", rt.rank(), dtype_name(d), n, red);
+          const double tol = std::string(red) == "avg" ? 3 * one_rounding(d) : 0;
+          Twin in = symmetric(values({n}, d, uint64_t(n) + 13, rt.rank()));
+          Tensor want = call("symm_mem::one_shot_all_reduce", {in.cpu, red, "world"}).to_tensor();
+          Tensor got = call("symm_mem::one_shot_all_reduce", {in.gpu, red, "world"}).to_tensor();
+          expect_same(got, want, tol, "hierarchical one_shot_all_reduce " + what);
+          call("symm_mem::two_shot_all_reduce_", {in.gpu, red, "world"});
+          expect_same(in.gpu, want, tol, "hierarchical two_shot_all_reduce_ " + what);
         }
       }
     }

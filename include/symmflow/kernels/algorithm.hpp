@@ -58,6 +58,10 @@ struct SpanShape {
 // How a CPU all-reduce of `bytes` on such a group runs: hierarchical (true) or flat through the
 // exchange, and why (`why` may be null). The kernel and explain both ask this.
 bool hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* why);
+// The same for a GPU all-reduce (Note [hierarchical GPU all-reduce] in
+// src/kernels/cuda/collectives/spanning.cpp): tunables().cuda_hierarchical_min_bytes (0: never),
+// and `bytes` a multiple of 8 x per_host, so that every host member reduces an equal slice.
+bool cuda_hierarchical_all_reduce(int64_t bytes, const SpanShape& span, std::string* why);
 // collective_algorithm's answer for a group that spans hosts: the CPU algorithm, the GPU refusal,
 // and the bytes each level moves per member.
 AlgorithmChoice spanning_algorithm(std::string_view op, int64_t bytes, const SpanShape& span);

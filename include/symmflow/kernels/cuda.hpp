@@ -153,8 +153,10 @@ Communicator& communicator(const std::shared_ptr<Group>& group, size_t bytes);
 // A group whose members run on more than one host has no peers' memory to work on: its
 // collectives go through NCCL (Note [nccl engine] in src/kernels/cuda/collectives/nccl.cpp). This
 // makes the calling rank thread's NCCL communicator of `group` now if need be (collective: every
-// member calls it in the same order), so that a plan's CUDA graph capture finds it ready.
-void prepare_spanning(const std::shared_ptr<Group>& group);
+// member calls it in the same order), so that a plan's CUDA graph capture finds it ready; with
+// its calls of at most `bytes`, what a hierarchical all-reduce needs too (Note [hierarchical GPU
+// all-reduce] in src/kernels/cuda/collectives/spanning.cpp).
+void prepare_spanning(const std::shared_ptr<Group>& group, size_t bytes);
 // Waits for `stream`, which may hold this rank thread's NCCL calls, at most the world's timeout:
 // raises PeerFailure, Nccl or Timeout naming the group when a peer failed, NCCL reported an
 // error or the time ran out, and aborts the thread's NCCL communicators then (Note [bounded

@@ -20,6 +20,7 @@ struct Tunables {
   int64_t signal_channels = 16;           // channels per signal pad
   int64_t one_shot_max_bytes = 16384;     // all-reduce: one-shot up to here, two-shot above
   int64_t hierarchical_min_bytes = 0;  // spanning all-reduce: hierarchical from here
+  int64_t cuda_hierarchical_min_bytes = 0;  // the same on GPUs; 0: never (not yet measured)
   int64_t cuda_one_shot_max_bytes = 4 << 20;  // the same choice on GPUs (cuda.hpp)
   int64_t cuda_threads = 1024;                // threads per block of the GPU collectives
   int64_t cuda_blocks_per_sm = 2;             // most blocks per multiprocessor (two_shot)

@@ -85,7 +85,7 @@ class CudaBackend : public exec::DeviceBackend {
     }
     for (const auto& [group, bytes] : collective_bytes) {
       if (group->spans_hosts())
-        prepare_spanning(group), spanning_.push_back(group);  // Note [nccl engine]
+        prepare_spanning(group, bytes), spanning_.push_back(group);  // Note [nccl engine]
       else
         comms_.push_back(&communicator(group, bytes));
     }

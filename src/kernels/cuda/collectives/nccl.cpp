@@ -63,6 +63,7 @@ struct Library {
   int (*comm_abort)(CommPtr) = nullptr;
   const char* (*error_string)(int) = nullptr;
   int (*async_error)(CommPtr, int*) = nullptr;
+  int (*comm_split)(CommPtr, int, int, CommPtr*, void*) = nullptr;  // 2.18+; optional
   int (*all_reduce)(const void*, void*, size_t, int, int, CommPtr, Stream) = nullptr;
   int (*reduce)(const void*, void*, size_t, int, int, int, CommPtr, Stream) = nullptr;
   int (*reduce_scatter)(const void*, void*, size_t, int, int, CommPtr, Stream) = nullptr;
@@ -136,6 +137,7 @@ Library load() {
                               absent);
     return lib;
   }
+  lib.comm_split = reinterpret_cast<decltype(lib.comm_split)>(dlsym(h, "ncclCommSplit"));
   lib.get_version(&lib.version);
   // ncclAvg came with 2.10, send/receive groups as used here with 2.7: 2.12 is asked for.
   if (lib.version < 21200)
@@ -202,6 +204,7 @@ UniqueId from_hex(const std::string& s, std::string_view op) {
 struct Cached {
   std::shared_ptr<Group> group;
   std::unique_ptr<Comm> comm;
+  bool cross = false;  // the split of the group's members by host index (cross())
 };
 thread_local std::vector<Cached> tls_comms;
 
@@ -361,9 +364,30 @@ void wait(void* stream, std::string_view op) {
   }
 }
 
+bool can_split() { return library().missing.empty() && library().comm_split != nullptr; }
+
+Comm& cross(const std::shared_ptr<Group>& group, std::string_view op) {
+  for (Cached& c : tls_comms)
+    if (c.group == group && c.cross) return *c.comm;
+  Comm& parent = comm(group, op);
+  SF_CHECK(can_split(), "{}: the NCCL loaded ({}) has no ncclCommSplit (2.18 or later is needed "
+           "for a hierarchical all-reduce across hosts)", op, version());
+  check_not_capturing("splitting the NCCL communicator of a group");
+  parent.check_usable(op);
+  const std::vector<int>& across = group->cross_ranks();
+  const int me = group->bootstrap().rank();
+  const int key = int(std::find(across.begin(), across.end(), me) - across.begin());
+  auto handle = std::make_unique<Comm::Handle>();
+  parent.check(library().comm_split(parent.handle_->comm, group->host_rank_of(group->rank()), key,
+                                    &handle->comm, nullptr),
+               "ncclCommSplit", op);
+  tls_comms.push_back({group, std::unique_ptr<Comm>(new Comm(group, std::move(handle))), true});
+  return *tls_comms.back().comm;
+}
+
 Comm& comm(const std::shared_ptr<Group>& group, std::string_view op) {
   for (Cached& c : tls_comms)
-    if (c.group == group) return *c.comm;
+    if (c.group == group && !c.cross) return *c.comm;
   const Library& lib = usable(op, *group);
   check_not_capturing("creating the NCCL communicator of a group");
   UniqueId id{};

@@ -63,6 +63,7 @@ class Comm {
  private:
   friend void wait(void* stream, std::string_view op);
   friend Comm& comm(const std::shared_ptr<Group>& group, std::string_view op);
+  friend Comm& cross(const std::shared_ptr<Group>& group, std::string_view op);
   Comm(std::shared_ptr<Group> group, std::unique_ptr<Handle> handle);
   void check(int result, std::string_view what, std::string_view op) const;
   std::shared_ptr<Group> group_;
@@ -79,5 +80,11 @@ void wait(void* stream, std::string_view op);
 // use, collectively (every member calls it in the same order, as with every collective), outside
 // a CUDA graph capture; raises InvalidUsage naming `op` when NCCL cannot be opened.
 Comm& comm(const std::shared_ptr<Group>& group, std::string_view op);
+// The calling rank thread's NCCL communicator of the members of `group` with this rank's index in
+// its host (Group::cross_ranks(), one a host, by host), split from comm(group) (ncclCommSplit:
+// collective over the group); raises InvalidUsage when the NCCL loaded lacks ncclCommSplit.
+Comm& cross(const std::shared_ptr<Group>& group, std::string_view op);
+// Whether the NCCL loaded can split a communicator (2.18 and later).
+bool can_split();
 
 }  // namespace symmflow::cuda::nccl

@@ -13,13 +13,16 @@
 #include <string_view>
 
 #include "symmflow/core/dtype.hpp"
+#include "symmflow/runtime/cuda.hpp"
 #include "symmflow/runtime/group.hpp"
 
 namespace symmflow::cuda::span {
 
-// out = reduce over members of in (n elements; f32, bf16, f16); in and out may be equal.
-void all_reduce(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
-                int64_t n, DType dtype, std::string_view reduce_op);
+// out = reduce over members of in (n elements; f32, bf16, f16); in and out may be equal; `in`
+// lies in `heap` (this group's). Flat through NCCL, or hierarchical where
+// kernels::cuda_hierarchical_all_reduce says so (Note [hierarchical GPU all-reduce]).
+void all_reduce(std::string_view op, const std::shared_ptr<Group>& g, const DeviceHeap& heap,
+                const void* in, void* out, int64_t n, DType dtype, std::string_view reduce_op);
 // The same, landing on `root` only (out is written there alone).
 void reduce(std::string_view op, const std::shared_ptr<Group>& g, const void* in, void* out,
             int64_t n, DType dtype, std::string_view reduce_op, int root);
@@ -41,6 +44,8 @@ void permute(std::string_view op, const std::shared_ptr<Group>& g, const void* i
 // buf of every member = root's buf.
 void broadcast(std::string_view op, const std::shared_ptr<Group>& g, void* buf, size_t bytes,
                int root);
+// Makes the group's scratch of a hierarchical all-reduce at least `bytes` now (collective).
+void prepare_scratch(const std::shared_ptr<Group>& g, size_t bytes);
 // A barrier on the stream (a one-element all-reduce).
 void barrier(std::string_view op, const std::shared_ptr<Group>& g);
 // InvalidUsage: `op` has no path across hosts on GPUs yet; `instead` says what to use.

@@ -32,11 +32,11 @@ void check_like(std::string_view op, std::string_view arg, const Tensor& t, cons
 void one_shot(std::string_view op, const Tensor& input, std::string_view reduce_op,
               std::string_view group_name, const Tensor& out) {
   auto group = group_for(op, group_name);
-  heap_of(input, op, "input", *group);
+  const DeviceHeap& heap = heap_of(input, op, "input", *group);
   check_like(op, "out", out, input);
   DenseOut dst(out);
   if (group->spans_hosts()) {
-    span::all_reduce(op, group, input.raw_data(), dst.data(), input.numel(), input.dtype(),
+    span::all_reduce(op, group, heap, input.raw_data(), dst.data(), input.numel(), input.dtype(),
                      reduce_op);
     return dst.finish();
   }
@@ -52,8 +52,8 @@ void two_shot(std::string_view op, const Tensor& input, std::string_view reduce_
   const DeviceHeap& heap = heap_of(input, op, "input", *group);
   if (output) check_like(op, "output", *output, input);
   if (group->spans_hosts()) {
-    span::all_reduce(op, group, input.raw_data(), input.raw_data(), input.numel(), input.dtype(),
-                     reduce_op);
+    span::all_reduce(op, group, heap, input.raw_data(), input.raw_data(), input.numel(),
+                     input.dtype(), reduce_op);
     if (output) aten::copy_(*output, input);
     return;
   }
