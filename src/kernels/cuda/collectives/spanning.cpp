@@ -44,10 +44,6 @@ void check_order(std::string_view op, const Group& g) {
            op, g.name(), g.hosts());
 }
 
-}  // namespace
-
-namespace {
-
 struct Scratch {
   std::shared_ptr<Group> group;
   std::shared_ptr<DeviceHeap> heap;
@@ -72,14 +68,6 @@ void* at(const DeviceHeap& heap, int group_rank, size_t offset) {
   return static_cast<char*>(heap.peer(group_rank)) + offset;
 }
 
-}  // namespace
-
-void prepare_scratch(const std::shared_ptr<Group>& g, size_t bytes) {
-  scratch(g, bytes, "Executable");
-}
-
-namespace {
-
 // Note [hierarchical GPU all-reduce].
 void hierarchical(std::string_view op, const std::shared_ptr<Group>& g, const DeviceHeap& heap,
                   const void* in, void* out, int64_t n, DType dtype, std::string_view reduce_op) {
@@ -94,7 +82,8 @@ void hierarchical(std::string_view op, const std::shared_ptr<Group>& g, const De
   nccl::Comm& across = nccl::cross(g, op);
   Communicator& host = communicator(g->host_group_ptr(), 0);
   std::vector<const void*> srcs(static_cast<size_t>(L));
-  for (int p = 0; p < L; ++p) srcs[size_t(p)] = at(heap, member[size_t(p)], in_offset + size_t(l) * slice);
+  for (int p = 0; p < L; ++p)
+    srcs[size_t(p)] = at(heap, member[size_t(p)], in_offset + size_t(l) * slice);
   void* mine = at(s, g->rank(), size_t(l) * slice);
   host.reduce_scatter(srcs, mine, 1, n / L, n / L, dtype, reduce_op, op, current_stream());
   across.all_reduce(mine, mine, n / L, dtype, reduce_kind(reduce_op, op), op, current_stream());
@@ -106,6 +95,16 @@ void hierarchical(std::string_view op, const std::shared_ptr<Group>& g, const De
 }
 
 }  // namespace
+
+void prepare_scratch(const std::shared_ptr<Group>& g, size_t bytes) {
+  scratch(g, bytes, "Executable");
+}
+
+void refuse(std::string_view op, const Group& g, std::string_view instead) {
+  invalid_usage("{}: group '{}' spans {} hosts, and on GPUs this op has no path across hosts yet "
+                "(its collectives go through NCCL: Note [nccl engine]); {}",
+                op, g.name(), g.hosts(), instead);
+}
 
 void all_reduce(std::string_view op, const std::shared_ptr<Group>& g, const DeviceHeap& heap,
                 const void* in, void* out, int64_t n, DType dtype, std::string_view reduce_op) {
@@ -222,13 +221,3 @@ void check_spanning(const std::shared_ptr<Group>& group, std::string_view op) {
   nccl::comm(group, op).check_usable(op);
 }
 }  // namespace symmflow::cuda
-
-namespace symmflow::cuda::span {
-
-void refuse(std::string_view op, const Group& g, std::string_view instead) {
-  invalid_usage("{}: group '{}' spans {} hosts, and on GPUs this op has no path across hosts yet "
-                "(its collectives go through NCCL: Note [nccl engine]); {}",
-                op, g.name(), g.hosts(), instead);
-}
-
-}  // namespace symmflow::cuda::span
