@@ -82,13 +82,19 @@ for n in (1, 2):
 PY
 }
 
+# run_worker NAME SCRIPT CASES DTYPES: a test worker on the GPUs (SYMMFLOW_TEST_DEVICE=cuda), NPROC
+# processes under torchrun_py (log NAME), its per-rank results in $OUT/NAME/rank<r>.jsonl.
+run_worker() {
+  local name=$1 script=$2
+  mkdir -p "$OUT/$name"
+  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/$name" TAIL=3 \
+    PY_TIMEOUT=${PY_TIMEOUT:-400} torchrun_py "$script" "$name" "$3" "$4"
+}
+
 sf_batch() {
   local cases=${1:-default:llama,deterministic:llama,deterministic:qwen3}
   step "tests/python/torch/batch_worker.py, $NPROC processes: a sequence alone and in a batch of 8"
-  mkdir -p "$OUT/batch"
-  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/batch" TAIL=3 \
-    PY_TIMEOUT=${PY_TIMEOUT:-400} torchrun_py tests/python/torch/batch_worker.py batch \
-    "$cases" "${2:-f32,bf16}"
+  run_worker batch tests/python/torch/batch_worker.py "$cases" "${2:-f32,bf16}"
   python3 - "$OUT/batch" <<'PY'
 import glob, json, sys
 print(f"{'case':<22} {'dtype':<9} {'rank':>4} {'ok':<5} {'identical':<9} {'max_diff':>9} "
@@ -141,10 +147,7 @@ PY
 sf_decode() {
   local cases=${1:-llama:dtensor:after,qwen3:dtensor,mistral:dtensor}
   step "tests/python/torch/decode_worker.py, $NPROC processes: the KV-cache decode and generate"
-  mkdir -p "$OUT/decode"
-  SYMMFLOW_TEST_DEVICE=cuda SYMMFLOW_TEST_RESULTS="$OUT/decode" TAIL=3 \
-    PY_TIMEOUT=${PY_TIMEOUT:-400} torchrun_py tests/python/torch/decode_worker.py decode \
-    "$cases" "${2:-f32}"
+  run_worker decode tests/python/torch/decode_worker.py "$cases" "${2:-f32}"
   python3 - "$OUT/decode" <<'PY'
 import glob, json, sys
 print(f"{'case':<22} {'rank':>4} {'ok':<5} {'max_err':>9} {'tokens':<6} {'generate':<8} "
