@@ -198,6 +198,24 @@ TEST_F(CudaSpanning, HostMemoryOnlyAndRefusalsNameTheHosts) {
   });
 }
 
+// SYMMFLOW_DETERMINISTIC=1 refuses NCCL's reductions across hosts (their order depends on the
+// size) on every rank, before anything is enqueued; set for the whole world, outside its threads.
+TEST_F(CudaSpanning, DeterministicModeRefusesNcclReductions) {
+  Tunables det = tunables();
+  det.deterministic = true;
+  testing::ScopedTunables on(det);
+  on_ranks([&](Runtime&) {
+    Tensor t = cuda::empty_symmetric({4}, DType::f32, "world");
+    for (const char* op : {"symm_mem::one_shot_all_reduce", "symm_mem::two_shot_all_reduce_"}) {
+      const std::string msg = error_of(op, {t, "sum", "world"});
+      EXPECT_NE(msg.find("group 'world' spans 2 hosts and SYMMFLOW_DETERMINISTIC=1 is set, but "
+                         "NCCL"),
+                std::string::npos)
+          << op << ": " << msg;
+    }
+  });
+}
+
 // The loader (Note [nccl engine]) names what it tried and why each was refused; no GPU needed.
 // Each case runs in a fresh process (the library is opened once a process).
 void expect_refusal(const char* library, const std::string& pattern) {
